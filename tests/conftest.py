@@ -1,0 +1,27 @@
+"""Shared pytest setup: make the repository importable as ansible_collections.fleetqual.storage.
+
+The collection lives at the repository root. Ansible (and Python imports in unit tests)
+expect it at <path>/ansible_collections/fleetqual/storage, so we expose the checkout
+through a symlink under build/collections and put that path first on sys.path.
+"""
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COLLECTIONS = os.path.join(ROOT, "build", "collections")
+LINK = os.path.join(COLLECTIONS, "ansible_collections", "fleetqual", "storage")
+
+
+def _ensure_link():
+    os.makedirs(os.path.dirname(LINK), exist_ok=True)
+    if os.path.islink(LINK) and os.readlink(LINK) == ROOT:
+        return
+    if os.path.lexists(LINK):
+        os.unlink(LINK)
+    os.symlink(ROOT, LINK)
+
+
+_ensure_link()
+if COLLECTIONS not in sys.path:
+    sys.path.insert(0, COLLECTIONS)
+os.environ.setdefault("ANSIBLE_COLLECTIONS_PATH", COLLECTIONS)
