@@ -1,0 +1,80 @@
+# -*- coding: utf-8 -*-
+# Copyright: fleetqual.storage developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Thin Jinja2 filters over plugins/plugin_utils (plan, metrics, rules, judge).
+
+Each filter is documented in plugins/filter/<name>.yml (ansible-doc -t filter
+fleetqual.storage.<name>). The logic lives in plugin_utils so the qualify_report
+callback uses the very same code.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import judge as _judge
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import metrics as _metrics
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import plan as _plan
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import rules as _rules
+from ansible_collections.fleetqual.storage.plugins.plugin_utils._common import human_size as _human_size
+
+
+def _wrap(name, func):
+    def filter_func(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except _plan.PlanError as exc:
+            raise AnsibleFilterError("fleetqual.storage.%s: invalid workload plan:\n  - %s"
+                                     % (name, "\n  - ".join(exc.errors)))
+        except (ValueError, TypeError) as exc:
+            raise AnsibleFilterError("fleetqual.storage.%s: %s" % (name, exc))
+    filter_func.__name__ = name
+    filter_func.__doc__ = func.__doc__
+    return filter_func
+
+
+def plan(profile_or_matrix, cache_size=_plan.DEFAULT_CACHE_SIZE, mem_total_mb=None, overrides=None,
+         profiles=None, matrix=None, seed=None):
+    return _plan.plan(profile_or_matrix, cache_size=cache_size, mem_total_mb=mem_total_mb,
+                      overrides=overrides, profiles=profiles, matrix=matrix, seed=seed)
+
+
+def validate_profile(profiles, profile, matrix=None, cache_size=_plan.DEFAULT_CACHE_SIZE, overrides=None):
+    return _plan.validate_profile(profiles, profile, matrix=matrix, cache_size=cache_size, overrides=overrides)
+
+
+def validate_rules(rules, var_name=_rules.DEFAULT_VAR):
+    return _rules.validate_rules(rules, var_name=var_name)
+
+
+def judge(workloads, rules=None, expected_ids=None, error=None):
+    return _judge.judge(workloads, rules, expected_ids=expected_ids, error=error)
+
+
+def human_size(nbytes):
+    return _human_size(nbytes)
+
+
+class FilterModule(object):
+    """fleetqual.storage filters."""
+
+    def filters(self):
+        table = {
+            "plan": plan,
+            "plan_summary": _plan.plan_summary,
+            "largest_working_set": _plan.largest_working_set,
+            "required_space": _plan.required_space,
+            "expected_duration_s": _plan.expected_duration_s,
+            "iobench_args": _plan.module_args,
+            "validate_profile": validate_profile,
+            "validate_rules": validate_rules,
+            "validate_inputs": _plan.validate_inputs,
+            "workload_metrics": _metrics.workload_metrics,
+            "workload_record": _metrics.workload_record,
+            "judge": judge,
+            "first_failing_rule": _judge.first_failing_rule,
+            "human_size": human_size,
+        }
+        return {name: _wrap(name, func) for name, func in table.items()}

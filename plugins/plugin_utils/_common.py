@@ -1,0 +1,88 @@
+# -*- coding: utf-8 -*-
+# Copyright: fleetqual.storage developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Small helpers shared by plan, metrics, judge and rules (pure Python)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import math
+
+try:  # the contract names the module sizes.py; the file landed as size.py
+    from ansible_collections.fleetqual.storage.plugins.module_utils.sizes import parse_size  # noqa: F401
+except ImportError:  # pragma: no cover - depends on which name the other engineer kept
+    from ansible_collections.fleetqual.storage.plugins.module_utils.size import parse_size  # noqa: F401
+
+# iobench modes (sysbench fileio names)
+MODES = ("seqwr", "seqrewr", "seqrd", "rndrd", "rndwr", "rndrw")
+READ_MODES = ("seqrd", "rndrd", "rndrw")
+WRITE_MODES = ("seqwr", "seqrewr", "rndwr", "rndrw")
+
+OPS = ("read", "write", "fsync")
+PCTS = ("p50", "p90", "p95", "p99", "p999")
+# metrics pct name -> key in iobench latency_us
+PCT_SOURCE = {"p50": "p50", "p90": "p90", "p95": "p95", "p99": "p99", "p999": "p99.9"}
+
+
+def is_number(value):
+    """True for int/float (not bool), finite."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return not (isinstance(value, float) and (math.isnan(value) or math.isinf(value)))
+
+
+def is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def as_number(value):
+    """A finite float/int or None (missing, NaN, inf, wrong type)."""
+    return value if is_number(value) else None
+
+
+def fmt_num(value):
+    """Human number: 812.4 -> '812', 9.83 -> '9.8', 0.234 -> '0.23', 20 -> '20'."""
+    if value is None:
+        return "n/a"
+    if is_int(value):
+        return str(value)
+    if not is_number(value):
+        return str(value)
+    if value == int(value) and abs(value) < 1e15:
+        return str(int(value))
+    a = abs(value)
+    if a >= 100:
+        return "%.0f" % value
+    if a >= 1:
+        return "%.1f" % value
+    return "%.2g" % value
+
+
+def human_size(nbytes):
+    """Binary human size with one decimal: 2147483648 -> '2.0 GiB', 512 -> '512 B'."""
+    if nbytes is None:
+        return "n/a"
+    n = float(nbytes)
+    for unit, mult in (("TiB", 1024 ** 4), ("GiB", 1024 ** 3), ("MiB", 1024 ** 2), ("KiB", 1024)):
+        if abs(n) >= mult:
+            return "%.1f %s" % (n / mult, unit)
+    return "%d B" % int(n)
+
+
+def type_name(value):
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, dict):
+        return "mapping"
+    if isinstance(value, (list, tuple)):
+        return "list"
+    return type(value).__name__

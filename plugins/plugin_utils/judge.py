@@ -1,0 +1,389 @@
+# -*- coding: utf-8 -*-
+# Copyright: fleetqual.storage developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The judge: workload records + threshold rules -> verdict, reasons, checks.
+
+Written once; used by the ``qualify`` role (filter ``fleetqual.storage.judge``) and by
+the ``qualify_report`` callback (imports this module).
+
+``judge(workloads, rules, expected_ids=None)`` returns::
+
+    verdict:  PASS | FAIL | ERROR
+    reasons:  [sentences]          # errors first, then failed limits; empty on PASS
+    checks:   [{workload, rule, metric, value, limit, op, passed, evidence,
+                status, kind, message}, ...]
+    summary:  {workloads, checks, passed, failed, not_applicable, errors}
+    warnings: [sentences]          # rules that matched nothing, or only n/a checks
+
+Verdicts: ERROR when the host failed outside a workload (``error``), a planned workload
+is missing (``expected_ids``), a workload's module call failed or was skipped, it has no
+benchmark data, it had I/O errors, or it was interrupted or stopped by the module's
+timeout; else FAIL when any limit failed; else PASS. Limits are still checked
+on workloads with partial data, so an ERROR host also shows what it measured.
+
+Checks are ordered by workload (plan order, then records not in the plan), and per
+workload: integrity errors, then rules in list order, then each rule's limits in
+canonical order (min_iops, min_mibps, max_read_*, max_write_*, max_fsync_* by
+percentile, metric min, metric max). ``status`` is ``pass``, ``fail``, ``n/a`` or
+``error``; ``passed`` is true, false, or null for n/a. ``kind`` is ``limit`` (built-in),
+``metric`` (JMESPath rule) or ``error`` (integrity; ``rule`` is one of
+``host_error``, ``workload_missing``, ``module_failed``, ``skipped``, ``no_metrics``,
+``io_errors``, ``timed_out``, ``interrupted``, ``no_workloads``).
+
+Missing values -- an explicit decision:
+
+* A ``max_<op>_<pct>_ms`` limit on a workload that does not do ``op`` (count 0 or the op
+  absent, e.g. ``max_fsync_p99_ms`` on a run without fsyncs, ``max_read_*`` on rndwr) is
+  *not applicable*: the check is reported with status ``n/a`` and does not affect the
+  verdict. A rule whose matches are all n/a gives a warning.
+* A built-in figure that should exist but does not (``min_iops`` with no rate, a
+  percentile missing although the op ran) FAILS with "no value".
+* A ``metric`` rule whose JMESPath yields null FAILS with "no value" (the author asked
+  for that number; silence would hide a typo); a non-number FAILS with "not a number".
+
+The JMESPath of a ``metric`` rule is evaluated over the workload record (the spec keys,
+``result`` and ``metrics``), e.g. ``metrics.dev_util_pct`` or
+``result.bench.ops.read.latency_us."p99.99"``.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.fleetqual.storage.plugins.plugin_utils._common import (
+    READ_MODES,
+    WRITE_MODES,
+    fmt_num,
+    is_number,
+    type_name,
+)
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import workload_metrics
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.rules import (
+    compile_metric,
+    rule_limits,
+    rule_matches,
+    rule_name,
+    validate_rules,
+)
+
+PASS, FAIL, ERROR = "PASS", "FAIL", "ERROR"
+
+_LIMIT_LABEL = {"min_iops": ("IOPS", ""), "min_mibps": ("MiB/s", "")}
+
+
+def _get(d, *path):
+    for key in path:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(key)
+    return d
+
+
+# --------------------------------------------------------------------------- evidence
+
+def _device_name(record):
+    result = record.get("result") if isinstance(record, dict) else None
+    dev = _get(result, "iostat", "avg", "device")
+    if isinstance(dev, str) and dev:
+        return dev
+    devs = _get(result, "collector", "devices")
+    if isinstance(devs, list) and devs:
+        return "+".join(str(d) for d in devs)
+    return None
+
+
+def _does(record, mode_set, op):
+    mode = record.get("mode")
+    count = _get(record, "result", "bench", "ops", op, "count")
+    if is_number(count):
+        return count > 0
+    return mode in mode_set
+
+
+def evidence(record, metrics, focus=None):
+    """iostat sentence for a workload, e.g.
+    ``device vda: r/s 812, r_await 9.8 ms, aqu-sz 7.9, %util 99.6``.
+
+    ``focus`` is ``read``, ``write``, ``fsync``, ``iops``, ``mibps`` or None (all that the
+    workload does)."""
+    m = metrics or {}
+    dev_keys = [k for k in m if k.startswith("dev_") and not k.endswith("_ratio")]
+    if not any(m.get(k) is not None for k in dev_keys):
+        source = _get(record, "result", "collector", "source")
+        reason = _get(record, "result", "collector", "reason")
+        text = "no device statistics (collector: %s" % (source or "none")
+        return text + ("; %s)" % reason if reason else ")")
+    reads = _does(record, READ_MODES, "read")
+    writes = _does(record, WRITE_MODES, "write")
+    if focus == "read":
+        reads, writes = True, False
+    elif focus in ("write", "fsync"):
+        reads, writes = False, True
+    if not reads and not writes:
+        reads = writes = True
+    items = []
+
+    def add(label, key, unit=""):
+        if m.get(key) is not None:
+            items.append("%s %s%s" % (label, fmt_num(m[key]), unit))
+
+    if reads:
+        add("r/s", "dev_r_s")
+        if focus == "mibps":
+            add("rkB/s", "dev_rkb_s")
+        add("r_await", "dev_r_await_ms", " ms")
+    if writes:
+        add("w/s", "dev_w_s")
+        if focus == "mibps":
+            add("wkB/s", "dev_wkb_s")
+        add("w_await", "dev_w_await_ms", " ms")
+        if focus in ("write", "fsync"):
+            add("wareq-sz", "dev_wareq_sz_kb", " kB")
+    add("aqu-sz", "dev_aqu_sz")
+    add("%util", "dev_util_pct")
+    return "device %s: %s" % (_device_name(record) or "?", ", ".join(items))
+
+
+# --------------------------------------------------------------------------- checks
+
+def _check(wid, rule, metric, value, limit, op, passed, ev, status, kind, message):
+    return {"workload": wid, "rule": rule, "metric": metric, "value": value, "limit": limit, "op": op,
+            "passed": passed, "evidence": ev, "status": status, "kind": kind, "message": message}
+
+
+def _error(wid, rule, message, value=None, metric=None, ev=""):
+    return _check(wid, rule, metric, value, None, None, False, ev, "error", "error", message)
+
+
+def _compare(value, op, limit):
+    return value >= limit if op == ">=" else value <= limit
+
+
+def _cmp_word(op, passed):
+    if passed:
+        return op
+    return "<" if op == ">=" else ">"
+
+
+def _integrity(record, wid, metrics):
+    """Error checks for one record."""
+    out = []
+    result = record.get("result")
+    if not isinstance(result, dict):
+        return [_error(wid, "no_metrics", "%s: no result recorded for the workload" % wid)]
+    if result.get("skipped"):
+        return [_error(wid, "skipped", "%s: the workload was skipped (%s)"
+                       % (wid, result.get("skip_reason") or result.get("msg") or "no reason given"))]
+    bench = result.get("bench")
+    if result.get("failed"):
+        msg = " ".join(str(result.get("msg") or "no message").split())
+        rc = result.get("rc")
+        out.append(_error(wid, "module_failed", "%s: benchmark failed%s: %s"
+                          % (wid, " (rc %s)" % rc if rc is not None else "", msg), value=rc, metric="rc"))
+        if not isinstance(bench, dict):
+            return out
+    if not isinstance(bench, dict) or metrics.get("iops") is None and metrics.get("fsync_per_sec") is None:
+        out.append(_error(wid, "no_metrics", "%s: no benchmark data in the result (rc %s)"
+                          % (wid, result.get("rc", "?"))))
+        return out
+    errors = metrics.get("errors")
+    if errors:
+        by_kind = _get(bench, "errors", "by_kind") or {}
+        kinds = ", ".join("%s %s" % (k, v) for k, v in sorted(by_kind.items()) if v) if isinstance(by_kind, dict) else ""
+        first = _get(bench, "errors", "first")
+        msg = "%s: %s I/O error%s during the run" % (wid, errors, "" if errors == 1 else "s")
+        if kinds:
+            msg += " (%s)" % kinds
+        if first:
+            msg += "; first: %s" % (first if isinstance(first, str) else
+                                    ", ".join("%s %s" % (k, v) for k, v in first.items())
+                                    if isinstance(first, dict) else first)
+        out.append(_error(wid, "io_errors", msg, value=errors, metric="errors"))
+    if result.get("timed_out"):
+        msg = "%s: stopped by the module's timeout after %s s; partial results" % (
+            wid, fmt_num(metrics.get("elapsed_s")))
+        out.append(_error(wid, "timed_out", msg, value=True, metric="timed_out"))
+    elif metrics.get("interrupted"):
+        sig = bench.get("signal")
+        msg = "%s: run interrupted%s after %s s; partial results" % (
+            wid, " by %s" % sig if sig else "", fmt_num(metrics.get("elapsed_s")))
+        out.append(_error(wid, "interrupted", msg, value=True, metric="interrupted"))
+    return out
+
+
+def _limit_check(rule, key, op, limit, record, wid, metrics):
+    name = rule_name(rule, key)
+    if key in ("min_iops", "min_mibps"):
+        metric = key[4:]
+        label = _LIMIT_LABEL[key][0]
+        focus = metric
+        op_name = None
+    else:  # max_<op>_<pct>_ms
+        _, op_name, pct, _ = key.split("_")
+        metric = "%s_%s_ms" % (op_name, pct)
+        label = "%s %s" % (op_name, "p99.9" if pct == "p999" else pct)
+        focus = op_name
+    value = metrics.get(metric)
+    ev = evidence(record, metrics, focus)
+    unit = " ms" if op_name else ""
+    if op_name and value is None:
+        count = metrics.get("%s_count" % op_name)
+        if not count:
+            msg = "%s: does no %s operations; %s not applicable" % (wid, op_name, name)
+            return _check(wid, name, metric, None, limit, op, None, ev, "n/a", "limit", msg)
+    if value is None:
+        msg = "%s: %s has no value (limit %s %s%s) (%s)" % (wid, label, op, fmt_num(limit), unit, ev)
+        return _check(wid, name, metric, None, limit, op, False, ev, "fail", "limit", msg)
+    passed = _compare(value, op, limit)
+    msg = "%s: %s %s%s %s limit %s%s (%s)" % (wid, label, fmt_num(value), unit, _cmp_word(op, passed),
+                                             fmt_num(limit), unit, ev)
+    return _check(wid, name, metric, value, limit, op, passed, ev, "pass" if passed else "fail", "limit", msg)
+
+
+def _metric_check(rule, key, op, limit, record, wid, metrics):
+    name = rule_name(rule, key)
+    expr = rule["metric"]
+    ev = evidence(record, metrics)
+    tag = " [rule %s]" % rule["name"] if rule.get("name") else ""
+    try:
+        value = compile_metric(expr).search(record)
+    except Exception as exc:  # jmespath runtime errors (e.g. invalid type for a function)
+        msg = "%s: %s could not be evaluated: %s%s" % (wid, expr, exc, tag)
+        return _check(wid, name, expr, None, limit, op, False, ev, "fail", "metric", msg)
+    if value is None:
+        msg = "%s: %s has no value (limit %s %s)%s (%s)" % (wid, expr, op, fmt_num(limit), tag, ev)
+        return _check(wid, name, expr, None, limit, op, False, ev, "fail", "metric", msg)
+    if not is_number(value):
+        msg = "%s: %s is not a number (got %s %r)%s" % (wid, expr, type_name(value), value, tag)
+        return _check(wid, name, expr, value, limit, op, False, ev, "fail", "metric", msg)
+    passed = _compare(value, op, limit)
+    msg = "%s: %s %s %s limit %s%s (%s)" % (wid, expr, fmt_num(value), _cmp_word(op, passed),
+                                           fmt_num(limit), tag, ev)
+    return _check(wid, name, expr, value, limit, op, passed, ev, "pass" if passed else "fail", "metric", msg)
+
+
+def _expected_list(expected_ids):
+    if expected_ids is None:
+        return None
+    out = []
+    for item in expected_ids:
+        wid = item.get("id") if isinstance(item, dict) else item
+        if isinstance(wid, str) and wid not in out:
+            out.append(wid)
+    return out
+
+
+def _host_error_text(error):
+    if isinstance(error, dict):
+        task = error.get("task")
+        msg = " ".join(str(error.get("msg") or "failed").split())
+        return "task %r failed: %s" % (task, msg) if task else msg
+    return " ".join(str(error).split())
+
+
+def judge(workloads, rules, expected_ids=None, error=None):
+    """Judge one host. See the module docstring for the shape and the decisions.
+
+    ``workloads``: records (spec + ``result`` + optional ``metrics``); ``rules``:
+    ``fleetqual_thresholds``; ``expected_ids``: the planned ids (strings or the plan's
+    specs); ``error``: a host-level failure outside any workload (the role's rescue:
+    ``{task, msg}`` or a string), which makes the verdict ERROR. Raises ``ValueError``
+    when the rules do not validate.
+    """
+    problems = validate_rules(rules)
+    if problems:
+        raise ValueError("invalid thresholds: " + "; ".join(problems))
+    rules = rules or []
+    records = [w for w in (workloads or []) if isinstance(w, dict)]
+    expected = _expected_list(expected_ids)
+    # (id, record or None) in plan order, then records not in the plan in record order
+    slots = []
+    for wid in expected or []:
+        mine = [r for r in records if r.get("id") == wid]
+        if mine:
+            slots.extend((wid, r) for r in mine)
+        else:
+            slots.append((wid, None))
+    for i, rec in enumerate(records):
+        if expected is None or rec.get("id") not in expected:
+            slots.append((rec.get("id") or "workload[%d]" % i, rec))
+
+    checks = []
+    if error:
+        checks.append(_error(None, "host_error", _host_error_text(error)))
+    matched = [0] * len(rules)
+    applicable = [0] * len(rules)
+    for wid, rec in slots:
+        if rec is None:
+            checks.append(_error(wid, "workload_missing", "%s: planned workload has no result (missing)" % wid))
+            continue
+        metrics = rec.get("metrics") if isinstance(rec.get("metrics"), dict) else workload_metrics(rec)
+        view = rec if isinstance(rec.get("metrics"), dict) else dict(rec, metrics=metrics)
+        integrity = _integrity(rec, wid, metrics)
+        checks.extend(integrity)
+        if any(c["rule"] in ("no_metrics", "skipped") for c in integrity) or not isinstance(
+                _get(rec, "result", "bench"), dict):
+            continue
+        for ri, rule in enumerate(rules):
+            if not rule_matches(rule, rec):
+                continue
+            matched[ri] += 1
+            for key, op, limit in rule_limits(rule):
+                if key in ("min", "max"):
+                    c = _metric_check(rule, key, op, limit, view, wid, metrics)
+                else:
+                    c = _limit_check(rule, key, op, limit, rec, wid, metrics)
+                if c["status"] != "n/a":
+                    applicable[ri] += 1
+                checks.append(c)
+    if not slots and not error:
+        checks.append(_error(None, "no_workloads", "no workload results for this host"))
+
+    errors = [c for c in checks if c["status"] == "error"]
+    failed = [c for c in checks if c["status"] == "fail"]
+    verdict = ERROR if errors else FAIL if failed else PASS
+    warnings = []
+    for ri, rule in enumerate(rules):
+        label = rule.get("name") or rule_name(rule, rule_limits(rule)[0][0])
+        if not matched[ri]:
+            warnings.append("rule %s matched no workload" % label)
+        elif not applicable[ri]:
+            warnings.append("rule %s matched only workloads where its limits do not apply" % label)
+    summary = {
+        "workloads": len(slots),
+        "checks": len(checks),
+        "passed": sum(1 for c in checks if c["status"] == "pass"),
+        "failed": len(failed),
+        "not_applicable": sum(1 for c in checks if c["status"] == "n/a"),
+        "errors": len(errors),
+    }
+    return {
+        "verdict": verdict,
+        "reasons": [c["message"] for c in errors] + [c["message"] for c in failed],
+        "checks": checks,
+        "summary": summary,
+        "warnings": warnings,
+    }
+
+
+def first_failing_check(host_judgement):
+    """The check that best explains a non-PASS host: its first error, else its first
+    failed limit; None when nothing failed (or no checks, e.g. an unreachable host)."""
+    checks = (host_judgement or {}).get("checks") or []
+    for status in ("error", "fail"):
+        for c in checks:
+            if isinstance(c, dict) and c.get("status", "fail" if c.get("passed") is False else None) == status:
+                return c
+    for c in checks:  # records written without status
+        if isinstance(c, dict) and c.get("passed") is False:
+            return c
+    return None
+
+
+def first_failing_rule(host_judgement):
+    """Name of the rule of :func:`first_failing_check` (``None`` if nothing failed)."""
+    c = first_failing_check(host_judgement)
+    return c.get("rule") if c else None
+
+
+__all__ = ["judge", "evidence", "first_failing_check", "first_failing_rule", "PASS", "FAIL", "ERROR"]

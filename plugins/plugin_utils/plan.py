@@ -1,0 +1,711 @@
+# -*- coding: utf-8 -*-
+# Copyright: fleetqual.storage developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Workload plan: turn a profile (or a user matrix) into resolved workload specs.
+
+A *profile* (an entry of ``fleetqual_profiles``) is a mapping::
+
+    description: text
+    extends: standard          # optional: start from another profile
+    defaults: {time: 60, ...}  # optional: values for every entry of the matrix
+    matrix:                    # list of workload entries
+      - {workload: over_cache, mode: rndrd, threads: [1, 64], working_set: over_cache}
+
+``extends`` merges the parent's ``defaults`` under this profile's ``defaults`` and puts
+the parent's ``matrix`` before this profile's entries. A user matrix
+(``fleetqual_matrix``) replaces the profile's matrix but keeps its defaults.
+
+Precedence, lowest first: built-in defaults (threads 1, block_size 16K, direct true,
+time 60, warmup 5), profile defaults, the matrix entry, ``overrides``
+(``fleetqual_workload_overrides``, applied to every workload).
+
+An entry's ``threads`` and ``rw_ratio`` may be lists: the entry expands to one workload
+per value (threads outer, rw_ratio inner). Expanded workloads whose derived id and
+resolved spec equal an earlier workload are dropped (``san`` sweeps 1..64 threads
+without running ``standard``'s t1 and t64 twice); the same derived id with a different
+spec gets a ``-2`` suffix. Explicit ``id`` values must be unique.
+
+Working-set sizing rule (``working_set`` keyword; an entry may give ``total_size``
+instead, never both):
+
+* ``fleetqual_cache_size`` is the declared controller / SAN cache (default 256M).
+* ``cache``: half the cache, in one file by default (``file_num: 1``): the working set
+  fits in the controller cache, so the run measures the cache path.
+* ``over_cache``: ``max(4 x cache, 2 x host RAM)`` where the RAM term only applies to
+  buffered runs (``direct: false``), from ``ansible_memtotal_mb``; 128 files by default.
+  With O_DIRECT the page cache is bypassed, so only the controller cache must be beaten.
+* Sized working sets are rounded *up* to a multiple of ``file_num x block_size`` so
+  every file holds whole blocks. Explicit ``total_size`` values are used as given.
+
+Each resolved spec has the shape of docs/contracts.md section 4: ``id``, ``workload``,
+``mode``, ``threads``, ``file_num``, ``total_size`` (bytes), ``block_size`` (bytes),
+``direct``, ``time``, ``warmup``, other iobench options by module parameter name,
+``index`` (1-based), ``of``, plus ``working_set`` (cache | over_cache | explicit) and
+``sizing`` (one line saying how ``total_size`` was obtained). Use :func:`module_args`
+to keep only the ``fleetqual.storage.iobench`` parameters.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import difflib
+import math
+import re
+
+from ansible_collections.fleetqual.storage.plugins.plugin_utils._common import (
+    MODES,
+    fmt_num,
+    human_size,
+    is_int,
+    is_number,
+    parse_size,
+    type_name,
+)
+
+MIB = 1024 ** 2
+DEFAULT_CACHE_SIZE = "256M"
+
+VAR_NAMES = {
+    "profile": "fleetqual_profile",
+    "profiles": "fleetqual_profiles",
+    "matrix": "fleetqual_matrix",
+    "cache_size": "fleetqual_cache_size",
+    "overrides": "fleetqual_workload_overrides",
+    "mem_total_mb": "ansible_memtotal_mb",
+    "seed": "fleetqual_seed",
+    "test_dir": "fleetqual_test_dir",
+    "thresholds": "fleetqual_thresholds",
+}
+
+BUILTIN_DEFAULTS = {"threads": 1, "block_size": 16384, "direct": True, "time": 60, "warmup": 5}
+DEFAULT_FILE_NUM = {"cache": 1, "over_cache": 128, "explicit": 1}
+WORKING_SETS = ("cache", "over_cache")
+ENGINES = ("sync", "io_uring")
+OPEN_FLAGS = ("sync", "dsync")
+FSYNC_MODES = ("fsync", "fdatasync")
+MAX_THREADS = 1024
+
+# parameters of the fleetqual.storage.iobench module a spec may carry
+MODULE_PARAMS = (
+    "mode", "file_num", "total_size", "block_size", "threads", "engine", "iodepth", "direct",
+    "open_flags", "fsync_freq", "fsync_all", "fsync_end", "fsync_mode", "time", "requests",
+    "warmup", "seed", "rw_ratio", "keep_cache",
+)
+SPEC_KEYS = ("id", "workload", "description", "working_set") + MODULE_PARAMS
+PROFILE_KEYS = ("description", "extends", "defaults", "matrix")
+# keys that identify a workload and cannot be defaulted or overridden
+IDENTITY_KEYS = ("id", "workload", "mode", "description")
+LIST_KEYS = ("threads", "rw_ratio")
+
+_ID_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+_LABEL_RE = re.compile(r"^[A-Za-z0-9_.]+$")
+
+
+class PlanError(ValueError):
+    """Raised by :func:`plan` with every problem found; ``errors`` holds the list."""
+
+    def __init__(self, errors):
+        self.errors = list(errors)
+        ValueError.__init__(self, "; ".join(self.errors))
+
+
+# --------------------------------------------------------------------------- validation
+
+def _check_value(key, value, path, errors):
+    """Type/range check of one spec key. Returns the normalised value or None."""
+    where = "%s.%s" % (path, key)
+
+    def bad(msg):
+        errors.append("%s: %s" % (where, msg))
+
+    if key in ("id",):
+        if not isinstance(value, str) or not _ID_RE.match(value):
+            bad("must be a string of letters, digits, '_', '.', '-', got %r" % (value,))
+            return None
+        return value
+    if key == "workload":
+        if not isinstance(value, str) or not _LABEL_RE.match(value):
+            bad("must be a label of letters, digits, '_' or '.' (e.g. cache, over_cache, log), got %r"
+                % (value,))
+            return None
+        return value
+    if key == "description":
+        if not isinstance(value, str):
+            bad("must be a string, got %s" % type_name(value))
+            return None
+        return value
+    if key == "mode":
+        if value not in MODES:
+            bad("unknown mode %r; known: %s" % (value, ", ".join(MODES)))
+            return None
+        return value
+    if key == "working_set":
+        if value not in WORKING_SETS:
+            bad("must be one of %s (or give total_size instead), got %r" % (", ".join(WORKING_SETS), value))
+            return None
+        return value
+    if key in ("total_size", "block_size"):
+        try:
+            n = parse_size(value)
+        except ValueError as exc:
+            bad(str(exc))
+            return None
+        if n <= 0:
+            bad("must be greater than 0, got %r" % (value,))
+            return None
+        return n
+    if key in ("direct", "fsync_all", "fsync_end", "keep_cache"):
+        if not isinstance(value, bool):
+            bad("must be true or false, got %s %r" % (type_name(value), value))
+            return None
+        return value
+    if key == "threads":
+        if not is_int(value) or not 1 <= value <= MAX_THREADS:
+            bad("must be an integer between 1 and %d, got %r" % (MAX_THREADS, value))
+            return None
+        return value
+    if key in ("file_num", "iodepth"):
+        if not is_int(value) or value < 1:
+            bad("must be an integer >= 1, got %r" % (value,))
+            return None
+        return value
+    if key in ("time", "warmup", "requests", "seed", "fsync_freq"):
+        if not is_int(value) or value < 0:
+            bad("must be an integer >= 0, got %r" % (value,))
+            return None
+        return value
+    if key == "rw_ratio":
+        if not is_number(value) or value <= 0:
+            bad("must be a number > 0 (reads per write: 9 = 90/10), got %r" % (value,))
+            return None
+        return value
+    if key == "engine":
+        if value not in ENGINES:
+            bad("unknown engine %r; known: %s" % (value, ", ".join(ENGINES)))
+            return None
+        return value
+    if key == "fsync_mode":
+        if value not in FSYNC_MODES:
+            bad("must be one of %s, got %r" % (", ".join(FSYNC_MODES), value))
+            return None
+        return value
+    if key == "open_flags":
+        if not isinstance(value, list) or any(v not in OPEN_FLAGS for v in value):
+            bad("must be a list of %s, got %r" % (", ".join(OPEN_FLAGS), value))
+            return None
+        return list(value)
+    bad("unknown key")  # pragma: no cover - callers filter unknown keys first
+    return None
+
+
+def _check_entry(entry, path, errors, allowed=SPEC_KEYS, allow_lists=False):
+    """Validate a spec-like mapping; returns a normalised copy (bad keys dropped)."""
+    if not isinstance(entry, dict):
+        errors.append("%s: must be a mapping, got %s" % (path, type_name(entry)))
+        return None
+    out = {}
+    for key, value in entry.items():
+        if key not in allowed:
+            hint = ""
+            if key in SPEC_KEYS:
+                hint = " (not allowed here)"
+            else:
+                guess = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.75)
+                hint = " (did you mean %s?)" % guess[0] if guess else ""
+            errors.append("%s.%s: unknown key%s; known: %s" % (path, key, hint, ", ".join(allowed)))
+            continue
+        if allow_lists and key in LIST_KEYS and isinstance(value, list):
+            if not value:
+                errors.append("%s.%s: list must not be empty" % (path, key))
+                continue
+            vals = []
+            for i, v in enumerate(value):
+                nv = _check_value(key, v, "%s.%s[%d]" % (path, key, i), errors)
+                # _check_value appends ".key" itself; rewrite to path.key[i]
+                if nv is not None:
+                    vals.append(nv)
+            if len(vals) == len(value):
+                out[key] = vals
+            continue
+        nv = _check_value(key, value, path, errors)
+        if nv is not None:
+            out[key] = nv
+    return out
+
+
+def _fix_list_paths(errors, start):
+    # "x.threads[1].threads: ..." -> "x.threads[1]: ..."
+    for i in range(start, len(errors)):
+        errors[i] = re.sub(r"\.(threads|rw_ratio)\[(\d+)\]\.(threads|rw_ratio):", r".\1[\2]:", errors[i])
+
+
+# --------------------------------------------------------------------------- profiles
+
+def _resolve_profile(profiles, name, names, errors, seen=None):
+    """Return (defaults, [(entry, path), ...]) for the named profile, following extends."""
+    seen = list(seen or [])
+    pvar = names["profiles"]
+    if name in seen:
+        errors.append("%s.%s.extends: cycle %s" % (pvar, seen[-1], " -> ".join(seen + [name])))
+        return {}, []
+    seen.append(name)
+    prof = profiles[name]
+    path = "%s.%s" % (pvar, name)
+    if not isinstance(prof, dict):
+        errors.append("%s: must be a mapping with matrix (and optional description, extends, defaults), "
+                      "got %s" % (path, type_name(prof)))
+        return {}, []
+    return _resolve_profile_dict(prof, path, profiles, names, errors, seen)
+
+
+def _resolve_profile_dict(prof, path, profiles, names, errors, seen):
+    for key in prof:
+        if key not in PROFILE_KEYS:
+            errors.append("%s.%s: unknown key; known: %s" % (path, key, ", ".join(PROFILE_KEYS)))
+    defaults, entries = {}, []
+    parent = prof.get("extends")
+    if parent is not None:
+        if not isinstance(parent, str) or not isinstance(profiles, dict) or parent not in profiles:
+            known = ", ".join(sorted(profiles)) if isinstance(profiles, dict) else "none"
+            errors.append("%s.extends: unknown profile %r; known: %s" % (path, parent, known))
+        else:
+            defaults, entries = _resolve_profile(profiles, parent, names, errors, seen)
+            defaults = dict(defaults)
+            entries = list(entries)
+    own_defaults = prof.get("defaults")
+    if own_defaults is not None:
+        start = len(errors)
+        checked = _check_entry(own_defaults, path + ".defaults", errors,
+                               allowed=tuple(k for k in SPEC_KEYS if k not in IDENTITY_KEYS))
+        _fix_list_paths(errors, start)
+        if checked:
+            defaults.update(checked)
+    matrix = prof.get("matrix")
+    if matrix is None:
+        if not entries and parent is None:
+            errors.append("%s.matrix: missing; a profile needs a list of workloads (or extends)" % path)
+    elif not isinstance(matrix, list):
+        errors.append("%s.matrix: must be a list of workload specs, got %s" % (path, type_name(matrix)))
+    else:
+        for i, entry in enumerate(matrix):
+            entries.append((entry, "%s.matrix[%d]" % (path, i)))
+    return defaults, entries
+
+
+# --------------------------------------------------------------------------- building
+
+def _read_pct(ratio):
+    return int(round(100.0 * ratio / (ratio + 1.0)))
+
+
+def _derive_id(spec):
+    wid = "%s-%s-t%d" % (spec["workload"], spec["mode"], spec["threads"])
+    if spec["mode"] == "rndrw" and "rw_ratio" in spec:
+        wid += "-r%d" % _read_pct(spec["rw_ratio"])
+    return wid
+
+
+def _size_working_set(spec, cache_bytes, mem_total_mb, path, names, errors, require_ram):
+    ws = spec.get("working_set")
+    block = spec["block_size"]
+    if "total_size" in spec:
+        spec.setdefault("file_num", DEFAULT_FILE_NUM["explicit"])
+        spec["working_set"] = "explicit"
+        spec["sizing"] = "explicit total_size %s" % human_size(spec["total_size"])
+        if spec["total_size"] < spec["file_num"] * block:
+            errors.append("%s.total_size: %s is smaller than file_num x block_size (%d x %s)"
+                          % (path, human_size(spec["total_size"]), spec["file_num"], human_size(block)))
+        return
+    spec.setdefault("file_num", DEFAULT_FILE_NUM[ws])
+    if cache_bytes is None:
+        return  # reported once already
+    if ws == "cache":
+        target = cache_bytes // 2
+        sizing = "cache/2 = half of the declared cache %s" % human_size(cache_bytes)
+    else:
+        target = 4 * cache_bytes
+        sizing = "4 x cache %s" % human_size(cache_bytes)
+        if not spec["direct"]:
+            if mem_total_mb is None:
+                if require_ram:
+                    errors.append("%s: buffered (direct: false) over_cache working set needs the host RAM "
+                                  "(%s) to size 2 x RAM; gather facts or set total_size"
+                                  % (path, names["mem_total_mb"]))
+                    return
+                sizing = "max(4 x cache %s, 2 x RAM unknown)" % human_size(cache_bytes)
+            else:
+                ram2 = 2 * int(mem_total_mb * MIB)
+                sizing = "max(4 x cache %s, 2 x RAM %s)" % (human_size(cache_bytes),
+                                                              human_size(mem_total_mb * MIB))
+                target = max(target, ram2)
+    unit = spec["file_num"] * block
+    total = int(math.ceil(target / float(unit))) * unit if target > 0 else unit
+    spec["total_size"] = total
+    spec["sizing"] = "%s -> %s" % (sizing, human_size(total))
+
+
+def _build(profile_or_matrix, cache_size, mem_total_mb, overrides, profiles, matrix, names,
+           require_ram=True, seed=None):
+    names = dict(VAR_NAMES, **(names or {}))
+    errors = []
+
+    # cache size
+    cache_bytes = None
+    try:
+        cache_bytes = parse_size(DEFAULT_CACHE_SIZE if cache_size is None else cache_size)
+        if cache_bytes <= 0:
+            errors.append("%s: must be greater than 0, got %r" % (names["cache_size"], cache_size))
+            cache_bytes = None
+    except ValueError as exc:
+        errors.append("%s: %s" % (names["cache_size"], exc))
+
+    # RAM (0 or None: unknown, e.g. facts not gathered)
+    if mem_total_mb is not None:
+        if isinstance(mem_total_mb, str) and mem_total_mb.strip().isdigit():
+            mem_total_mb = int(mem_total_mb)
+        if not is_number(mem_total_mb) or mem_total_mb < 0:
+            errors.append("%s: must be a number of MiB, got %r" % (names["mem_total_mb"], mem_total_mb))
+            mem_total_mb = None
+        elif mem_total_mb == 0:
+            mem_total_mb = None
+
+    # seed: a default for every workload (an entry's own seed wins)
+    if seed is not None and (not is_int(seed) or seed < 0):
+        errors.append("%s: must be an integer >= 0, got %r" % (names["seed"], seed))
+        seed = None
+
+    # profile -> defaults + entries
+    defaults, entries = {}, []
+    if isinstance(profile_or_matrix, str):
+        if not isinstance(profiles, dict) or profile_or_matrix not in profiles:
+            known = ", ".join(sorted(profiles)) if isinstance(profiles, dict) and profiles else "none defined"
+            errors.append("%s: unknown profile %r; known: %s" % (names["profile"], profile_or_matrix, known))
+        else:
+            defaults, entries = _resolve_profile(profiles, profile_or_matrix, names, errors)
+    elif isinstance(profile_or_matrix, dict):
+        defaults, entries = _resolve_profile_dict(profile_or_matrix, "profile", profiles or {}, names, errors, [])
+    elif isinstance(profile_or_matrix, list):
+        entries = [(e, "%s[%d]" % (names["matrix"], i)) for i, e in enumerate(profile_or_matrix)]
+    else:
+        errors.append("%s: must be a profile name, a profile mapping or a list of workloads, got %s"
+                      % (names["profile"], type_name(profile_or_matrix)))
+
+    if matrix is not None and matrix != [] and matrix != "":
+        if not isinstance(matrix, list):
+            errors.append("%s: must be a list of workload specs, got %s" % (names["matrix"], type_name(matrix)))
+        else:
+            entries = [(e, "%s[%d]" % (names["matrix"], i)) for i, e in enumerate(matrix)]
+
+    if not entries and not errors:
+        errors.append("%s: the plan is empty (no workloads)" % names["matrix"])
+
+    over = {}
+    if overrides:
+        start = len(errors)
+        over = _check_entry(overrides, names["overrides"], errors,
+                            allowed=tuple(k for k in SPEC_KEYS if k not in IDENTITY_KEYS)) or {}
+        _fix_list_paths(errors, start)
+    if over.get("total_size") is not None:
+        over["working_set"] = None  # an explicit size replaces any keyword
+
+    workloads = []
+    explicit_ids = {}
+    for entry, path in entries:
+        start = len(errors)
+        checked = _check_entry(entry, path, errors, allow_lists=True)
+        _fix_list_paths(errors, start)
+        if checked is None or len(errors) > start:
+            continue
+        merged = dict(BUILTIN_DEFAULTS)
+        if seed is not None:
+            merged["seed"] = seed
+        merged.update(defaults)
+        merged.update(checked)
+        for k, v in over.items():
+            if v is None:
+                merged.pop(k, None)
+            else:
+                merged[k] = v
+        missing = [k for k in ("workload", "mode") if k not in merged]
+        if missing:
+            errors.append("%s: missing %s" % (path, " and ".join(missing)))
+            continue
+        if "working_set" in merged and "total_size" in merged and "total_size" not in over:
+            if "working_set" in checked and "total_size" in checked:
+                errors.append("%s: give either working_set or total_size, not both" % path)
+                continue
+            # one came from defaults: the entry's own choice wins
+            if "total_size" in checked:
+                merged.pop("working_set")
+            else:
+                merged.pop("total_size")
+        if "working_set" not in merged and "total_size" not in merged:
+            errors.append("%s: missing working_set (cache | over_cache) or total_size" % path)
+            continue
+        if merged.get("time", 0) == 0 and merged.get("requests", 0) == 0:
+            errors.append("%s: time and requests are both 0; the run would never end" % path)
+            continue
+        if merged["direct"] and merged["block_size"] % 512:
+            errors.append("%s.block_size: %d is not a multiple of 512, which O_DIRECT (direct: true) needs"
+                          % (path, merged["block_size"]))
+            continue
+        if "rw_ratio" in merged and merged["mode"] != "rndrw":
+            errors.append("%s.rw_ratio: only meaningful with mode rndrw (mode is %s)" % (path, merged["mode"]))
+            continue
+        threads = merged["threads"] if isinstance(merged["threads"], list) else [merged["threads"]]
+        ratios = merged.get("rw_ratio")
+        ratios = ratios if isinstance(ratios, list) else [ratios]
+        expanded = len(threads) > 1 or len(ratios) > 1
+        for t in threads:
+            for r in ratios:
+                spec = dict(merged)
+                spec["threads"] = t
+                if r is None:
+                    spec.pop("rw_ratio", None)
+                else:
+                    spec["rw_ratio"] = r
+                if "total_size" in spec:
+                    spec.pop("working_set", None)
+                _size_working_set(spec, cache_bytes, mem_total_mb, path, names, errors, require_ram)
+                if "id" in checked:
+                    wid = checked["id"]
+                    if expanded:
+                        wid += "-t%d" % t if len(threads) > 1 else ""
+                        wid += ("-r%d" % _read_pct(r)) if len(ratios) > 1 else ""
+                    if wid in explicit_ids:
+                        errors.append("%s.id: duplicate id %r (also %s)" % (path, wid, explicit_ids[wid]))
+                        continue
+                    explicit_ids[wid] = path
+                    spec["id"] = wid
+                    spec["_explicit"] = True
+                else:
+                    spec["id"] = _derive_id(spec)
+                workloads.append(spec)
+
+    # dedupe / uniquify derived ids
+    out, by_id = [], {}
+    for spec in workloads:
+        explicit = spec.pop("_explicit", False)
+        wid = spec["id"]
+        if not explicit and wid in by_id:
+            if any(_same(spec, other) for other in by_id[wid]):
+                continue
+            n = 2
+            while "%s-%d" % (wid, n) in by_id or "%s-%d" % (wid, n) in explicit_ids:
+                n += 1
+            by_id[wid].append(spec)
+            spec["id"] = "%s-%d" % (wid, n)
+            by_id.setdefault(spec["id"], [spec])
+        else:
+            if wid in by_id and explicit:
+                errors.append("id %r is both explicit and derived; rename the explicit id" % wid)
+            by_id.setdefault(wid, []).append(spec)
+        out.append(spec)
+    ordered = []
+    for i, spec in enumerate(out):
+        spec["dataset"] = dataset_name(spec)
+        spec["index"] = i + 1
+        spec["of"] = len(out)
+        keys = [k for k in _OUTPUT_ORDER if k in spec]
+        keys += [k for k in spec if k not in _OUTPUT_ORDER and k not in _OUTPUT_TAIL]
+        keys += [k for k in _OUTPUT_TAIL if k in spec]
+        ordered.append({k: spec[k] for k in keys})
+    return ordered, errors
+
+
+_OUTPUT_ORDER = ("id", "workload", "description", "mode", "threads", "file_num", "total_size", "block_size",
+                 "direct", "time", "warmup")
+_OUTPUT_TAIL = ("working_set", "sizing", "dataset", "index", "of")
+
+
+def _compact_size(n):
+    for suffix, mult in (("T", 1024 ** 4), ("G", 1024 ** 3), ("M", 1024 ** 2), ("K", 1024)):
+        if n >= mult and n % mult == 0:
+            return "%d%s" % (n // mult, suffix)
+    return str(n)
+
+
+def dataset_name(spec):
+    """Name of the data set (the files) a workload runs on: ``<working set or workload
+    label>-<file_num>x<file size>``, e.g. ``over_cache-128x32M``. Workloads with the same
+    name use the same files, so the role can prepare them once in
+    ``<fleetqual_test_dir>/<dataset>``; it is a plain directory name."""
+    label = spec.get("working_set") if spec.get("working_set") in WORKING_SETS else spec.get("workload")
+    fn = int(spec.get("file_num") or 1)
+    return "%s-%dx%s" % (label, fn, _compact_size(int(spec.get("total_size") or 0) // fn))
+
+
+def _same(a, b):
+    ignore = ("id", "index", "of", "description")
+    return {k: v for k, v in a.items() if k not in ignore} == {k: v for k, v in b.items() if k not in ignore}
+
+
+# --------------------------------------------------------------------------- public API
+
+def plan(profile_or_matrix, cache_size=DEFAULT_CACHE_SIZE, mem_total_mb=None, overrides=None,
+         profiles=None, matrix=None, names=None, seed=None):
+    """Resolve a profile (name or mapping) or a matrix (list) into workload specs.
+
+    ``profiles`` is ``fleetqual_profiles`` (needed for a name and for ``extends``);
+    ``matrix`` (``fleetqual_matrix``), when a non-empty list, replaces the profile's
+    matrix; ``overrides`` is a mapping applied to every workload. ``cache_size`` is
+    a size (``256M``) and ``mem_total_mb`` the host RAM in MiB (``ansible_memtotal_mb``;
+    0 or None = unknown). ``seed`` (``fleetqual_seed``) is the default iobench seed of
+    every workload. Raises :class:`PlanError` (a ``ValueError``) listing every problem.
+    """
+    result, errors = _build(profile_or_matrix, cache_size, mem_total_mb, overrides, profiles,
+                            matrix, names, require_ram=True, seed=seed)
+    if errors:
+        raise PlanError(errors)
+    return result
+
+
+def validate_profile(profiles, profile, matrix=None, cache_size=DEFAULT_CACHE_SIZE, overrides=None,
+                     names=None):
+    """Error strings (empty when fine) for the profile choice and workload settings.
+
+    Everything :func:`plan` would reject except a missing RAM figure (the preflight runs
+    once on the controller, before host facts matter). Messages name the variable path,
+    e.g. ``fleetqual_matrix[1].threads: must be an integer between 1 and 1024, got 0``.
+    """
+    nm = dict(VAR_NAMES, **(names or {}))
+    errors = []
+    if not isinstance(profiles, dict):
+        return ["%s: must be a mapping of profile name -> profile, got %s" % (nm["profiles"], type_name(profiles))]
+    if not isinstance(profile, str):
+        return ["%s: must be a profile name (string); known: %s" % (nm["profile"], ", ".join(sorted(profiles)))]
+    _, errors = _build(profile, cache_size, None, overrides, profiles, matrix, names, require_ram=False)
+    return errors
+
+
+_UNSAFE_DIRS = ("/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/opt", "/proc", "/root",
+                "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var", "/var/tmp")
+
+
+def validate_inputs(inputs, names=None):
+    """All preflight problems of a host's qualification variables, as strings.
+
+    ``inputs`` maps variable names to values: ``fleetqual_profile``, ``fleetqual_profiles``,
+    ``fleetqual_matrix``, ``fleetqual_cache_size``, ``fleetqual_workload_overrides``,
+    ``fleetqual_test_dir``, ``fleetqual_thresholds``, ``fleetqual_seed`` (absent ones are
+    not checked). Combines :func:`validate_profile`, ``rules.validate_rules`` and a test
+    directory check (absolute, no ``..``, not a system directory itself).
+    """
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.rules import validate_rules
+
+    nm = dict(VAR_NAMES, **(names or {}))
+    if not isinstance(inputs, dict):
+        return ["inputs: must be a mapping of variable name -> value, got %s" % type_name(inputs)]
+    errors = []
+    if nm["profile"] in inputs or nm["profiles"] in inputs or nm["matrix"] in inputs:
+        profiles = inputs.get(nm["profiles"]) or {}
+        profile = inputs.get(nm["profile"])
+        matrix = inputs.get(nm["matrix"])
+        if matrix and profile not in (profiles if isinstance(profiles, dict) else {}):
+            # a custom matrix needs no valid profile name
+            _, errs = _build(matrix, inputs.get(nm["cache_size"]), None, inputs.get(nm["overrides"]),
+                             profiles, None, names, require_ram=False)
+            errors.extend(errs)
+        else:
+            errors.extend(validate_profile(profiles, profile, matrix=matrix,
+                                           cache_size=inputs.get(nm["cache_size"]),
+                                           overrides=inputs.get(nm["overrides"]), names=names))
+        seed = inputs.get(nm["seed"])
+        if seed is not None and (not is_int(seed) or seed < 0):
+            errors.append("%s: must be an integer >= 0, got %r" % (nm["seed"], seed))
+    if nm["test_dir"] in inputs:
+        path = inputs[nm["test_dir"]]
+        where = nm["test_dir"]
+        if not isinstance(path, str) or not path.startswith("/"):
+            errors.append("%s: must be an absolute path, got %r" % (where, path))
+        elif ".." in path.split("/"):
+            errors.append("%s: must not contain '..' components, got %r" % (where, path))
+        elif path.rstrip("/") in _UNSAFE_DIRS or path == "/":
+            errors.append("%s: %r is a system directory; use a directory of its own such as /var/tmp/fleetqual"
+                          % (where, path))
+    if nm["thresholds"] in inputs:
+        errors.extend(validate_rules(inputs[nm["thresholds"]], var_name=nm["thresholds"]))
+    return errors
+
+
+def module_args(spec):
+    """Only the ``fleetqual.storage.iobench`` parameters of a resolved spec."""
+    return {k: copy.deepcopy(v) for k, v in spec.items() if k in MODULE_PARAMS}
+
+
+def largest_working_set(plan_list):
+    """Largest ``total_size`` (bytes) in the plan: the free space the test dir needs."""
+    sizes = [int(w.get("total_size") or 0) for w in plan_list or []]
+    return max(sizes) if sizes else 0
+
+
+def required_space(plan_list):
+    """Bytes of all distinct data sets of the plan: the free space needed when data sets
+    are kept until the end of the run (prepared once, shared by their workloads)."""
+    sizes = {}
+    for w in plan_list or []:
+        sizes[w.get("dataset") or dataset_name(w)] = int(w.get("total_size") or 0)
+    return sum(sizes.values())
+
+
+def expected_duration_s(plan_list):
+    """Sum of ``warmup + time`` over the plan, in seconds (prepare/cleanup not included;
+    a workload bounded by ``requests`` with ``time: 0`` counts its warmup only)."""
+    return sum(int(w.get("time") or 0) + int(w.get("warmup") or 0) for w in plan_list or [])
+
+
+def _duration_text(seconds):
+    seconds = int(seconds)
+    if seconds < 60:
+        return "%d s" % seconds
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    if h:
+        return "%d h %02d min" % (h, m)
+    return "%d min %02d s" % (m, s) if s else "%d min" % m
+
+
+def workload_line(w):
+    """One human line for a workload spec."""
+    parts = ["%s, %d thread%s" % (w["mode"], w["threads"], "" if w["threads"] == 1 else "s")]
+    fn = int(w.get("file_num") or 1)
+    total = int(w.get("total_size") or 0)
+    if fn == 1:
+        parts.append("1 file of %s" % human_size(total))
+    else:
+        parts.append("%d files x %s = %s" % (fn, human_size(total // fn), human_size(total)))
+    if w.get("working_set") in WORKING_SETS:
+        parts[-1] += " (%s)" % w["working_set"]
+    parts.append("%s blocks" % human_size(w.get("block_size")))
+    parts.append("O_DIRECT" if w.get("direct") else "buffered")
+    if w.get("rw_ratio") is not None:
+        pct = _read_pct(w["rw_ratio"])
+        parts.append("%d/%d read/write" % (pct, 100 - pct))
+    if w.get("fsync_freq"):
+        parts.append("%s every %d write%s" % (w.get("fsync_mode", "fsync"), w["fsync_freq"],
+                                              "" if w["fsync_freq"] == 1 else "s"))
+    if w.get("engine") and w["engine"] != "sync":
+        parts.append("%s iodepth %s" % (w["engine"], w.get("iodepth", 1)))
+    if w.get("time"):
+        parts.append("%s s + %s s warmup" % (w["time"], w.get("warmup", 0)))
+    else:
+        parts.append("%s requests + %s s warmup" % (w.get("requests"), w.get("warmup", 0)))
+    return "[%s/%s] %s: %s" % (w.get("index", "?"), w.get("of", "?"), w["id"], ", ".join(parts))
+
+
+def plan_summary(plan_list):
+    """Printable lines: one per workload, then a total line."""
+    lines = [workload_line(w) for w in plan_list or []]
+    n = len(plan_list or [])
+    lines.append("%d workload%s, about %s of measurement and warmup (prepare not included), "
+                 "largest working set %s" % (n, "" if n == 1 else "s",
+                                             _duration_text(expected_duration_s(plan_list)),
+                                             human_size(largest_working_set(plan_list))))
+    return lines
+
+
+__all__ = ["plan", "validate_profile", "validate_inputs", "module_args", "largest_working_set",
+           "required_space", "dataset_name", "expected_duration_s",
+           "plan_summary", "workload_line", "human_size", "fmt_num", "PlanError", "MODULE_PARAMS"]

@@ -1,0 +1,223 @@
+# -*- coding: utf-8 -*-
+# Copyright: fleetqual.storage developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Threshold rules (``fleetqual_thresholds``): validation, naming, matching.
+
+A rule is a mapping::
+
+    - name: db-read-latency          # optional; derived when absent
+      description: text              # optional
+      workload: over_cache           # selectors, all optional (absent = any); each a value
+      mode: rndrd                    #   or a list of values
+      threads: 64
+      id: over_cache-rndrd-t64       #   (selects workload ids exactly)
+      min_iops: 20000                # limits, at least one
+      min_mibps: 300
+      max_read_p99_ms: 20            # max_<read|write|fsync>_<p50|p90|p95|p99|p999>_ms
+      metric: metrics.dev_util_pct   # custom: a JMESPath over the workload record
+      min: 0                         #   with min and/or max
+      max: 95
+
+Validation (:func:`validate_rules`) rejects unknown keys (with a did-you-mean), wrong
+types, negative limits, ``max_*_ms`` <= 0, ``min > max``, a JMESPath that does not
+parse, ``min``/``max`` without ``metric`` and a rule without any limit. Messages name
+the variable path: ``fleetqual_thresholds[2].max_raed_p99_ms: unknown key ...``.
+
+Derived names: ``<limit>@<workload>/<mode>/t<threads>`` with ``*`` for an absent
+selector and trailing ``*`` dropped, e.g. ``min_iops@over_cache/rndrd/t64``,
+``max_read_p99_ms@cache``, ``min_iops@*``, ``max(metrics.dev_util_pct)@*/rndwr``;
+an ``id`` selector is appended as ``[id]``.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import difflib
+import math
+
+import jmespath
+from jmespath import exceptions as jmespath_exceptions
+
+from ansible_collections.fleetqual.storage.plugins.plugin_utils._common import (
+    MODES,
+    OPS,
+    PCTS,
+    is_int,
+    is_number,
+    type_name,
+)
+
+SELECTOR_KEYS = ("id", "workload", "mode", "threads")
+LATENCY_LIMITS = tuple("max_%s_%s_ms" % (op, pct) for op in OPS for pct in PCTS)
+MIN_LIMITS = ("min_iops", "min_mibps")
+LIMIT_KEYS = MIN_LIMITS + LATENCY_LIMITS       # canonical check order
+OTHER_KEYS = ("name", "description", "metric", "min", "max")
+KNOWN_KEYS = ("name", "description") + SELECTOR_KEYS + LIMIT_KEYS + ("metric", "min", "max")
+KNOWN_TEXT = ("name, description, id, workload, mode, threads, min_iops, min_mibps, "
+              "max_<read|write|fsync>_<p50|p90|p95|p99|p999>_ms, metric, min, max")
+
+DEFAULT_VAR = "fleetqual_thresholds"
+
+_COMPILED = {}
+
+
+def compile_metric(expr):
+    """Compiled JMESPath (cached). Raises jmespath ParseError/LexerError on bad input."""
+    if expr not in _COMPILED:
+        _COMPILED[expr] = jmespath.compile(expr)
+    return _COMPILED[expr]
+
+
+def _bad_number(value):
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return "must be a finite number, got %r" % value
+    if not is_number(value):
+        return "must be a number, got %s %r" % (type_name(value), value)
+    return None
+
+
+def _check_selector(key, value, where):
+    values = value if isinstance(value, list) else [value]
+    if isinstance(value, list) and not value:
+        return ["%s: list must not be empty" % where]
+    errs = []
+    for v in values:
+        if key == "threads":
+            if not is_int(v) or v < 1:
+                errs.append("%s: must be a thread count >= 1 (or a list of them), got %r" % (where, v))
+        elif key == "mode":
+            if v not in MODES:
+                errs.append("%s: unknown mode %r; known: %s" % (where, v, ", ".join(MODES)))
+        elif not isinstance(v, str) or not v:
+            errs.append("%s: must be a non-empty string (or a list of them), got %s %r"
+                        % (where, type_name(v), v))
+    return errs
+
+
+def validate_rules(rules, var_name=DEFAULT_VAR):
+    """List of error strings (empty when every rule is valid). ``None`` is no rules."""
+    if rules is None:
+        return []
+    if not isinstance(rules, list):
+        return ["%s: must be a list of rules, got %s" % (var_name, type_name(rules))]
+    errors = []
+    names = {}
+    for i, rule in enumerate(rules):
+        path = "%s[%d]" % (var_name, i)
+        if not isinstance(rule, dict):
+            errors.append("%s: must be a mapping (a rule), got %s" % (path, type_name(rule)))
+            continue
+        for key, value in rule.items():
+            where = "%s.%s" % (path, key)
+            if key not in KNOWN_KEYS:
+                guess = difflib.get_close_matches(str(key), KNOWN_KEYS, n=1, cutoff=0.75)
+                errors.append("%s: unknown key%s; known: %s"
+                              % (where, " (did you mean %s?)" % guess[0] if guess else "", KNOWN_TEXT))
+            elif key in SELECTOR_KEYS:
+                errors.extend(_check_selector(key, value, where))
+            elif key in ("name", "description"):
+                if not isinstance(value, str) or not value.strip():
+                    errors.append("%s: must be a non-empty string, got %s %r" % (where, type_name(value), value))
+                elif key == "name":
+                    if value in names:
+                        errors.append("%s: duplicate rule name %r (also %s[%d])" % (where, value, var_name, names[value]))
+                    names.setdefault(value, i)
+            elif key in LIMIT_KEYS or key in ("min", "max"):
+                bad = _bad_number(value)
+                if bad:
+                    errors.append("%s: %s" % (where, bad))
+                elif key in LATENCY_LIMITS and value <= 0:
+                    errors.append("%s: a latency limit must be greater than 0 ms, got %r" % (where, value))
+                elif value < 0:
+                    errors.append("%s: must not be negative, got %r" % (where, value))
+            elif key == "metric":
+                if not isinstance(value, str) or not value.strip():
+                    errors.append("%s: must be a JMESPath expression (string), got %s %r"
+                                  % (where, type_name(value), value))
+                else:
+                    try:
+                        compile_metric(value)
+                    except (jmespath_exceptions.JMESPathError, ValueError, TypeError) as exc:
+                        errors.append("%s: JMESPath %r does not parse: %s"
+                                      % (where, value, " ".join(str(exc).split())))
+        has_metric = "metric" in rule
+        has_bound = "min" in rule or "max" in rule
+        if has_bound and not has_metric:
+            for key in ("min", "max"):
+                if key in rule:
+                    errors.append("%s.%s: only valid with metric (for the built-in figures use %s)"
+                                  % (path, key, "min_iops / min_mibps" if key == "min" else "max_<op>_<pct>_ms"))
+        if has_metric and not has_bound:
+            errors.append("%s.metric: needs min and/or max" % path)
+        if is_number(rule.get("min")) and is_number(rule.get("max")) and rule["min"] > rule["max"]:
+            errors.append("%s: min %r is greater than max %r; no value can pass" % (path, rule["min"], rule["max"]))
+        if not has_metric and not has_bound and not any(k in rule for k in LIMIT_KEYS):
+            errors.append("%s: rule sets no limit; give min_iops, min_mibps, max_<op>_<pct>_ms "
+                          "(op read|write|fsync, pct p50|p90|p95|p99|p999) or metric with min/max" % path)
+    return errors
+
+
+# --------------------------------------------------------------------------- naming / matching
+
+def _sel_text(value, prefix=""):
+    if isinstance(value, list):
+        return ",".join("%s%s" % (prefix, v) for v in value)
+    return "%s%s" % (prefix, value)
+
+
+def selector_text(rule):
+    parts = [
+        _sel_text(rule["workload"]) if "workload" in rule else "*",
+        _sel_text(rule["mode"]) if "mode" in rule else "*",
+        _sel_text(rule["threads"], "t") if "threads" in rule else "*",
+    ]
+    while len(parts) > 1 and parts[-1] == "*":
+        parts.pop()
+    text = "/".join(parts)
+    if "id" in rule:
+        text += "[%s]" % _sel_text(rule["id"])
+    return text
+
+
+def rule_name(rule, limit):
+    """Name of one limit of a rule: the given ``name`` or a derived one."""
+    if rule.get("name"):
+        return rule["name"]
+    if limit in ("min", "max"):
+        label = "%s(%s)" % (limit, rule.get("metric"))
+    else:
+        label = limit
+    return "%s@%s" % (label, selector_text(rule))
+
+
+def rule_limits(rule):
+    """Limits of a rule in canonical order: list of (limit_key, op, limit)."""
+    out = []
+    for key in LIMIT_KEYS:
+        if key in rule:
+            out.append((key, ">=" if key.startswith("min_") else "<=", rule[key]))
+    if "metric" in rule:
+        if "min" in rule:
+            out.append(("min", ">=", rule["min"]))
+        if "max" in rule:
+            out.append(("max", "<=", rule["max"]))
+    return out
+
+
+def _sel_match(want, have):
+    if isinstance(want, list):
+        return have in want
+    return have == want
+
+
+def rule_matches(rule, workload):
+    """True when every selector of ``rule`` matches the workload record/spec."""
+    for key in SELECTOR_KEYS:
+        if key in rule and not _sel_match(rule[key], workload.get(key)):
+            return False
+    return True
+
+
+__all__ = ["validate_rules", "rule_name", "rule_limits", "rule_matches", "selector_text",
+           "compile_metric", "LIMIT_KEYS", "LATENCY_LIMITS", "KNOWN_KEYS"]

@@ -1,0 +1,427 @@
+"""plugin_utils/plan.py: profiles, sizing rule, custom matrix, ids, validation messages."""
+import os
+
+import pytest
+import yaml
+
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import plan as P
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROFILES_FILE = os.path.join(ROOT, "roles", "qualify", "defaults", "main", "profiles.yml")
+MIB, GIB = 1024 ** 2, 1024 ** 3
+
+
+@pytest.fixture(scope="module")
+def profiles():
+    with open(PROFILES_FILE) as fh:
+        data = yaml.safe_load(fh)
+    assert list(data) == ["fleetqual_profiles"]
+    return data["fleetqual_profiles"]
+
+
+def ids(p):
+    return [w["id"] for w in p]
+
+
+def check_shape(p):
+    assert len(set(ids(p))) == len(p), "ids must be unique"
+    assert [w["index"] for w in p] == list(range(1, len(p) + 1))
+    assert all(w["of"] == len(p) for w in p)
+    for w in p:
+        for key in ("id", "workload", "mode", "threads", "file_num", "total_size", "block_size",
+                    "direct", "time", "warmup", "index", "of", "working_set", "sizing"):
+            assert key in w, (w["id"], key)
+        assert isinstance(w["total_size"], int) and isinstance(w["block_size"], int)
+        assert w["total_size"] % w["file_num"] == 0 or w["working_set"] == "explicit"
+
+
+# --------------------------------------------------------------------------- shipped profiles
+
+def test_profiles_file_has_the_four_profiles(profiles):
+    assert set(profiles) == {"quick", "standard", "san", "compliance"}
+    for name in profiles:
+        assert P.validate_profile(profiles, name) == []
+
+
+def test_quick_is_short_small_and_direct(profiles):
+    p = P.plan("quick", "256M", 2048, profiles=profiles)
+    check_shape(p)
+    assert ids(p) == ["cache-rndrd-t1", "over_cache-rndrd-t4", "over_cache-rndwr-t4", "log-seqwr-t1"]
+    assert P.expected_duration_s(p) <= 30
+    assert P.largest_working_set(p) <= 100 * MIB
+    assert all(w["direct"] for w in p if w["workload"] != "log")
+    log = p[-1]
+    assert (log["fsync_freq"], log["fsync_mode"], log["direct"]) == (1, "fdatasync", False)
+
+
+def test_standard_matrix(profiles):
+    p = P.plan("standard", "256M", 16000, profiles=profiles)
+    check_shape(p)
+    assert ids(p) == [
+        "cache-rndrd-t1", "cache-rndrd-t64", "cache-rndwr-t1", "cache-rndwr-t64",
+        "over_cache-rndrd-t1", "over_cache-rndrd-t64", "over_cache-rndwr-t1", "over_cache-rndwr-t64",
+        "log-seqwr-t1"]
+    for w in p[:8]:
+        assert w["direct"] is True and w["time"] == 60 and w["warmup"] == 5 and w["block_size"] == 16384
+    cache = p[0]
+    assert (cache["file_num"], cache["total_size"]) == (1, 128 * MIB)
+    over = p[4]
+    # O_DIRECT: RAM (16000 MiB) does not matter, 4 x 256M
+    assert (over["file_num"], over["total_size"]) == (128, 1 * GIB)
+    assert P.expected_duration_s(p) == 9 * 65
+
+
+def test_san_adds_sweep_and_mixes_without_repeating_standard(profiles):
+    std = ids(P.plan("standard", "1G", 8000, profiles=profiles))
+    p = P.plan("san", "1G", 8000, profiles=profiles)
+    check_shape(p)
+    assert ids(p)[:9] == std
+    assert ids(p)[9:] == ["over_cache-rndrd-t2", "over_cache-rndrd-t4", "over_cache-rndrd-t8",
+                          "over_cache-rndrd-t16", "over_cache-rndrd-t32",
+                          "mix-rndrw-t64-r90", "mix-rndrw-t64-r80", "mix-rndrw-t64-r50"]
+    sweep = sorted(w["threads"] for w in p if w["workload"] == "over_cache" and w["mode"] == "rndrd")
+    assert sweep == [1, 2, 4, 8, 16, 32, 64]
+    assert [w["rw_ratio"] for w in p if w["workload"] == "mix"] == [9, 4, 1]
+
+
+def test_compliance_is_standard_shorter(profiles):
+    std = P.plan("standard", "256M", 8000, profiles=profiles)
+    p = P.plan("compliance", "256M", 8000, profiles=profiles)
+    assert ids(p) == ids(std)
+    assert {w["time"] for w in p} == {20}
+    assert [w["total_size"] for w in p] == [w["total_size"] for w in std]
+
+
+# --------------------------------------------------------------------------- sizing rule
+
+def test_cache_is_half_the_declared_cache_in_one_file():
+    (w,) = P.plan([{"workload": "cache", "mode": "rndrd", "working_set": "cache"}], "4G")
+    assert (w["file_num"], w["total_size"]) == (1, 2 * GIB)
+    assert "half" in w["sizing"]
+
+
+def test_over_cache_direct_ignores_ram():
+    (w,) = P.plan([{"workload": "over_cache", "mode": "rndrd", "working_set": "over_cache"}], "256M",
+                  mem_total_mb=65536)
+    assert (w["file_num"], w["total_size"]) == (128, 1 * GIB)
+    # and needs no RAM figure at all
+    (w,) = P.plan([{"workload": "over_cache", "mode": "rndrd", "working_set": "over_cache"}], "256M")
+    assert w["total_size"] == 1 * GIB
+
+
+def test_over_cache_buffered_doubles_ram_when_larger():
+    spec = [{"workload": "over_cache", "mode": "rndrd", "working_set": "over_cache", "direct": False}]
+    (w,) = P.plan(spec, "256M", mem_total_mb=4096)
+    assert w["total_size"] == 8 * GIB
+    assert "2 x RAM 4.0 GiB" in w["sizing"]
+    # 4 x cache wins when the cache is bigger than half the RAM
+    (w,) = P.plan(spec, "2G", mem_total_mb=2048)
+    assert w["total_size"] == 8 * GIB
+
+
+def test_over_cache_buffered_rounds_up_to_whole_blocks_per_file():
+    spec = [{"workload": "over_cache", "mode": "rndrd", "working_set": "over_cache", "direct": False}]
+    (w,) = P.plan(spec, "1M", mem_total_mb=7982)  # 2 x 7982 MiB is not a multiple of 128 x 16K
+    unit = 128 * 16384
+    assert w["total_size"] % unit == 0
+    assert 2 * 7982 * MIB <= w["total_size"] < 2 * 7982 * MIB + unit
+
+
+@pytest.mark.parametrize("mem", [None, 0, "0"])
+def test_buffered_over_cache_without_ram_is_an_error_naming_the_fact(mem):
+    spec = [{"workload": "over_cache", "mode": "rndrd", "working_set": "over_cache", "direct": False}]
+    with pytest.raises(P.PlanError) as exc:
+        P.plan(spec, "256M", mem_total_mb=mem)
+    assert "fleetqual_matrix[0]" in str(exc.value) and "ansible_memtotal_mb" in str(exc.value)
+
+
+def test_bad_ram_figure():
+    with pytest.raises(P.PlanError, match="ansible_memtotal_mb: must be a number of MiB, got -1"):
+        P.plan([{"workload": "c", "mode": "rndrd", "working_set": "cache"}], mem_total_mb=-1)
+
+
+def test_seed_is_a_default_for_every_workload():
+    p = P.plan([{"workload": "c", "mode": "rndrd", "working_set": "cache"},
+                {"workload": "c", "mode": "rndwr", "working_set": "cache", "seed": 7}], seed=42)
+    assert [w["seed"] for w in p] == [42, 7]
+    assert "seed" not in P.plan([{"workload": "c", "mode": "rndrd", "working_set": "cache"}])[0]
+    with pytest.raises(P.PlanError, match="fleetqual_seed: must be an integer >= 0"):
+        P.plan([{"workload": "c", "mode": "rndrd", "working_set": "cache"}], seed="x")
+
+
+def test_datasets_are_shared_by_workloads_on_the_same_files(profiles):
+    p = P.plan("san", "256M", 8000, profiles=profiles)
+    by_ds = {}
+    for w in p:
+        by_ds.setdefault(w["dataset"], set()).add((w["file_num"], w["total_size"]))
+    assert sorted(by_ds) == ["cache-1x128M", "log-1x1G", "over_cache-128x8M"]
+    assert all(len(v) == 1 for v in by_ds.values())
+    assert P.required_space(p) == 128 * MIB + GIB + GIB
+    assert P.largest_working_set(p) == GIB
+    assert P.dataset_name({"workload": "x", "file_num": 3, "total_size": 3 * 1000}) == "x-3x1000"
+
+
+def test_explicit_total_size_is_used_as_given():
+    (w,) = P.plan([{"workload": "log", "mode": "seqwr", "total_size": "1.5G", "file_num": 3}], "256M")
+    assert (w["total_size"], w["file_num"], w["working_set"]) == (1536 * MIB, 3, "explicit")
+    (w,) = P.plan([{"workload": "x", "mode": "seqrd", "total_size": 65536}])
+    assert (w["total_size"], w["file_num"]) == (65536, 1)
+
+
+def test_cache_size_accepts_bytes_and_suffixes():
+    spec = [{"workload": "cache", "mode": "rndrd", "working_set": "cache"}]
+    assert P.plan(spec, 512 * MIB)[0]["total_size"] == 256 * MIB
+    assert P.plan(spec, "512MiB")[0]["total_size"] == 256 * MIB
+    assert P.plan(spec)[0]["total_size"] == 128 * MIB  # default 256M
+
+
+# --------------------------------------------------------------------------- custom matrix, ids
+
+def test_custom_matrix_replaces_profile_matrix_and_keeps_defaults(profiles):
+    mine = dict(profiles, base={"defaults": {"time": 20, "direct": False},
+                                "matrix": [{"workload": "c", "mode": "seqrd", "total_size": "1M"}]})
+    matrix = [{"workload": "cache", "mode": "rndrd", "working_set": "cache", "threads": 16}]
+    p = P.plan("base", "256M", 4096, profiles=mine, matrix=matrix)
+    assert ids(p) == ["cache-rndrd-t16"]
+    assert p[0]["time"] == 20 and p[0]["direct"] is False  # the profile's defaults
+    # an empty matrix means "not given"
+    assert len(P.plan("quick", profiles=profiles, matrix=[])) == 4
+
+
+def test_shipped_profiles_are_self_contained(profiles):
+    """profiles[name].matrix alone gives the same plan as the profile by name."""
+    for name, prof in profiles.items():
+        assert set(prof) == {"description", "matrix"}, name
+        assert P.plan(prof["matrix"], "1G", 8000) == P.plan(name, "1G", 8000, profiles=profiles), name
+
+
+def test_extends_and_defaults_for_own_profiles():
+    profiles = {
+        "base": {"defaults": {"time": 30, "warmup": 2},
+                 "matrix": [{"workload": "c", "mode": "rndrd", "working_set": "cache", "threads": [1, 8]}]},
+        "more": {"extends": "base", "defaults": {"time": 10},
+                 "matrix": [{"workload": "c", "mode": "rndrd", "working_set": "cache", "threads": [8, 16]},
+                            {"workload": "c", "mode": "rndwr", "working_set": "cache", "time": 99}]},
+    }
+    p = P.plan("more", profiles=profiles)
+    assert ids(p) == ["c-rndrd-t1", "c-rndrd-t8", "c-rndrd-t16", "c-rndwr-t1"]
+    assert [w["time"] for w in p] == [10, 10, 10, 99]
+    assert {w["warmup"] for w in p} == {2}
+
+
+def test_matrix_list_as_first_argument_uses_builtin_defaults():
+    p = P.plan([{"workload": "w", "mode": "rndwr", "total_size": "8M"}])
+    assert p[0]["time"] == 60 and p[0]["warmup"] == 5 and p[0]["block_size"] == 16384
+    assert p[0]["threads"] == 1 and p[0]["direct"] is True
+    assert (p[0]["index"], p[0]["of"]) == (1, 1)
+
+
+def test_profile_mapping_as_first_argument():
+    prof = {"defaults": {"time": 7}, "matrix": [{"workload": "c", "mode": "seqrd", "total_size": "1M"}]}
+    assert P.plan(prof)[0]["time"] == 7
+
+
+def test_list_expansion_and_index_of():
+    p = P.plan([{"workload": "s", "mode": "rndrd", "working_set": "cache", "threads": [1, 2, 4]},
+                {"workload": "m", "mode": "rndrw", "working_set": "cache", "rw_ratio": [9, 1]}])
+    assert ids(p) == ["s-rndrd-t1", "s-rndrd-t2", "s-rndrd-t4", "m-rndrw-t1-r90", "m-rndrw-t1-r50"]
+    assert [(w["index"], w["of"]) for w in p] == [(i, 5) for i in range(1, 6)]
+
+
+def test_identical_workloads_run_once_and_different_ones_get_suffixes():
+    base = {"workload": "c", "mode": "rndrd", "working_set": "cache"}
+    p = P.plan([base, dict(base), dict(base, block_size="4K"), dict(base, block_size="8K")])
+    assert ids(p) == ["c-rndrd-t1", "c-rndrd-t1-2", "c-rndrd-t1-3"]
+
+
+def test_explicit_ids_kept_and_duplicates_rejected():
+    base = {"workload": "c", "mode": "rndrd", "working_set": "cache"}
+    p = P.plan([dict(base, id="first"), dict(base, id="second")])
+    assert ids(p) == ["first", "second"]
+    with pytest.raises(P.PlanError) as exc:
+        P.plan([dict(base, id="same"), dict(base, id="same", threads=2)])
+    assert "fleetqual_matrix[1].id: duplicate id 'same'" in str(exc.value)
+    p = P.plan([dict(base, id="sweep", threads=[1, 8])])
+    assert ids(p) == ["sweep-t1", "sweep-t8"]
+
+
+def test_overrides_apply_to_every_workload(profiles):
+    p = P.plan("standard", "256M", 4096, profiles=profiles, overrides={"time": 3, "warmup": 0, "block_size": "4K"})
+    assert {w["time"] for w in p} == {3} and {w["warmup"] for w in p} == {0}
+    assert {w["block_size"] for w in p} == {4096}
+    p = P.plan("quick", profiles=profiles, overrides={"total_size": "2M"})
+    assert {w["total_size"] for w in p} == {2 * MIB}
+
+
+def test_module_args_keeps_only_module_parameters(profiles):
+    w = P.plan("san", "256M", 4096, profiles=profiles)[-1]
+    args = P.module_args(w)
+    assert set(args) <= set(P.MODULE_PARAMS)
+    assert args["rw_ratio"] == 1 and "id" not in args and "index" not in args and "working_set" not in args
+
+
+# --------------------------------------------------------------------------- validation messages
+
+def errors_for(matrix=None, profile="quick", profiles=None, **kw):
+    profiles = profiles if profiles is not None else {
+        "quick": {"matrix": [{"workload": "c", "mode": "rndrd", "total_size": "1M"}]}}
+    return P.validate_profile(profiles, profile, matrix=matrix, **kw)
+
+
+def test_unknown_profile_lists_known_ones(profiles):
+    assert P.validate_profile(profiles, "stnadard") == [
+        "fleetqual_profile: unknown profile 'stnadard'; known: compliance, quick, san, standard"]
+    with pytest.raises(P.PlanError, match="known: compliance, quick, san, standard"):
+        P.plan("nope", profiles=profiles)
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"threads": 0}, "fleetqual_matrix[0].threads: must be an integer between 1 and 1024, got 0"),
+    ({"threads": "8"}, "fleetqual_matrix[0].threads: must be an integer between 1 and 1024, got '8'"),
+    ({"threads": [1, 0]}, "fleetqual_matrix[0].threads[1]: must be an integer between 1 and 1024, got 0"),
+    ({"total_size": "-5M"}, "fleetqual_matrix[0].total_size: size must not be negative, got '-5M'"),
+    ({"total_size": "12Q"}, "fleetqual_matrix[0].total_size: unknown size suffix 'Q'"),
+    ({"total_size": "lots"}, "fleetqual_matrix[0].total_size: cannot parse size 'lots'"),
+    ({"total_size": 0}, "fleetqual_matrix[0].total_size: must be greater than 0"),
+    ({"mode": "randread"}, "fleetqual_matrix[0].mode: unknown mode 'randread'; known: seqwr, seqrewr, seqrd, "
+                           "rndrd, rndwr, rndrw"),
+    ({"treads": 4}, "fleetqual_matrix[0].treads: unknown key (did you mean threads?); known: id, workload"),
+    ({"direct": "yes"}, "fleetqual_matrix[0].direct: must be true or false, got string 'yes'"),
+    ({"time": -1}, "fleetqual_matrix[0].time: must be an integer >= 0, got -1"),
+    ({"fsync_mode": "sync"}, "fleetqual_matrix[0].fsync_mode: must be one of fsync, fdatasync"),
+    ({"engine": "aio"}, "fleetqual_matrix[0].engine: unknown engine 'aio'"),
+    ({"workload": "over-cache"}, "fleetqual_matrix[0].workload: must be a label"),
+    ({"working_set": "cache"}, "fleetqual_matrix[0]: give either working_set or total_size, not both"),
+    ({"block_size": 1000}, "fleetqual_matrix[0].block_size: 1000 is not a multiple of 512"),
+    ({"rw_ratio": 4}, "fleetqual_matrix[0].rw_ratio: only meaningful with mode rndrw"),
+    ({"time": 0}, "fleetqual_matrix[0]: time and requests are both 0"),
+    ({"file_num": 128, "total_size": "1M"}, "fleetqual_matrix[0].total_size: 1.0 MiB is smaller than "
+                                            "file_num x block_size"),
+])
+def test_bad_matrix_entries_name_the_path(entry, message):
+    spec = {"workload": "c", "mode": "rndrd", "total_size": "1M"}
+    spec.update(entry)
+    errs = errors_for([spec])
+    assert any(e.startswith(message) for e in errs), errs
+
+
+def test_missing_mode_and_size():
+    errs = errors_for([{"workload": "c"}, {"workload": "c", "mode": "rndrd"}, "x"])
+    assert "fleetqual_matrix[0]: missing mode" in errs
+    assert "fleetqual_matrix[1]: missing working_set (cache | over_cache) or total_size" in errs
+    assert "fleetqual_matrix[2]: must be a mapping, got string" in errs
+
+
+def test_matrix_must_be_a_list_and_cache_size_must_parse():
+    assert "fleetqual_matrix: must be a list of workload specs, got mapping" in errors_for({"a": 1})
+    errs = errors_for(cache_size="big")
+    assert errs and errs[0].startswith("fleetqual_cache_size: cannot parse size 'big'")
+    assert errors_for(cache_size=0) == ["fleetqual_cache_size: must be greater than 0, got 0"]
+
+
+def test_bad_overrides_name_the_variable():
+    errs = errors_for(overrides={"time": "x", "mode": "rndrd"})
+    assert "fleetqual_workload_overrides.time: must be an integer >= 0, got 'x'" in errs
+    assert any(e.startswith("fleetqual_workload_overrides.mode: unknown key (not allowed here)") for e in errs)
+
+
+def test_profile_structure_errors():
+    profiles = {
+        "a": {"extends": "zz", "matrix": []},
+        "b": {"extends": "c"}, "c": {"extends": "b"},
+        "d": {"matrix": [{"workload": "c", "mode": "rndrd", "total_size": "1M"}], "colour": "red",
+              "defaults": {"threads": 0}},
+        "e": {"description": "nothing"},
+        "f": ["not", "a", "mapping"],
+    }
+    assert "fleetqual_profiles.a.extends: unknown profile 'zz'; known: a, b, c, d, e, f" in errors_for(
+        profile="a", profiles=profiles)
+    assert any("cycle b -> c -> b" in e for e in errors_for(profile="b", profiles=profiles))
+    errs = errors_for(profile="d", profiles=profiles)
+    assert "fleetqual_profiles.d.colour: unknown key; known: description, extends, defaults, matrix" in errs
+    assert "fleetqual_profiles.d.defaults.threads: must be an integer between 1 and 1024, got 0" in errs
+    assert errors_for(profile="e", profiles=profiles) == [
+        "fleetqual_profiles.e.matrix: missing; a profile needs a list of workloads (or extends)"]
+    assert errors_for(profile="f", profiles=profiles)[0].startswith("fleetqual_profiles.f: must be a mapping")
+
+
+def test_errors_in_inherited_entries_name_where_they_are_defined():
+    profiles = {"base": {"matrix": [{"workload": "c", "mode": "rndrd", "total_size": "1M", "threads": 0}]},
+                "child": {"extends": "base"}}
+    assert errors_for(profile="child", profiles=profiles) == [
+        "fleetqual_profiles.base.matrix[0].threads: must be an integer between 1 and 1024, got 0"]
+
+
+def test_validate_profile_argument_types():
+    assert errors_for(profile=3)[0].startswith("fleetqual_profile: must be a profile name")
+    assert P.validate_profile(None, "x")[0].startswith("fleetqual_profiles: must be a mapping")
+
+
+def test_plan_error_lists_every_problem():
+    with pytest.raises(P.PlanError) as exc:
+        P.plan([{"workload": "c", "mode": "x", "total_size": "1M"}, {"workload": "c", "threads": 0}])
+    assert len(exc.value.errors) == 2
+    assert isinstance(exc.value, ValueError)
+
+
+# --------------------------------------------------------------------------- summary helpers
+
+def test_plan_summary_lines(profiles):
+    p = P.plan("standard", "512M", 8000, profiles=profiles)
+    lines = P.plan_summary(p)
+    assert len(lines) == len(p) + 1
+    assert lines[5] == ("[6/9] over_cache-rndrd-t64: rndrd, 64 threads, 128 files x 16.0 MiB = 2.0 GiB "
+                        "(over_cache), 16.0 KiB blocks, O_DIRECT, 60 s + 5 s warmup")
+    assert lines[8] == ("[9/9] log-seqwr-t1: seqwr, 1 thread, 1 file of 1.0 GiB, 16.0 KiB blocks, buffered, "
+                        "fdatasync every 1 write, 60 s + 5 s warmup")
+    assert lines[-1] == ("9 workloads, about 9 min 45 s of measurement and warmup (prepare not included), "
+                         "largest working set 2.0 GiB")
+    san = P.plan_summary(P.plan("san", profiles=profiles))
+    assert "90/10 read/write" in san[14]
+
+
+def test_largest_working_set_and_duration_of_empty_plan():
+    assert P.largest_working_set([]) == 0
+    assert P.expected_duration_s([]) == 0
+    assert P.expected_duration_s([{"time": 0, "requests": 1000, "warmup": 2}]) == 2
+    assert P.plan_summary([])[-1].startswith("0 workloads")
+
+
+@pytest.mark.parametrize("n, text", [(512, "512 B"), (16384, "16.0 KiB"), (2 * GIB, "2.0 GiB"),
+                                     (1536 * MIB, "1.5 GiB"), (3 * 1024 ** 4, "3.0 TiB")])
+def test_human_size(n, text):
+    assert P.human_size(n) == text
+
+
+# --------------------------------------------------------------------------- validate_inputs
+
+def test_validate_inputs_combines_every_check(profiles):
+    good = {"fleetqual_profile": "standard", "fleetqual_profiles": profiles, "fleetqual_matrix": [],
+            "fleetqual_cache_size": "256M", "fleetqual_test_dir": "/var/tmp/fleetqual",
+            "fleetqual_thresholds": [{"workload": "over_cache", "max_read_p99_ms": 20}], "fleetqual_seed": 42}
+    assert P.validate_inputs(good) == []
+    bad = dict(good, fleetqual_profile="stnadard", fleetqual_cache_size="1X", fleetqual_test_dir="tmp/fq",
+               fleetqual_thresholds=[{"max_raed_p99_ms": 2}], fleetqual_seed=-1)
+    errs = P.validate_inputs(bad)
+    assert "fleetqual_profile: unknown profile 'stnadard'; known: compliance, quick, san, standard" in errs
+    assert any(e.startswith("fleetqual_cache_size: unknown size suffix 'X'") for e in errs)
+    assert "fleetqual_seed: must be an integer >= 0, got -1" in errs
+    assert "fleetqual_test_dir: must be an absolute path, got 'tmp/fq'" in errs
+    assert any(e.startswith("fleetqual_thresholds[0].max_raed_p99_ms: unknown key") for e in errs)
+
+
+def test_validate_inputs_custom_matrix_and_paths(profiles):
+    base = {"fleetqual_profile": "quick", "fleetqual_profiles": profiles}
+    errs = P.validate_inputs(dict(base, fleetqual_matrix=[{"workload": "c", "mode": "rndrd", "threads": 0,
+                                                           "working_set": "cache"}]))
+    assert errs == ["fleetqual_matrix[0].threads: must be an integer between 1 and 1024, got 0"]
+    # with a custom matrix the profile name is not used
+    ok = dict(base, fleetqual_profile="whatever",
+              fleetqual_matrix=[{"workload": "c", "mode": "rndrd", "working_set": "cache"}])
+    assert P.validate_inputs(ok) == []
+    for path, word in (("/var/tmp/../etc", "'..'"), ("/", "system directory"), ("/var/tmp/", "system directory"),
+                       (3, "absolute path")):
+        (err,) = P.validate_inputs({"fleetqual_test_dir": path})
+        assert err.startswith("fleetqual_test_dir: ") and word in err
+    assert P.validate_inputs({}) == []
+    assert P.validate_inputs([]) == ["inputs: must be a mapping of variable name -> value, got list"]

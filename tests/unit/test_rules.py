@@ -1,0 +1,123 @@
+"""plugin_utils/rules.py: threshold rule validation, names, matching."""
+import pytest
+
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.rules import (
+    rule_limits,
+    rule_matches,
+    rule_name,
+    validate_rules,
+)
+
+V = "fleetqual_thresholds"
+
+
+def test_valid_rules():
+    rules = [
+        {"workload": "over_cache", "mode": "rndrd", "threads": 64, "min_iops": 20000, "max_read_p99_ms": 20},
+        {"workload": ["cache", "over_cache"], "threads": [1, 64], "min_mibps": 100.5},
+        {"id": "log-seqwr-t1", "max_fsync_p999_ms": 5, "max_write_p50_ms": 0.5},
+        {"name": "util", "description": "device not saturated", "metric": "metrics.dev_util_pct", "max": 95},
+        {"metric": 'result.bench.ops.read.latency_us."p99.99"', "min": 0, "max": 100000},
+        {"min_iops": 0},
+    ]
+    assert validate_rules(rules) == []
+    assert validate_rules(None) == []
+    assert validate_rules([]) == []
+
+
+def test_every_latency_family_is_known():
+    rules = [{"max_%s_%s_ms" % (op, p): 1} for op in ("read", "write", "fsync")
+             for p in ("p50", "p90", "p95", "p99", "p999")]
+    assert validate_rules(rules) == []
+
+
+def test_unknown_key_names_the_path_and_suggests():
+    errs = validate_rules([{"min_iops": 1}, {"min_iops": 1}, {"max_raed_p99_ms": 20}])
+    assert len(errs) == 2
+    assert errs[0] == ("fleetqual_thresholds[2].max_raed_p99_ms: unknown key (did you mean max_read_p99_ms?); "
+                       "known: name, description, id, workload, mode, threads, min_iops, min_mibps, "
+                       "max_<read|write|fsync>_<p50|p90|p95|p99|p999>_ms, metric, min, max")
+    assert errs[1] == ("fleetqual_thresholds[2]: rule sets no limit; give min_iops, min_mibps, "
+                       "max_<op>_<pct>_ms (op read|write|fsync, pct p50|p90|p95|p99|p999) or metric with min/max")
+
+
+def test_unknown_key_without_close_match():
+    (err,) = validate_rules([{"min_iops": 1, "colour": "red"}])
+    assert err.startswith("fleetqual_thresholds[0].colour: unknown key; known: ")
+
+
+@pytest.mark.parametrize("rule, message", [
+    ({"min_iops": "1000"}, "[0].min_iops: must be a number, got string '1000'"),
+    ({"min_iops": True}, "[0].min_iops: must be a number, got boolean True"),
+    ({"min_iops": float("nan")}, "[0].min_iops: must be a finite number, got nan"),
+    ({"min_iops": -5}, "[0].min_iops: must not be negative, got -5"),
+    ({"min_mibps": -0.5}, "[0].min_mibps: must not be negative, got -0.5"),
+    ({"max_read_p99_ms": 0}, "[0].max_read_p99_ms: a latency limit must be greater than 0 ms, got 0"),
+    ({"max_fsync_p999_ms": -1}, "[0].max_fsync_p999_ms: a latency limit must be greater than 0 ms, got -1"),
+    ({"metric": "metrics.iops", "min": 10, "max": 5}, "[0]: min 10 is greater than max 5; no value can pass"),
+    ({"metric": "metrics.iops", "max": -1}, "[0].max: must not be negative, got -1"),
+    ({"metric": "metrics.[iops", "max": 5}, "[0].metric: JMESPath 'metrics.[iops' does not parse: "),
+    ({"metric": "", "max": 5}, "[0].metric: must be a JMESPath expression (string), got string ''"),
+    ({"metric": 3, "max": 5}, "[0].metric: must be a JMESPath expression (string), got integer 3"),
+    ({"metric": "metrics.iops"}, "[0].metric: needs min and/or max"),
+    ({"min": 3}, "[0].min: only valid with metric (for the built-in figures use min_iops / min_mibps)"),
+    ({"max": 3, "min_iops": 1}, "[0].max: only valid with metric"),
+    ({"threads": 0, "min_iops": 1}, "[0].threads: must be a thread count >= 1 (or a list of them), got 0"),
+    ({"threads": [1, "8"], "min_iops": 1}, "[0].threads: must be a thread count >= 1 (or a list of them), got '8'"),
+    ({"mode": "randread", "min_iops": 1}, "[0].mode: unknown mode 'randread'; known: seqwr, seqrewr, seqrd, rndrd"),
+    ({"workload": [], "min_iops": 1}, "[0].workload: list must not be empty"),
+    ({"workload": 5, "min_iops": 1}, "[0].workload: must be a non-empty string (or a list of them), got integer 5"),
+    ({"name": "", "min_iops": 1}, "[0].name: must be a non-empty string, got string ''"),
+    ({}, "[0]: rule sets no limit"),
+])
+def test_rejections(rule, message):
+    errs = validate_rules([rule])
+    assert any(e.startswith(V + message) for e in errs), errs
+
+
+def test_structure_rejections():
+    assert validate_rules({"min_iops": 1}) == ["fleetqual_thresholds: must be a list of rules, got mapping"]
+    assert validate_rules(["min_iops: 1"]) == ["fleetqual_thresholds[0]: must be a mapping (a rule), got string"]
+    assert validate_rules({}, var_name="x") == ["x: must be a list of rules, got mapping"]
+
+
+def test_duplicate_names_rejected():
+    errs = validate_rules([{"name": "a", "min_iops": 1}, {"name": "a", "min_iops": 2}])
+    assert errs == ["fleetqual_thresholds[1].name: duplicate rule name 'a' (also fleetqual_thresholds[0])"]
+
+
+@pytest.mark.parametrize("rule, limit, name", [
+    ({"workload": "over_cache", "mode": "rndrd", "threads": 64, "min_iops": 1}, "min_iops",
+     "min_iops@over_cache/rndrd/t64"),
+    ({"workload": "cache", "max_read_p99_ms": 1}, "max_read_p99_ms", "max_read_p99_ms@cache"),
+    ({"min_iops": 1}, "min_iops", "min_iops@*"),
+    ({"mode": "rndwr", "min_iops": 1}, "min_iops", "min_iops@*/rndwr"),
+    ({"threads": [1, 64], "min_iops": 1}, "min_iops", "min_iops@*/*/t1,t64"),
+    ({"workload": ["a", "b"], "min_iops": 1}, "min_iops", "min_iops@a,b"),
+    ({"id": "log-seqwr-t1", "min_iops": 1}, "min_iops", "min_iops@*[log-seqwr-t1]"),
+    ({"metric": "metrics.dev_util_pct", "max": 1, "mode": "rndwr"}, "max", "max(metrics.dev_util_pct)@*/rndwr"),
+    ({"name": "mine", "min_iops": 1, "max_read_p99_ms": 3}, "max_read_p99_ms", "mine"),
+])
+def test_rule_names(rule, limit, name):
+    assert rule_name(rule, limit) == name
+
+
+def test_rule_limits_canonical_order():
+    rule = {"max": 9, "metric": "m", "max_fsync_p50_ms": 1, "max_read_p999_ms": 2, "max_read_p50_ms": 3,
+            "min_mibps": 4, "min_iops": 5, "min": 1}
+    assert rule_limits(rule) == [("min_iops", ">=", 5), ("min_mibps", ">=", 4), ("max_read_p50_ms", "<=", 3),
+                                 ("max_read_p999_ms", "<=", 2), ("max_fsync_p50_ms", "<=", 1),
+                                 ("min", ">=", 1), ("max", "<=", 9)]
+
+
+def test_matching():
+    w = {"id": "over_cache-rndrd-t64", "workload": "over_cache", "mode": "rndrd", "threads": 64}
+    assert rule_matches({}, w)
+    assert rule_matches({"workload": "over_cache"}, w)
+    assert rule_matches({"workload": "over_cache", "mode": "rndrd", "threads": 64}, w)
+    assert rule_matches({"threads": [1, 64], "mode": ["rndrd", "rndwr"]}, w)
+    assert rule_matches({"id": ["x", "over_cache-rndrd-t64"]}, w)
+    assert not rule_matches({"workload": "cache"}, w)
+    assert not rule_matches({"workload": "over_cache", "threads": 1}, w)
+    assert not rule_matches({"mode": "rndwr"}, w)
+    assert not rule_matches({"id": "other"}, w)
