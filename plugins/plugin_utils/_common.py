@@ -9,10 +9,7 @@ __metaclass__ = type
 
 import math
 
-try:  # the contract names the module sizes.py; the file landed as size.py
-    from ansible_collections.fleetqual.storage.plugins.module_utils.sizes import parse_size  # noqa: F401
-except ImportError:  # pragma: no cover - depends on which name the other engineer kept
-    from ansible_collections.fleetqual.storage.plugins.module_utils.size import parse_size  # noqa: F401
+from ansible_collections.fleetqual.storage.plugins.module_utils.size import human_size, parse_size  # noqa: F401
 
 # iobench modes (sysbench fileio names)
 MODES = ("seqwr", "seqrewr", "seqrd", "rndrd", "rndwr", "rndrw")
@@ -57,17 +54,6 @@ def fmt_num(value):
     if a >= 1:
         return "%.1f" % value
     return "%.2g" % value
-
-
-def human_size(nbytes):
-    """Binary human size with one decimal: 2147483648 -> '2.0 GiB', 512 -> '512 B'."""
-    if nbytes is None:
-        return "n/a"
-    n = float(nbytes)
-    for unit, mult in (("TiB", 1024 ** 4), ("GiB", 1024 ** 3), ("MiB", 1024 ** 2), ("KiB", 1024)):
-        if abs(n) >= mult:
-            return "%.1f %s" % (n / mult, unit)
-    return "%d B" % int(n)
 
 
 def type_name(value):

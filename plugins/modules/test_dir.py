@@ -1,0 +1,322 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: test_dir
+short_description: Prepare, check and remove the marked directory iobench writes in
+version_added: "0.1.0"
+description:
+  - With O(state=present), checks everything the benchmark needs before a single byte is
+    written, in this order, and fails with a message saying what to change.
+  - The path must be absolute and free of C(..) components, must not be a symlink, and, if it
+    already exists and holds anything, must carry the collection's marker file. A directory
+    holding someone else's files is refused and left untouched.
+  - Free space (statvfs) must cover O(required_bytes) plus O(margin_pct) percent. The message
+    states both numbers.
+  - With O(direct=true), a 4 KiB O_DIRECT write is probed in the directory; a filesystem that
+    refuses it (tmpfs, some FUSE) is named in the message, with the advice to run buffered.
+  - Only then is the directory created (mode 0700) with its marker, and one owner-only
+    subdirectory per data set in O(datasets).
+  - With O(state=absent), runs C(iobench cleanup) in each data set directory (iobench removes
+    only its own files), then removes the empty data set directories, the marker, and the
+    directory itself when it is empty. Anything else found there is left and reported.
+options:
+  path:
+    description: Absolute path of the test directory.
+    type: path
+    required: true
+  state:
+    description: V(present) checks and creates; V(absent) cleans up what the collection created.
+    type: str
+    choices: [present, absent]
+    default: present
+  datasets:
+    description: Names of the data set subdirectories (one per working set).
+    type: list
+    elements: str
+    default: []
+  required_bytes:
+    description: Largest working set, in bytes, that must fit (with O(state=present)).
+    type: int
+    default: 0
+  margin_pct:
+    description: Extra free space required, in percent of O(required_bytes).
+    type: int
+    default: 10
+  direct:
+    description: Probe that the filesystem accepts O_DIRECT.
+    type: bool
+    default: false
+  binary:
+    description: Path of the iobench binary, used with O(state=absent) to remove its files.
+    type: path
+author:
+  - fleetqual.storage developers
+notes:
+  - Supports check mode; in check mode nothing is created or removed and the result says what would be.
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+"""
+
+EXAMPLES = r"""
+- name: Check and create the test directory for a 2 GiB working set with O_DIRECT
+  fleetqual.storage.test_dir:
+    path: /var/tmp/fleetqual
+    datasets: [cache, over_cache]
+    required_bytes: 2147483648
+    direct: true
+  register: preflight
+
+- name: Remove what the benchmark created
+  fleetqual.storage.test_dir:
+    path: /var/tmp/fleetqual
+    datasets: [cache, over_cache]
+    binary: /opt/fleetqual/bin/iobench
+    state: absent
+"""
+
+RETURN = r"""
+path:
+  description: The test directory.
+  returned: always
+  type: str
+created:
+  description: Whether this call created the test directory.
+  returned: state=present
+  type: bool
+filesystem:
+  description: Filesystem type of the test directory (from /proc/self/mountinfo).
+  returned: always
+  type: str
+  sample: ext4
+mount_point:
+  description: Mount point holding the test directory.
+  returned: always
+  type: str
+free_bytes:
+  description: Bytes available to an unprivileged writer (statvfs f_bavail * f_frsize).
+  returned: state=present
+  type: int
+needed_bytes:
+  description: O(required_bytes) plus the margin.
+  returned: state=present
+  type: int
+direct_supported:
+  description: Result of the O_DIRECT probe; null when not probed.
+  returned: state=present
+  type: bool
+sysstat:
+  description: Path of iostat, or null when sysstat is not installed.
+  returned: state=present
+  type: str
+removed:
+  description: Paths removed, with O(state=absent).
+  returned: state=absent
+  type: list
+  elements: str
+left:
+  description: Entries left in place because the collection did not create them.
+  returned: state=absent
+  type: list
+  elements: str
+"""
+
+import errno
+import mmap
+import os
+import shutil
+import stat
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.fleetqual.storage.plugins.module_utils.size import human_size
+
+MARKER = ".fleetqual-storage"
+MARKER_TEXT = "This directory was created by fleetqual.storage for storage benchmarks.\n"
+
+
+def mount_of(path):
+    """(mount point, fstype) of the filesystem holding path, matched on st_dev."""
+    st = os.stat(path)
+    want = "%d:%d" % (os.major(st.st_dev), os.minor(st.st_dev))
+    best = ("/", "unknown")
+    with open("/proc/self/mountinfo") as fh:
+        for line in fh:
+            fields = line.split()
+            sep = fields.index("-")
+            if fields[2] == want:
+                best = (fields[4].replace("\\040", " "), fields[sep + 1])
+    return best
+
+
+def nearest_existing(path):
+    while not os.path.lexists(path):
+        path = os.path.dirname(path)
+    return path
+
+
+def probe_direct(path):
+    """Write one aligned 4 KiB block with O_DIRECT; return None or the error text."""
+    probe = os.path.join(path, ".fleetqual-odirect-probe.%d" % os.getpid())
+    buf = mmap.mmap(-1, 4096)
+    buf.write(os.urandom(4096))
+    fd = None
+    try:
+        fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_DIRECT | os.O_NOFOLLOW, 0o600)
+        os.write(fd, buf)
+        return None
+    except OSError as exc:
+        return "%s (%s)" % (os.strerror(exc.errno), errno.errorcode.get(exc.errno, exc.errno))
+    finally:
+        if fd is not None:
+            os.close(fd)
+            os.unlink(probe)
+        buf.close()
+
+
+def check_path(module, path):
+    if not os.path.isabs(path) or ".." in path.split(os.sep):
+        module.fail_json(msg="fleetqual_test_dir must be an absolute path without '..' components, got %r" % path)
+
+
+def present(module, path):
+    p = module.params
+    result = dict(changed=False, path=path, created=False)
+    if os.path.lexists(path):
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            module.fail_json(msg="fleetqual_test_dir %s is a symlink; refusing to follow it. Point it at a real directory." % path, **result)
+        if not stat.S_ISDIR(st.st_mode):
+            module.fail_json(msg="fleetqual_test_dir %s exists and is not a directory." % path, **result)
+        entries = sorted(os.listdir(path))
+        if entries and MARKER not in entries:
+            shown = ", ".join(entries[:5]) + (" ..." if len(entries) > 5 else "")
+            module.fail_json(
+                msg="fleetqual_test_dir %s already holds %d entries not created by fleetqual.storage (%s) and has no %s marker; "
+                    "refusing to write there. Choose an empty or new directory." % (path, len(entries), shown, MARKER),
+                **result)
+
+    existing = nearest_existing(path)
+    mount_point, fstype = mount_of(existing)
+    result.update(mount_point=mount_point, filesystem=fstype)
+    vfs = os.statvfs(existing)
+    free = vfs.f_bavail * vfs.f_frsize
+    needed = p["required_bytes"] + p["required_bytes"] * p["margin_pct"] // 100
+    result.update(free_bytes=free, needed_bytes=needed)
+    if free < needed:
+        module.fail_json(
+            msg="not enough space for the working set at %s (%s filesystem on %s): needs %s (%s largest working set + %d %%), has %s free. "
+                "Free space, point fleetqual_test_dir elsewhere, or lower fleetqual_cache_size."
+                % (path, fstype, mount_point, human_size(needed), human_size(p["required_bytes"]), p["margin_pct"], human_size(free)),
+            **result)
+
+    result["sysstat"] = shutil.which("iostat")
+    if module.check_mode:
+        result["direct_supported"] = None
+        result["changed"] = not os.path.exists(path)
+        return result
+
+    if not os.path.exists(path):
+        os.makedirs(path, mode=0o700)
+        result.update(created=True, changed=True)
+    marker = os.path.join(path, MARKER)
+    if not os.path.exists(marker):
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(MARKER_TEXT)
+        result["changed"] = True
+    for name in p["datasets"]:
+        sub = os.path.join(path, name)
+        if not os.path.isdir(sub):
+            os.mkdir(sub, 0o700)
+            result["changed"] = True
+
+    result["direct_supported"] = None
+    if p["direct"]:
+        error = probe_direct(path)
+        result["direct_supported"] = error is None
+        if error:
+            module.fail_json(
+                msg="O_DIRECT is refused by the %s filesystem at %s (mounted on %s): %s. Run buffered (direct: false) "
+                    "or move fleetqual_test_dir to a filesystem that supports direct I/O." % (fstype, path, mount_point, error),
+                **result)
+    return result
+
+
+def absent(module, path):
+    p = module.params
+    result = dict(changed=False, path=path, removed=[], left=[])
+    if not os.path.lexists(path):
+        return result
+    if os.path.islink(path) or not os.path.isdir(path):
+        module.fail_json(msg="fleetqual_test_dir %s is not a directory; nothing removed." % path, **result)
+    if not os.path.exists(os.path.join(path, MARKER)):
+        module.fail_json(msg="fleetqual_test_dir %s has no %s marker; it is not ours, nothing removed." % (path, MARKER), **result)
+    result["mount_point"], result["filesystem"] = mount_of(path)
+    for name in p["datasets"]:
+        sub = os.path.join(path, name)
+        if not os.path.isdir(sub) or os.path.islink(sub):
+            continue
+        if module.check_mode:
+            result["changed"] = True
+            continue
+        if p["binary"] and os.listdir(sub):
+            rc, out, err = module.run_command([p["binary"], "cleanup", "--dir", sub], environ_update={"LC_ALL": "C"})
+            if rc != 0:
+                module.warn("iobench cleanup in %s exited %d: %s" % (sub, rc, err.strip()))
+        try:
+            os.rmdir(sub)
+            result["removed"].append(sub)
+        except OSError:
+            result["left"].extend(os.path.join(sub, e) for e in sorted(os.listdir(sub)))
+    if module.check_mode:
+        return result
+    others = [e for e in sorted(os.listdir(path)) if e != MARKER]
+    if others:
+        result["left"].extend(os.path.join(path, e) for e in others)
+    else:
+        os.unlink(os.path.join(path, MARKER))
+        os.rmdir(path)
+        result["removed"].append(path)
+    result["changed"] = bool(result["removed"])
+    if result["left"]:
+        module.warn("left in place, not created by fleetqual.storage: %s" % ", ".join(result["left"][:10]))
+    return result
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", required=True),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+            datasets=dict(type="list", elements="str", default=[]),
+            required_bytes=dict(type="int", default=0),
+            margin_pct=dict(type="int", default=10),
+            direct=dict(type="bool", default=False),
+            binary=dict(type="path"),
+        ),
+        supports_check_mode=True,
+    )
+    path = module.params["path"]
+    check_path(module, path)
+    for name in module.params["datasets"]:
+        if not name or "/" in name or name in (".", ".."):
+            module.fail_json(msg="data set name %r must be a plain directory name" % name)
+    if module.params["required_bytes"] < 0 or module.params["margin_pct"] < 0:
+        module.fail_json(msg="required_bytes and margin_pct must not be negative")
+    path = os.path.normpath(path)
+    if module.params["state"] == "present":
+        module.exit_json(**present(module, path))
+    module.exit_json(**absent(module, path))
+
+
+if __name__ == "__main__":
+    main()

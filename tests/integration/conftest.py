@@ -1,0 +1,78 @@
+"""Run the real qualify playbook with ansible-playbook, on this machine, in throwaway dirs."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.dirname(sys.executable)
+
+
+class Run:
+    def __init__(self, proc, base, run_id):
+        self.rc = proc.returncode
+        self.out = proc.stdout + proc.stderr
+        self.base = base
+        self.run_id = run_id
+
+    def record(self, host="localhost"):
+        with open(os.path.join(self.base, "results", self.run_id, host + ".json")) as fh:
+            return json.load(fh)
+
+    def results_dir(self):
+        return os.path.join(self.base, "results", self.run_id)
+
+
+@pytest.fixture(scope="session")
+def build_cache(tmp_path_factory):
+    """One controller build cache for the whole session: the binary is compiled once."""
+    return str(tmp_path_factory.mktemp("build-cache"))
+
+
+@pytest.fixture
+def playbook(tmp_path, build_cache):
+    """Call playbook(extra_vars=..., args=[...], inventory=path) -> Run."""
+    counter = {"n": 0}
+
+    def run(extra_vars=None, args=(), inventory=None, timeout=600, env_extra=None):
+        counter["n"] += 1
+        run_id = "it%d" % counter["n"]
+        base = str(tmp_path)
+        ev = {
+            "fleetqual_profile": "quick",
+            "fleetqual_bin_dir": os.path.join(base, "bin"),
+            "fleetqual_test_dir": os.path.join(base, "test"),
+            "fleetqual_results_dir": os.path.join(base, "results"),
+            "fleetqual_build_cache_dir": build_cache,
+            "fleetqual_run_id": run_id,
+        }
+        ev.update(extra_vars or {})
+        env = dict(os.environ,
+                   ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
+                   ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
+                   ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+                   PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
+        env.update(env_extra or {})
+        argv = [os.path.join(BIN, "ansible-playbook"), os.path.join(ROOT, "playbooks", "qualify.yml"),
+                "-i", inventory or os.path.join(ROOT, "inventory", "localhost.yml"),
+                "-e", json.dumps(ev)] + list(args)
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout)
+        return Run(proc, base, run_id)
+
+    return run
+
+
+def tree_snapshot(path):
+    """{relative path: (size, mtime_ns)} of every entry under path, for 'nothing touched' checks."""
+    snap = {}
+    if not os.path.exists(path):
+        return snap
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in dirnames + filenames:
+            full = os.path.join(dirpath, name)
+            st = os.lstat(full)
+            snap[os.path.relpath(full, path)] = (st.st_size, st.st_mtime_ns)
+    return snap

@@ -1,0 +1,62 @@
+"""End-to-end: ansible-playbook playbooks/qualify.yml on localhost with the quick profile."""
+import os
+
+import pytest
+
+from conftest import tree_snapshot
+
+pytestmark = pytest.mark.slow
+
+
+def test_quick_profile_passes_and_stores_results(playbook):
+    run = playbook()
+    assert run.rc == 0, run.out[-4000:]
+    rec = run.record()
+    assert rec["verdict"] == "PASS", rec["reasons"]
+    assert rec["run_id"] == run.run_id and rec["profile"] == "quick"
+    ids = [w["id"] for w in rec["workloads"]]
+    assert len(ids) == len(set(ids)) >= 3
+    for wl in rec["workloads"]:
+        assert wl["metrics"]["iops"] > 0, wl["id"]
+        assert wl["result"]["bench"]["config"]["mode"] == wl["mode"]
+        assert wl["result"]["collector"]["source"] in ("sysstat", "procfs")
+    # Progress: each workload task names its place in the matrix and its duration.
+    assert "Workload 1/%d: %s" % (len(ids), ids[0]) in run.out
+    # Results are owner-only and the test directory is gone.
+    assert os.stat(os.path.join(run.results_dir(), "localhost.json")).st_mode & 0o077 == 0
+    assert not os.path.exists(os.path.join(run.base, "test"))
+    # The deployed binary is root-owned and not writable by group or others.
+    st = os.stat(os.path.join(run.base, "bin", "iobench"))
+    assert st.st_uid == 0 and st.st_mode & 0o022 == 0
+
+
+def test_threshold_failure_makes_the_playbook_exit_non_zero(playbook):
+    run = playbook({"fleetqual_thresholds": [{"workload": "cache", "min_iops": 1e12}]})
+    assert run.rc != 0, run.out[-3000:]
+    rec = run.record()
+    assert rec["verdict"] == "FAIL"
+    assert any("1000000000000" in r or "1e+12" in r or "1e12" in r for r in rec["reasons"]), rec["reasons"]
+    assert "Gate on the verdict" in run.out
+    assert not os.path.exists(os.path.join(run.base, "test")), "test files must be removed on failure too"
+
+
+@pytest.mark.parametrize("extra, names", [
+    ({"fleetqual_profile": "nosuch"}, "fleetqual_profile"),
+    ({"fleetqual_cache_size": "12Q"}, "fleetqual_cache_size"),
+    ({"fleetqual_test_dir": "relative/dir"}, "fleetqual_test_dir"),
+    ({"fleetqual_thresholds": [{"max_raed_p99_ms": 5}]}, "max_raed_p99_ms"),
+])
+def test_bad_input_stops_before_any_host_is_touched(playbook, extra, names):
+    run = playbook(extra)
+    assert run.rc != 0
+    assert names in run.out, run.out[-3000:]
+    # Nothing was built, deployed or created.
+    assert tree_snapshot(run.base) == {}
+
+
+def test_check_mode_reports_without_building(playbook, tmp_path):
+    cache = tmp_path / "fresh-cache"
+    run = playbook({"fleetqual_build_cache_dir": str(cache)}, args=["--check"])
+    assert "would compile iobench" in run.out, run.out[-3000:]
+    assert not cache.exists() or not any(cache.rglob("iobench-static"))
+    assert not os.path.exists(os.path.join(run.base, "bin", "iobench"))
