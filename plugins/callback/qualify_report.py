@@ -1,0 +1,319 @@
+# Copyright: fleetqual.storage developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: qualify_report
+type: aggregate
+short_description: Fleet report of a storage qualification run (table, JSON, JUnit, HTML, Markdown)
+version_added: 0.1.0
+description:
+  - At the end of the playbook, reads the per-host records that the C(fleetqual.storage.qualify)
+    role hands over with C(ansible.builtin.set_stats) (key C(fleetqual_report), C(per_host=true)) and
+    what the play saw for every targeted host (unreachable, failed tasks).
+  - Prints a fleet table and a one-line summary (N/M hosts passed, counts per verdict), and writes C(fleet.json),
+    C(junit.xml), C(report.html) and C(report.md) into C(<output_dir>/<run_id>/).
+  - Hosts without a record are reported as C(UNREACHABLE) (unreachable) or C(ERROR) (a task failed,
+    with the task name and message, or the role never completed); they are never missing and never C(PASS).
+  - A host whose record says C(PASS) but which afterwards failed a task or became unreachable is
+    reported as C(ERROR) (its measurements are kept, C(record_verdict) stays C(PASS)).
+    Hosts whose record verdict is C(FAIL) or C(ERROR) keep it, including when the playbook's final
+    verdict gate fails them.
+  - Flags fleet outliers within groups of like hosts (robust MAD score or percentage worse than the
+    group median) and regressions against a baseline C(fleet.json). With C(fail) they turn C(PASS)
+    hosts into C(FAIL) in the report; a callback cannot change ansible-playbook's exit code, which
+    stays with the playbook's final verdict gate (record verdicts).
+  - Optionally appends to C(<output_dir>/history.jsonl) and writes a Prometheus textfile for the
+    node_exporter textfile collector.
+  - See docs/report.md in the collection for the fleet.json schema.
+requirements:
+  - enable in ansible.cfg (C(callbacks_enabled = fleetqual.storage.qualify_report))
+options:
+  output_dir:
+    description:
+      - Results directory; files go to C(<output_dir>/<run_id>/).
+      - Default is the directory the role used (parent of the run directory of the records' C(results_file)),
+        else C(./results).
+    type: path
+    ini:
+      - section: fleetqual_report
+        key: output_dir
+    env:
+      - name: FLEETQUAL_REPORT_DIR
+  formats:
+    description: Outputs to produce.
+    type: list
+    elements: str
+    default: [table, json, junit, html, md]
+    ini:
+      - section: fleetqual_report
+        key: formats
+    env:
+      - name: FLEETQUAL_REPORT_FORMATS
+  outliers:
+    description:
+      - What fleet outliers do. C(warn) lists them; C(fail) also turns a C(PASS) host with an outlier in
+        the bad direction (IOPS low, p99 high) into C(FAIL) in the report; C(off) skips the analysis.
+    type: str
+    choices: [warn, fail, 'off']
+    default: warn
+    ini:
+      - section: fleetqual_report
+        key: outliers
+    env:
+      - name: FLEETQUAL_REPORT_OUTLIERS
+  regressions:
+    description:
+      - What regressions against the baseline do (C(warn), C(fail) as for O(outliers), C(off)).
+    type: str
+    choices: [warn, fail, 'off']
+    default: warn
+    ini:
+      - section: fleetqual_report
+        key: regressions
+    env:
+      - name: FLEETQUAL_REPORT_REGRESSIONS
+  baseline:
+    description: An earlier C(fleet.json) (or the run directory holding it) to compare against.
+    type: path
+    ini:
+      - section: fleetqual_report
+        key: baseline
+    env:
+      - name: FLEETQUAL_REPORT_BASELINE
+  outlier_mad_score:
+    description: Robust score C(|x - median| / (1.4826 * MAD)) above which a value is an outlier.
+    type: float
+    default: 3.5
+    ini:
+      - section: fleetqual_report
+        key: outlier_mad_score
+    env:
+      - name: FLEETQUAL_REPORT_OUTLIER_MAD_SCORE
+  outlier_pct_below:
+    description: Percentage worse than the group median (IOPS below, p99 latency above) that makes an outlier.
+    type: float
+    default: 20.0
+    ini:
+      - section: fleetqual_report
+        key: outlier_pct_below
+    env:
+      - name: FLEETQUAL_REPORT_OUTLIER_PCT_BELOW
+  regression_tolerance_pct:
+    description: IOPS drop or p99 latency rise against the baseline, in percent, tolerated before a regression is flagged.
+    type: float
+    default: 10.0
+    ini:
+      - section: fleetqual_report
+        key: regression_tolerance_pct
+    env:
+      - name: FLEETQUAL_REPORT_REGRESSION_TOLERANCE_PCT
+  history:
+    description: Append one line per host to C(<output_dir>/history.jsonl).
+    type: bool
+    default: true
+    ini:
+      - section: fleetqual_report
+        key: history
+    env:
+      - name: FLEETQUAL_REPORT_HISTORY
+  prometheus_textfile:
+    description:
+      - Path of a Prometheus textfile (for example C(/var/lib/node_exporter/textfile/fleetqual.prom)),
+        written atomically. Not written when unset.
+    type: path
+    ini:
+      - section: fleetqual_report
+        key: prometheus_textfile
+    env:
+      - name: FLEETQUAL_REPORT_PROMETHEUS_TEXTFILE
+  table_width:
+    description: Maximum width of the terminal table.
+    type: int
+    default: 100
+    ini:
+      - section: fleetqual_report
+        key: table_width
+    env:
+      - name: FLEETQUAL_REPORT_TABLE_WIDTH
+  html_detail_hosts:
+    description: Hosts drawn with per-host charts in report.html (non-passing and outlier hosts first).
+    type: int
+    default: 100
+    ini:
+      - section: fleetqual_report
+        key: html_detail_hosts
+    env:
+      - name: FLEETQUAL_REPORT_HTML_DETAIL_HOSTS
+"""
+
+EXAMPLES = r"""
+# ansible.cfg
+# [defaults]
+# callbacks_enabled = fleetqual.storage.qualify_report
+# [fleetqual_report]
+# formats = table,json,junit,html,md
+# outliers = warn
+# baseline = results/20261101T020000Z/fleet.json
+# prometheus_textfile = /var/lib/node_exporter/textfile/fleetqual.prom
+"""
+
+import os
+import traceback
+
+from ansible.plugins.callback import CallbackBase
+
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet as fleetmod
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import report as reportmod
+
+RECORD_KEY = "fleetqual_report"
+
+
+class CallbackModule(CallbackBase):
+    """Thin glue: collect what the play saw, hand it to plugin_utils.fleet / report."""
+
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "fleetqual.storage.qualify_report"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def __init__(self, display=None):
+        super().__init__(display=display)
+        self._hosts = {}          # host -> inventory groups, every host a play targeted
+        self._failed = {}         # host -> [{task, msg}] (not ignored)
+        self._unreachable = {}    # host -> [{task, msg}]
+        self.last_fleet = None
+        self.written = {}
+
+    # ------------------------------------------------------------------ events
+    def v2_playbook_on_play_start(self, play):
+        try:
+            inventory = play.get_variable_manager()._inventory
+            hosts = inventory.get_hosts(play.hosts)
+        except Exception:  # pragma: no cover - defensive: never break the run for the report
+            hosts = []
+        for host in hosts:
+            if getattr(host, "implicit", False):
+                # implicit localhost (not in inventory): part of the fleet only if it
+                # delivers a record or fails; see docs/report.md
+                continue
+            name = host.get_name()
+            if name not in self._hosts:
+                try:
+                    groups = [g.get_name() if hasattr(g, "get_name") else str(g) for g in host.get_groups()]
+                except Exception:  # pragma: no cover
+                    groups = []
+                self._hosts[name] = groups
+
+    @staticmethod
+    def _event(result):
+        host = getattr(result, "host", None) or getattr(result, "_host", None)
+        name = host.get_name() if host is not None else "?"
+        try:
+            data = result.result
+        except AttributeError:  # pragma: no cover - pre-2.19 shape
+            data = getattr(result, "_result", {}) or {}
+        task = getattr(result, "task_name", None) or ""
+        if not task:
+            try:
+                task = result.task.get_name()
+            except Exception:  # pragma: no cover
+                task = "?"
+        msg = data.get("msg") or data.get("stderr") or data.get("reason") or ""
+        if not msg and isinstance(data.get("results"), list):
+            for item in data["results"]:
+                if isinstance(item, dict) and item.get("failed"):
+                    msg = item.get("msg") or item.get("stderr") or ""
+                    break
+        return name, {"task": str(task), "msg": str(msg or "failed")}
+
+    def v2_runner_on_failed(self, result, ignore_errors=False):
+        if ignore_errors:
+            return
+        name, ev = self._event(result)
+        self._failed.setdefault(name, []).append(ev)
+
+    def v2_runner_on_unreachable(self, result):
+        name, ev = self._event(result)
+        self._unreachable.setdefault(name, []).append(ev)
+
+    # ------------------------------------------------------------------ end
+    def _report_options(self):
+        opts = {}
+        for key in ("outliers", "regressions", "outlier_mad_score", "outlier_pct_below",
+                    "regression_tolerance_pct", "baseline"):
+            opts[key] = self.get_option(key)
+        return opts
+
+    def _play_outcome(self, stats):
+        names = set(stats.processed) | set(self._failed) | set(self._unreachable) | set(self._hosts)
+        play = {}
+        for name in names:
+            summary = stats.summarize(name)
+            play[name] = {
+                "counts": summary,
+                # stats.failures excludes rescued failures; events carry the task and message
+                "failed": self._failed.get(name, []) if summary.get("failures") else [],
+                "unreachable": self._unreachable.get(name, []) if summary.get("unreachable") else [],
+            }
+        return play
+
+    def v2_playbook_on_stats(self, stats):
+        try:
+            self._report(stats)
+        except Exception as exc:  # keep the playbook's own outcome; say why there is no report
+            self._display.warning("fleetqual.storage.qualify_report: could not build the fleet report: %s" % exc)
+            self._display.vvv(traceback.format_exc())
+
+    def _report(self, stats):
+        records = {}
+        for host, custom in (stats.custom or {}).items():
+            if host == "_run" or not isinstance(custom, dict):
+                continue
+            rec = custom.get(RECORD_KEY)
+            if isinstance(rec, dict):
+                records[str(host)] = rec
+
+        opts = self._report_options()
+        baseline = None
+        notes = []
+        if opts.get("baseline"):
+            try:
+                baseline = fleetmod.load_baseline(opts["baseline"])
+            except (OSError, ValueError) as exc:
+                notes.append("baseline not used: %s" % exc)
+                self._display.warning("fleetqual.storage.qualify_report: baseline not used: %s" % exc)
+
+        fleet = fleetmod.aggregate(records, play=self._play_outcome(stats), inventory=self._hosts,
+                                   options=opts, baseline=baseline)
+        fleet["notes"].extend(notes)
+        self.last_fleet = fleet
+
+        root = self.get_option("output_dir") or fleetmod.results_root(records, default="results")
+        run_dir = os.path.join(root, fleet["run_id"])
+        formats = [str(f).strip().lower() for f in (self.get_option("formats") or []) if str(f).strip()]
+        unknown = [f for f in formats if f not in reportmod.FORMATS]
+        if unknown:
+            self._display.warning("fleetqual.storage.qualify_report: unknown formats ignored: %s" % ", ".join(unknown))
+
+        width = int(self.get_option("table_width") or 100)
+        rows = reportmod.table_rows(fleet)
+        if "table" in formats:
+            self._display.banner("FLEET REPORT [%s]" % fleet["run_id"])
+            self._display.display(reportmod.render_table(fleet, width=width, rows=rows))
+            for line in reportmod.detail_lines(fleet, width=width):
+                self._display.display(line)
+
+        self.written = reportmod.write_reports(fleet, run_dir, formats, records=records, rows=rows,
+                                               detail_hosts=int(self.get_option("html_detail_hosts") or 0))
+        if self.get_option("history"):
+            self.written["history"] = fleetmod.append_history(os.path.join(root, "history.jsonl"), fleet)
+        prom = self.get_option("prometheus_textfile")
+        if prom:
+            self.written["prometheus"] = fleetmod.write_atomic(prom, fleetmod.prometheus_text(fleet))
+
+        colour = "green" if fleet["summary"]["passed"] == fleet["summary"]["hosts"] and fleet["hosts"] else "red"
+        self._display.display(reportmod.summary_line(fleet), color=colour)
+        if self.written:
+            self._display.display("fleet report: %s" % ", ".join(
+                self.written[k] for k in ("json", "junit", "html", "md", "history", "prometheus") if k in self.written))

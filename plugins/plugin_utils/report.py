@@ -1,0 +1,734 @@
+# Copyright: fleetqual.storage developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Renderers of the fleet report: terminal table, JSON, JUnit XML, HTML (inline SVG), Markdown.
+
+Every renderer takes the ``fleet`` dict built by ``fleet.aggregate`` (fleet.json content);
+the HTML renderer optionally takes the raw host records for iostat time series.  Missing
+or NaN numbers render as "-".  Templates live in the collection's top-level templates/
+directory and are rendered with a private Jinja2 environment (no Ansible templar).
+"""
+from __future__ import annotations
+
+import html
+import math
+import os
+import re
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
+
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet as fleetmod
+
+TEMPLATES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                             "templates")
+FORMATS = ("table", "json", "junit", "html", "md")
+DASH = "-"
+ELLIPSIS = "\u2026"
+VERDICT_SHORT = {"PASS": "PASS", "FAIL": "FAIL", "ERROR": "ERROR", "UNREACHABLE": "UNREACH"}
+
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+           "#bcbd22", "#7f7f7f", "#d62728")
+VERDICT_COLOURS = {"PASS": "#1a7f37", "FAIL": "#cf222e", "ERROR": "#9a6700", "UNREACHABLE": "#6e7781"}
+
+
+# --------------------------------------------------------------------------- numbers
+
+def fmt_num(v, width=None):
+    """Compact number: 812, 12.3k, 1.23M; '-' for missing."""
+    v = fleetmod.num(v)
+    if v is None:
+        return DASH
+    a = abs(v)
+    if a >= 1e9:
+        s = "%.2fG" % (v / 1e9)
+    elif a >= 1e6:
+        s = "%.2fM" % (v / 1e6)
+    elif a >= 1e5:
+        s = "%.0fk" % (v / 1e3)
+    elif a >= 1e4:
+        s = "%.1fk" % (v / 1e3)
+    elif a >= 100:
+        s = "%.0f" % v
+    elif a >= 10:
+        s = "%.1f" % v
+    elif a == 0:
+        s = "0"
+    else:
+        s = "%.2f" % v
+    return s
+
+
+def fmt_ms(v):
+    """Latency in ms with 3 significant digits; '-' for missing."""
+    v = fleetmod.num(v)
+    if v is None:
+        return DASH
+    a = abs(v)
+    if a >= 1000:
+        return "%.0f" % v
+    if a >= 100:
+        return "%.0f" % v
+    if a >= 10:
+        return "%.1f" % v
+    if a >= 1:
+        return "%.2f" % v
+    if a == 0:
+        return "0"
+    return "%.3f" % v
+
+
+def fmt_pct(v, digits=1):
+    v = fleetmod.num(v)
+    return DASH if v is None else ("%." + str(digits) + "f") % v
+
+
+def truncate(text, width):
+    text = "" if text is None else str(text)
+    if width <= 0:
+        return ""
+    if len(text) <= width:
+        return text
+    if width == 1:
+        return ELLIPSIS
+    return text[: width - 1] + ELLIPSIS
+
+
+# --------------------------------------------------------------------------- terminal table
+
+TABLE_COLUMNS = (
+    # header, key, align, min width, max width (None = natural)
+    ("host", "host", "<", 6, 24),
+    ("workload", "workload", "<", 8, 26),
+    ("thr", "threads", ">", 3, 4),
+    ("IOPS", "iops", ">", 5, 7),
+    ("MiB/s", "mibps", ">", 5, 7),
+    ("p95ms", "p95", ">", 5, 6),
+    ("p99ms", "p99", ">", 5, 6),
+    ("%util", "util", ">", 5, 5),
+    ("await", "await", ">", 5, 6),
+    ("verdict", "verdict", "<", 7, 7),
+    ("first failing rule", "rule", "<", 6, 60),
+)
+
+
+def table_rows(fleet):
+    """One row per host and workload (one row for a host without workloads)."""
+    rows = []
+    for h in fleet["hosts"]:
+        v = VERDICT_SHORT.get(h["verdict"], h["verdict"])
+        if not h["workloads"]:
+            rule = h["first_failing_rule"] or short_reason(h)
+            rows.append({"host": h["host"], "workload": DASH, "threads": DASH, "iops": DASH, "mibps": DASH,
+                         "p95": DASH, "p99": DASH, "util": DASH, "await": DASH, "verdict": v, "rule": rule,
+                         # for the HTML table
+                         "_host": h["host"], "_group": h["group"], "_verdict": h["verdict"], "_span": 0,
+                         "_flags": (), "_util1": DASH})
+            continue
+        span = len(h["workloads"])
+        for i, w in enumerate(h["workloads"]):
+            rule = w.get("first_failing_rule")
+            if not rule and w["outliers"]:
+                rule = "outlier: " + ",".join(w["outliers"])
+            if not rule and w["errors"]:
+                rule = "I/O errors: %d" % w["errors"]
+            if not rule and w["interrupted"]:
+                rule = "interrupted"
+            if not rule and i == 0 and h["verdict"] != "PASS" and not h["first_failing_rule"] and h["reasons"]:
+                rule = h["reasons"][0]
+            rows.append({
+                "host": h["host"] if i == 0 else "",
+                "workload": w["id"],
+                "threads": DASH if w["threads"] is None else str(w["threads"]),
+                "iops": fmt_num(w["iops"]), "mibps": fmt_num(w["mibps"]),
+                "p95": fmt_ms(w["p95_ms"]), "p99": fmt_ms(w["p99_ms"]),
+                "util": fmt_pct(w["util_pct"], 0) if w["util_pct"] is not None else DASH,
+                "await": fmt_ms(w["await_ms"]),
+                "verdict": v if i == 0 else "",
+                "rule": rule or DASH,
+                "_host": h["host"], "_group": h["group"], "_verdict": h["verdict"], "_span": span if i == 0 else -1,
+                "_flags": w["outliers"], "_util1": fmt_pct(w["util_pct"]),
+            })
+    return rows
+
+
+def short_reason(h):
+    """A compact reason for a host without results (the full one is printed under the table)."""
+    play = h.get("play") or {}
+    if h["verdict"] == "UNREACHABLE" and play.get("unreachable_task"):
+        return "unreachable: %s" % play["unreachable_task"].get("task")
+    if h["record_verdict"] is None and play.get("failed_task"):
+        return "failed: %s" % play["failed_task"].get("task")
+    return h["reasons"][0] if h["reasons"] else DASH
+
+
+def _fit_widths(rows, width):
+    """Natural column widths capped per column; the rule column takes what is left, and
+    when that is too little the workload, then the host column give way."""
+    cols = TABLE_COLUMNS
+    widths = []
+    for header, key, _align, lo, hi in cols:
+        natural = max([len(header)] + [len(r[key]) for r in rows]) if rows else len(header)
+        widths.append(max(lo, min(hi, natural)))
+    budget = width - (len(cols) - 1)
+    rule_min = 14
+    fixed = sum(widths[:-1])
+    for idx, floor in ((1, 14), (0, 10), (1, cols[1][3]), (0, cols[0][3])):
+        while fixed + rule_min > budget and widths[idx] > floor:
+            widths[idx] -= 1
+            fixed -= 1
+    widths[-1] = max(cols[-1][3], min(widths[-1], budget - fixed))
+    return widths
+
+
+def render_table(fleet, width=100, rows=None):
+    """The fleet table for the terminal, every line at most ``width`` columns."""
+    rows = table_rows(fleet) if rows is None else rows
+    widths = _fit_widths(rows, width)
+    out = []
+
+    def line(values):
+        cells = []
+        for (header, key, align, _lo, _hi), w, val in zip(TABLE_COLUMNS, widths, values):
+            val = truncate(val, w)
+            cells.append(val.ljust(w) if align == "<" else val.rjust(w))
+        return " ".join(cells).rstrip()[:width]
+
+    out.append(line([c[0] for c in TABLE_COLUMNS]))
+    out.append(line(["-" * w for w in widths]))
+    for r in rows:
+        out.append(line([r[c[1]] for c in TABLE_COLUMNS]))
+    if not rows:
+        out.append("(no hosts)")
+    return "\n".join(out)
+
+
+def summary_line(fleet):
+    s = fleet["summary"]
+    bv = s["by_verdict"]
+    return "fleet: %d/%d hosts passed (PASS %d, FAIL %d, UNREACHABLE %d, ERROR %d)" % (
+        s["passed"], s["hosts"], bv.get("PASS", 0), bv.get("FAIL", 0), bv.get("UNREACHABLE", 0),
+        bv.get("ERROR", 0))
+
+
+def detail_lines(fleet, width=100, limit=20):
+    """Short lines under the table: reasons of non-passing hosts, outliers, regressions, notes."""
+    lines = []
+    bad = [h for h in fleet["hosts"] if h["verdict"] != "PASS"]
+    for h in bad[:limit]:
+        reason = h["reasons"][0] if h["reasons"] else "(no reason recorded)"
+        lines.append(truncate("%s %s: %s" % (h["verdict"], h["host"], reason), width))
+    if len(bad) > limit:
+        lines.append("... and %d more non-passing hosts (see fleet.json)" % (len(bad) - limit))
+    mode = fleet["options"]["outliers"]
+    per_host = {}
+    for o in fleet["outliers"]:
+        per_host.setdefault(o["host"], []).append(o)
+    for host, items in list(per_host.items())[:limit]:
+        parts = []
+        for metric in fleetmod.JUDGED_METRICS:
+            for direction in ("low", "high"):
+                sel = [o for o in items if o["metric"] == metric and o["direction"] == direction]
+                if not sel:
+                    continue
+                pcts = [o["pct_from_median"] for o in sel if o["pct_from_median"] is not None]
+                worst = max(pcts, key=abs) if pcts else None
+                parts.append("%s %s in %d workload(s) (%smax score %.1f)" % (
+                    metric, direction, len(sel), "" if worst is None else "up to %+.0f %%, " % worst,
+                    max(o["score"] for o in sel)))
+        lines.append(truncate("outlier (%s) %s [%s]: %s" % (mode, host, items[0]["group"], "; ".join(parts)),
+                              width))
+    if len(per_host) > limit:
+        lines.append("... and %d more hosts with outliers (see fleet.json)" % (len(per_host) - limit))
+    base = fleet.get("baseline")
+    if base:
+        regs = base["regressions"]
+        lines.append(truncate("baseline %s: %d workload(s) compared, %d regression(s) (%s)"
+                              % (base.get("run_id") or base.get("path"), base["compared_workloads"], len(regs),
+                                 fleet["options"]["regressions"]), width))
+        for r in regs[:limit]:
+            lines.append(truncate("regression %s: %s" % (r["host"], r["text"]), width))
+    for n in fleet["notes"][:limit]:
+        lines.append(truncate("note: %s" % n, width))
+    return lines
+
+
+# --------------------------------------------------------------------------- JSON
+
+def render_json(fleet):
+    return fleetmod.to_json(fleet)
+
+
+# --------------------------------------------------------------------------- templates
+
+_ENVS = {}
+_XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def xml_text(value):
+    """Text safe for XML 1.0 (control characters dropped); escaping is left to autoescape."""
+    return _XML_BAD.sub("", "" if value is None else str(value))
+
+
+def _env(kind):
+    env = _ENVS.get(kind)
+    if env is None:
+        env = Environment(loader=FileSystemLoader(TEMPLATES_DIR), undefined=StrictUndefined,
+                          autoescape=select_autoescape(enabled_extensions=("html", "xml", "j2"),
+                                                       default_for_string=True),
+                          trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+        if kind in ("md", "xml_raw"):
+            env.autoescape = False
+        env.filters.update(num=fmt_num, ms=fmt_ms, pct=fmt_pct, xml=xml_text, md=md_cell)
+        _ENVS[kind] = env
+    return env
+
+
+def _render(kind, template_name, **ctx):
+    return _env(kind).get_template(template_name).render(**ctx)
+
+
+# --------------------------------------------------------------------------- JUnit
+
+def _classname(host):
+    return "fleetqual." + re.sub(r"[^A-Za-z0-9_-]", "_", host)
+
+
+def _check_message(c):
+    metric = c.get("metric") or c.get("rule") or "value"
+    return "%s %s = %s, limit %s %s" % (c.get("workload") or "", metric, _fmtv(c.get("value")),
+                                         c.get("op") or "", _fmtv(c.get("limit")))
+
+
+def _fmtv(v):
+    n = fleetmod.num(v)
+    if n is None:
+        return DASH if v is None else str(v)
+    return "%g" % n
+
+
+def junit_suites(fleet):
+    """View model: one suite per host with its cases (name, classname, time, failure/error)."""
+    suites = []
+    for h in fleet["hosts"]:
+        cls = _classname(h["host"])
+        cases = []
+        for w in h["workloads"]:
+            out = "iops %s, MiB/s %s, p95 %s ms, p99 %s ms, %%util %s, await %s ms" % (
+                fmt_num(w["iops"]), fmt_num(w["mibps"]), fmt_ms(w["p95_ms"]), fmt_ms(w["p99_ms"]),
+                fmt_pct(w["util_pct"]), fmt_ms(w["await_ms"]))
+            case = {"name": "%s measure" % w["id"], "classname": cls, "time": w["elapsed_s"] or w["time_s"] or 0.0,
+                    "failure": None, "error": None, "out": out}
+            if w["errors"] or w["interrupted"] or w["iops"] is None:
+                why = []
+                if w["errors"]:
+                    why.append("%d I/O errors" % w["errors"])
+                if w["interrupted"]:
+                    why.append("interrupted")
+                if w["iops"] is None:
+                    why.append("no IOPS measured")
+                case["error"] = {"message": "%s: %s" % (w["id"], ", ".join(why)), "type": "WorkloadError",
+                                 "text": out}
+            cases.append(case)
+        for c in h["checks"]:
+            name = "%s %s" % (c.get("workload") or "host", c.get("rule") or c.get("metric") or "rule")
+            case = {"name": name, "classname": cls, "time": 0.0, "failure": None, "error": None,
+                    "out": _check_message(c)}
+            if c.get("passed") is False:
+                text = "measured %s, limit %s %s\n%s" % (_fmtv(c.get("value")), c.get("op") or "",
+                                                          _fmtv(c.get("limit")), c.get("evidence") or "")
+                case["failure"] = {"message": _check_message(c), "type": "ThresholdFailure", "text": text}
+            cases.append(case)
+        opts = fleet["options"]
+        for o in h["outliers"]:
+            if o["worse"] and opts["outliers"] == "fail":
+                cases.append({"name": "%s %s fleet outlier" % (o["workload"], o["metric"]), "classname": cls,
+                              "time": 0.0, "error": None, "out": o["text"],
+                              "failure": {"message": o["text"], "type": "FleetOutlier", "text": o["text"]}})
+        for r in h["regressions"]:
+            if opts["regressions"] == "fail":
+                cases.append({"name": "%s %s baseline" % (r["workload"], r["metric"]), "classname": cls,
+                              "time": 0.0, "error": None, "out": r["text"],
+                              "failure": {"message": r["text"], "type": "BaselineRegression", "text": r["text"]}})
+        verdict_case = {"name": "verdict", "classname": cls, "time": 0.0, "failure": None, "error": None,
+                        "out": "%s%s" % (h["verdict"], (": " + "; ".join(h["reasons"])) if h["reasons"] else "")}
+        msg = h["reasons"][0] if h["reasons"] else h["verdict"]
+        text = "\n".join(h["reasons"] + h["notes"])
+        if h["verdict"] == "FAIL":
+            verdict_case["failure"] = {"message": msg, "type": "FAIL", "text": text}
+        elif h["verdict"] in ("ERROR", "UNREACHABLE"):
+            verdict_case["error"] = {"message": msg, "type": h["verdict"], "text": text}
+        cases.append(verdict_case)
+        suites.append({
+            "name": h["host"], "hostname": h["host"], "cases": cases, "tests": len(cases),
+            "failures": sum(1 for c in cases if c["failure"]),
+            "errors": sum(1 for c in cases if c["error"]), "skipped": 0,
+            "time": sum(c["time"] for c in cases),
+            "properties": [("verdict", h["verdict"]), ("record_verdict", h["record_verdict"] or ""),
+                           ("group", h["group"]), ("run_id", fleet["run_id"]),
+                           ("profile", h["profile"] or "")],
+        })
+    return suites
+
+
+def xml_escape(value):
+    """Escape for XML text and attribute values; drops characters XML 1.0 forbids."""
+    text = "" if value is None else str(value)
+    if _XML_BAD.search(text):
+        text = _XML_BAD.sub("", text)
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+def _junit_rows(suites):
+    """Pre-escaped tuples for the template (which runs without autoescape: it only places them)."""
+    x = xml_escape
+    out = []
+    for s in suites:
+        cases = []
+        for c in s["cases"]:
+            err = (x(c["error"]["message"]), x(c["error"]["type"]), x(c["error"]["text"])) if c["error"] else None
+            fail = (x(c["failure"]["message"]), x(c["failure"]["type"]), x(c["failure"]["text"])) \
+                if c["failure"] else None
+            cases.append((x(c["name"]), x(c["classname"]), "%.3f" % c["time"], err, fail, x(c["out"] or "")))
+        out.append({"name": x(s["name"]), "hostname": x(s["hostname"]), "tests": s["tests"],
+                    "failures": s["failures"], "errors": s["errors"], "skipped": s["skipped"],
+                    "time": "%.3f" % s["time"], "properties": [(x(k), x(v)) for k, v in s["properties"]],
+                    "cases": cases})
+    return out
+
+
+def render_junit(fleet):
+    suites = junit_suites(fleet)
+    totals = {k: sum(s[k] for s in suites) for k in ("tests", "failures", "errors", "skipped", "time")}
+    return _render("xml_raw", "junit.xml.j2", suites=_junit_rows(suites), totals=totals,
+                   name=xml_escape("fleetqual %s" % fleet["run_id"]), package=xml_escape("fleetqual." + fleet["run_id"]),
+                   timestamp=xml_escape(fleet["generated_at"][:19]))
+
+
+# --------------------------------------------------------------------------- Markdown
+
+def md_cell(value):
+    text = DASH if value is None or value == "" else str(value)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+MD_KEYS = ("host", "workload", "threads", "iops", "mibps", "p95", "p99", "util", "await", "verdict", "rule")
+
+
+def render_markdown(fleet, rows=None):
+    rows = table_rows(fleet) if rows is None else rows
+    table_md = "\n".join("| " + " | ".join(md_cell(r[k]) for k in MD_KEYS) + " |" for r in rows)
+    return _render("md", "report.md.j2", fleet=fleet, summary=summary_line(fleet), rows=rows, table_md=table_md)
+
+
+# --------------------------------------------------------------------------- SVG
+
+def _e(text):
+    return html.escape("" if text is None else str(text), quote=True)
+
+
+def _nice_max(v):
+    if v is None or v <= 0:
+        return 1.0
+    exp = math.floor(math.log10(v))
+    base = 10 ** exp
+    for m in (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10):
+        if v <= m * base:
+            return m * base
+    return 10 * base
+
+
+def _ticks(vmax, n=4):
+    return [vmax * i / n for i in range(n + 1)]
+
+
+def _axis_label(v):
+    return fmt_num(v) if v >= 100 or v == 0 else ("%g" % float("%.3g" % v))
+
+
+def svg_line_chart(title, series, x_values, y_label, width=420, height=230):
+    """Lines over a categorical x axis (thread counts).  series: [(label, {x: y})]."""
+    ml, mr, mt, mb = 54, 12, 26, 58
+    pw, ph = width - ml - mr, height - mt - mb
+    ys = [y for _, pts in series for y in pts.values() if y is not None]
+    vmax = _nice_max(max(ys) if ys else None)
+    xs = list(x_values)
+    parts = ['<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="%d" height="%d" viewBox="0 0 %d %d" '
+             'role="img" aria-label="%s">' % (width, height, width, height, _e(title)),
+             '<text x="%d" y="16" class="ct">%s</text>' % (ml, _e(title))]
+    for t in _ticks(vmax):
+        y = mt + ph - t / vmax * ph
+        parts.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" class="grid"/>' % (ml, ml + pw, y, y))
+        parts.append('<text x="%d" y="%.1f" class="tl" text-anchor="end">%s</text>' % (ml - 4, y + 3, _axis_label(t)))
+    n = len(xs)
+
+    def xpos(i):
+        return ml + (pw * (i + 0.5) / n if n else pw / 2)
+    for i, x in enumerate(xs):
+        parts.append('<text x="%.1f" y="%d" class="tl" text-anchor="middle">%s</text>' % (xpos(i), mt + ph + 13, _e(x)))
+    parts.append('<text x="%.1f" y="%d" class="al" text-anchor="middle">threads</text>' % (ml + pw / 2, mt + ph + 26))
+    parts.append('<text x="12" y="%.1f" class="al" text-anchor="middle" transform="rotate(-90 12 %.1f)">%s</text>'
+                 % (mt + ph / 2, mt + ph / 2, _e(y_label)))
+    if not ys:
+        parts.append('<text x="%.1f" y="%.1f" class="empty" text-anchor="middle">no data</text>'
+                     % (ml + pw / 2, mt + ph / 2))
+    idx = {x: i for i, x in enumerate(xs)}
+    legend_y = height - 14
+    lx = ml
+    for si, (label, pts) in enumerate(series):
+        colour = PALETTE[si % len(PALETTE)]
+        coords = [(xpos(idx[x]), mt + ph - y / vmax * ph) for x, y in sorted(pts.items(), key=lambda kv: idx[kv[0]])
+                  if y is not None and x in idx]
+        if len(coords) > 1:
+            parts.append('<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>'
+                         % (colour, " ".join("%.1f,%.1f" % c for c in coords)))
+        for cx, cy in coords:
+            parts.append('<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>' % (cx, cy, colour))
+        if lx < width - 60:
+            parts.append('<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d" class="lg">%s</text>'
+                         % (lx, legend_y - 9, colour, lx + 13, legend_y, _e(truncate(label, 22))))
+            lx += 20 + 6 * min(len(label), 22)
+    parts.append('<rect x="%d" y="%d" width="%d" height="%d" class="frame"/>' % (ml, mt, pw, ph))
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+def svg_strip_chart(title, groups, unit, width=560, row_h=26):
+    """Fleet distribution: one row per group, a dot per host, median tick, outliers in red.
+
+    groups: [(group name, [(host, value, is_outlier)], median)]"""
+    ml, mr, mt, mb = 130, 16, 26, 30
+    rows = [g for g in groups if g[1]]
+    height = mt + mb + row_h * max(1, len(rows))
+    pw = width - ml - mr
+    vals = [v for _, pts, _ in rows for _, v, _ in pts]
+    vmax = _nice_max(max(vals) * 1.04 if vals else None)
+    parts = ['<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="%d" height="%d" viewBox="0 0 %d %d" '
+             'role="img" aria-label="%s">' % (width, height, width, height, _e(title)),
+             '<text x="8" y="16" class="ct">%s</text>' % _e(title)]
+    base_y = mt + row_h * max(1, len(rows))
+    for t in _ticks(vmax, 5):
+        x = ml + t / vmax * pw
+        parts.append('<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" class="grid"/>' % (x, x, mt, base_y))
+        parts.append('<text x="%.1f" y="%d" class="tl" text-anchor="middle">%s</text>' % (x, base_y + 13, _axis_label(t)))
+    parts.append('<text x="%.1f" y="%d" class="al" text-anchor="middle">%s</text>' % (ml + pw / 2, base_y + 26, _e(unit)))
+    if not rows:
+        parts.append('<text x="%.1f" y="%d" class="empty" text-anchor="middle">no data</text>' % (ml + pw / 2, mt + 16))
+    for ri, (gname, pts, med) in enumerate(rows):
+        cy = mt + row_h * ri + row_h / 2
+        parts.append('<text x="%d" y="%.1f" class="tl" text-anchor="end">%s</text>'
+                     % (ml - 6, cy + 3, _e(truncate(gname, 20))))
+        parts.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" class="lane"/>' % (ml, ml + pw, cy, cy))
+        normal = []
+        for j, (host, v, out) in enumerate(pts):
+            x = ml + v / vmax * pw
+            jitter = ((j * 7) % 9 - 4) * (row_h / 28.0)
+            if out:
+                continue
+            normal.append('<circle cx="%.1f" cy="%.1f" r="3"><title>%s: %s</title></circle>' % (x, cy + jitter, _e(host), _axis_label(v)))
+        parts.append('<g class="dot">%s</g>' % "".join(normal))
+        if med is not None:
+            mx = ml + med / vmax * pw
+            parts.append('<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" class="median"/>' % (mx, mx, cy - row_h / 2 + 3, cy + row_h / 2 - 3))
+        # outliers on top, labelled; close labels merge into "host +N" so they never overlap
+        outs = sorted(((ml + v / vmax * pw, host, v) for host, v, out in pts if out), key=lambda o: o[0])
+        labels = []          # [x, text, extra]
+        for x, host, v in outs:
+            parts.append('<circle cx="%.1f" cy="%.1f" r="5" class="outlier"><title>%s: %s (outlier)</title></circle>'
+                         % (x, cy, _e(host), _axis_label(v)))
+            if labels and x - labels[-1][0] < 6.2 * (len(labels[-1][1]) + 4) + 6:
+                labels[-1][2] += 1
+            else:
+                labels.append([x, truncate(host, 16), 0])
+        for x, text, extra in labels:
+            label = text + (" +%d" % extra if extra else "")
+            if x + 8 + 6.2 * len(label) > width:
+                lx, anchor = x - 7, "end"
+            else:
+                lx, anchor = x + 6, "start"
+            parts.append('<text x="%.1f" y="%.1f" class="ol" text-anchor="%s">%s</text>'
+                         % (lx, cy - 6, anchor, _e(label)))
+    parts.append('<rect x="%d" y="%d" width="%d" height="%d" class="frame"/>' % (ml, mt, pw, base_y - mt))
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+def svg_timeseries(title, samples, width=260, height=120):
+    """%util (area, left axis 0-100) and await (line, right axis) over a workload's time.
+
+    samples: [(t, util, await_ms)]"""
+    ml, mr, mt, mb = 30, 36, 20, 20
+    pw, ph = width - ml - mr, height - mt - mb
+    ts = [s[0] for s in samples]
+    aws = [s[2] for s in samples if s[2] is not None]
+    t0, t1 = (min(ts), max(ts)) if ts else (0.0, 1.0)
+    span = (t1 - t0) or 1.0
+    amax = _nice_max(max(aws) if aws else None)
+    parts = ['<svg xmlns="http://www.w3.org/2000/svg" class="chart ts" width="%d" height="%d" viewBox="0 0 %d %d" '
+             'role="img" aria-label="%s">' % (width, height, width, height, _e(title)),
+             '<text x="4" y="13" class="ct sm">%s</text>' % _e(truncate(title, 40))]
+    for frac in (0.0, 0.5, 1.0):
+        y = mt + ph - frac * ph
+        parts.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" class="grid"/>' % (ml, ml + pw, y, y))
+        parts.append('<text x="%d" y="%.1f" class="tl util" text-anchor="end">%d</text>' % (ml - 3, y + 3, frac * 100))
+        parts.append('<text x="%d" y="%.1f" class="tl await">%s</text>' % (ml + pw + 3, y + 3, _axis_label(frac * amax)))
+    parts.append('<text x="%d" y="%d" class="tl">%ss</text><text x="%d" y="%d" class="tl" text-anchor="end">%ss</text>'
+                 % (ml, height - 6, _axis_label(0), ml + pw, height - 6, _axis_label(span)))
+    if not samples:
+        parts.append('<text x="%.1f" y="%.1f" class="empty" text-anchor="middle">no iostat samples</text>'
+                     % (ml + pw / 2, mt + ph / 2))
+
+    def x(t):
+        return ml + (t - t0) / span * pw
+    util_pts = [(x(t), mt + ph - min(max(u, 0.0), 100.0) / 100.0 * ph) for t, u, _ in samples if u is not None]
+    if util_pts:
+        poly = ["%.1f,%d" % (util_pts[0][0], mt + ph)] + ["%.1f,%.1f" % p for p in util_pts] + \
+               ["%.1f,%d" % (util_pts[-1][0], mt + ph)]
+        parts.append('<polygon class="utilarea" points="%s"/>' % " ".join(poly))
+    aw_pts = [(x(t), mt + ph - a / amax * ph) for t, _, a in samples if a is not None]
+    if len(aw_pts) > 1:
+        parts.append('<polyline class="awline" points="%s"/>' % " ".join("%.1f,%.1f" % p for p in aw_pts))
+    elif aw_pts:
+        parts.append('<circle class="awdot" cx="%.1f" cy="%.1f" r="2.5"/>' % aw_pts[0])
+    parts.append('<rect x="%d" y="%d" width="%d" height="%d" class="frame"/>' % (ml, mt, pw, ph))
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+# --------------------------------------------------------------------------- HTML
+
+def _family(w):
+    label = " ".join(str(p) for p in (w.get("workload"), w.get("mode")) if p)
+    return label or w["id"]
+
+
+def host_thread_charts(h):
+    """IOPS and p99 by thread count for one host (one line per workload family)."""
+    fams = {}
+    threads = set()
+    for w in h["workloads"]:
+        if w["threads"] is None:
+            continue
+        threads.add(w["threads"])
+        fams.setdefault(_family(w), []).append(w)
+    xs = sorted(threads)
+    iops = [(f, {w["threads"]: w["iops"] for w in ws}) for f, ws in fams.items()]
+    p99 = [(f, {w["threads"]: w["p99_ms"] for w in ws}) for f, ws in fams.items()]
+    return (svg_line_chart("%s: IOPS by threads" % h["host"], iops, xs, "IOPS"),
+            svg_line_chart("%s: p99 latency by threads" % h["host"], p99, xs, "p99 ms"))
+
+
+def fleet_distribution_charts(fleet, limit=None):
+    """Per workload id and judged metric: strip chart of the fleet, outliers marked."""
+    outl = {(o["host"], o["workload"], o["metric"]) for o in fleet["outliers"]}
+    data = {}
+    for h in fleet["hosts"]:
+        for w in h["workloads"]:
+            for metric in fleetmod.JUDGED_METRICS:
+                v = w.get(metric)
+                if v is None:
+                    continue
+                data.setdefault((w["id"], metric), {}).setdefault(h["group"], []).append(
+                    (h["host"], v, (h["host"], w["id"], metric) in outl))
+    charts = []
+    for (wid, metric), groups in sorted(data.items()):
+        rows = []
+        for g in sorted(groups, key=fleetmod.natural_key):
+            pts = groups[g]
+            rows.append((g, pts, fleetmod.median([v for _, v, _ in pts])))
+        unit = "IOPS" if metric == "iops" else "p99 latency, ms"
+        n_out = sum(1 for g in rows for p in g[1] if p[2])
+        charts.append({"workload": wid, "metric": metric, "outliers": n_out,
+                       "svg": svg_strip_chart("%s: %s" % (wid, unit), rows, unit)})
+        if limit and len(charts) >= limit:
+            break
+    return charts
+
+
+def _records_by_host(records):
+    out = {}
+    for name, rec in (records or {}).items():
+        if isinstance(rec, dict):
+            out[str(name)] = {fleetmod.workload_id(w): w for w in rec.get("workloads") or [] if isinstance(w, dict)}
+    return out
+
+
+def html_table_body(rows):
+    """The <tbody> rows of the fleet table, from table_rows() (built here, not in Jinja:
+    16 000 rows through the template engine cost about a second)."""
+    e = _e
+    out = []
+    for r in rows:
+        span = r["_span"]
+        badge = '<span class="badge %s">%s</span>' % (e(r["_verdict"]), e(r["_verdict"]))
+        if span == 0:           # host without workloads
+            out.append('<tr class="first"><td><strong>%s</strong></td><td>%s</td><td>-</td>%s<td>%s</td><td>%s</td></tr>'
+                       % (e(r["_host"]), e(r["_group"]), '<td class="n">-</td>' * 7, badge, e(r["rule"])))
+            continue
+        flags = r["_flags"]
+        head = ('<tr class="first"><td rowspan="%d"><strong>%s</strong></td><td rowspan="%d">%s</td>'
+                % (span, e(r["_host"]), span, e(r["_group"]))) if span > 0 else "<tr>"
+        out.append('%s<td>%s</td><td class="n">%s</td><td class="n%s">%s</td><td class="n">%s</td>'
+                   '<td class="n">%s</td><td class="n%s">%s</td><td class="n">%s</td><td class="n">%s</td>%s'
+                   '<td>%s</td></tr>'
+                   % (head, e(r["workload"]), r["threads"], " flag" if "iops" in flags else "", r["iops"],
+                      r["mibps"], r["p95"], " flag" if "p99_ms" in flags else "", r["p99"], r["_util1"],
+                      r["await"], ('<td rowspan="%d">%s</td>' % (span, badge)) if span > 0 else "", e(r["rule"])))
+    return Markup("\n".join(out))
+
+
+def html_context(fleet, records=None, detail_hosts=100, rows=None):
+    raw = _records_by_host(records)
+    # detail sections: failing hosts first, then hosts with outliers, then the rest
+    ranked = sorted(fleet["hosts"], key=lambda h: (h["verdict"] == "PASS", not h["outliers"],
+                                                   fleetmod.natural_key(h["host"])))
+    detail = []
+    for h in ranked[:detail_hosts] if detail_hosts is not None else ranked:
+        if not h["workloads"]:
+            detail.append({"host": h, "iops_svg": None, "p99_svg": None, "iostat": []})
+            continue
+        iops_svg, p99_svg = host_thread_charts(h)
+        iostat = []
+        for w in h["workloads"]:
+            samples = fleetmod.iostat_samples(raw.get(h["host"], {}).get(w["id"], {}))
+            iostat.append({"id": w["id"], "svg": svg_timeseries(w["id"], samples), "n": len(samples)})
+        detail.append({"host": h, "iops_svg": iops_svg, "p99_svg": p99_svg, "iostat": iostat})
+    detail.sort(key=lambda d: fleetmod.natural_key(d["host"]["host"]))
+    return {
+        "fleet": fleet,
+        "summary": summary_line(fleet),
+        "table_body": html_table_body(table_rows(fleet) if rows is None else rows),
+        "verdict_colours": VERDICT_COLOURS,
+        "distribution": fleet_distribution_charts(fleet),
+        "detail": detail,
+        "detail_omitted": max(0, len(fleet["hosts"]) - len(detail)),
+    }
+
+
+def render_html(fleet, records=None, detail_hosts=100, rows=None):
+    return _render("html", "report.html.j2", **html_context(fleet, records, detail_hosts, rows))
+
+
+# --------------------------------------------------------------------------- files
+
+FILE_NAMES = {"json": "fleet.json", "junit": "junit.xml", "html": "report.html", "md": "report.md"}
+
+
+def write_reports(fleet, run_dir, formats=FORMATS, records=None, detail_hosts=100, rows=None):
+    """Write the requested file formats into run_dir; returns {format: path}.
+
+    ``rows`` (table_rows(fleet)) may be passed to share the formatted table with the terminal."""
+    written = {}
+    if rows is None and ("html" in formats or "md" in formats):
+        rows = table_rows(fleet)
+    renderers = {
+        "json": lambda: render_json(fleet),
+        "junit": lambda: render_junit(fleet),
+        "html": lambda: render_html(fleet, records, detail_hosts, rows),
+        "md": lambda: render_markdown(fleet, rows),
+    }
+    for fmt in formats:
+        if fmt in renderers:
+            path = os.path.join(run_dir, FILE_NAMES[fmt])
+            fleetmod.write_atomic(path, renderers[fmt]())
+            written[fmt] = path
+    return written
