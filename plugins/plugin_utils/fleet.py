@@ -20,6 +20,8 @@ import os
 import re
 import tempfile
 
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import first_failing_rule
+
 SCHEMA = "fleetqual.fleet"
 SCHEMA_VERSION = 1
 GENERATOR = "fleetqual.storage.qualify_report"
@@ -293,24 +295,6 @@ def group_of(groups, facts):
     return "(none)", "none"
 
 
-def _failing_checks(checks):
-    return [c for c in checks if isinstance(c, dict) and c.get("passed") is False]
-
-
-def rule_label(check):
-    if not isinstance(check, dict):
-        return None
-    rule = check.get("rule") or check.get("metric") or "rule"
-    return str(rule)
-
-
-def first_failing_rule(checks, workload=None):
-    for c in _failing_checks(checks or []):
-        if workload is None or str(c.get("workload")) == str(workload):
-            return rule_label(c)
-    return None
-
-
 def _event_text(ev):
     if not ev:
         return ""
@@ -396,8 +380,8 @@ def build_host(name, record, play=None, inventory_groups=None):
     group, group_source = group_of(groups, facts)
     rows = [summarize_workload(w) for w in workloads if isinstance(w, dict)]
     for row in rows:
-        row["first_failing_rule"] = first_failing_rule(checks, row["id"])
-    ffr = first_failing_rule(checks)
+        row["first_failing_rule"] = first_failing_rule({"checks": checks}, row["id"])
+    ffr = first_failing_rule({"checks": checks})
     entry = {
         "host": str(name),
         "verdict": verdict,

@@ -366,10 +366,12 @@ def judge(workloads, rules, expected_ids=None, error=None):
     }
 
 
-def first_failing_check(host_judgement):
-    """The check that best explains a non-PASS host: its first error, else its first
-    failed limit; None when nothing failed (or no checks, e.g. an unreachable host)."""
-    checks = (host_judgement or {}).get("checks") or []
+def first_failing_check(host_judgement, workload=None):
+    """The check that best explains a non-PASS host (or one of its workloads, when
+    ``workload`` is given): its first error, else its first failed limit; None when
+    nothing failed (or no checks, e.g. an unreachable host)."""
+    checks = [c for c in (host_judgement or {}).get("checks") or []
+              if workload is None or (isinstance(c, dict) and str(c.get("workload")) == str(workload))]
     for status in ("error", "fail"):
         for c in checks:
             if isinstance(c, dict) and c.get("status", "fail" if c.get("passed") is False else None) == status:
@@ -380,10 +382,10 @@ def first_failing_check(host_judgement):
     return None
 
 
-def first_failing_rule(host_judgement):
+def first_failing_rule(host_judgement, workload=None):
     """Name of the rule of :func:`first_failing_check` (``None`` if nothing failed)."""
-    c = first_failing_check(host_judgement)
-    return c.get("rule") if c else None
+    c = first_failing_check(host_judgement, workload)
+    return (c.get("rule") or c.get("metric") or "rule") if c else None
 
 
 __all__ = ["judge", "evidence", "first_failing_check", "first_failing_rule", "PASS", "FAIL", "ERROR"]
