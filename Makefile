@@ -26,10 +26,10 @@ galaxy:
 	rm -rf build/galaxy && mkdir -p build/galaxy
 	$(VENV)/ansible-galaxy collection build --output-path build/galaxy --force .
 	$(VENV)/ansible-galaxy collection install --force -p build/galaxy/installed build/galaxy/fleetqual-storage-*.tar.gz
-	test -f build/galaxy/installed/ansible_collections/fleetqual/storage/playbooks/qualify.yml
+	ANSIBLE_COLLECTIONS_PATH=$(CURDIR)/build/galaxy/installed $(VENV)/ansible-playbook --syntax-check fleetqual.storage.qualify
 
 molecule:
-	cd extensions && ../$(VENV)/molecule test -s default
+	$(VENV)/molecule test -s default
 
 qualify:
 	scripts/qualify-localhost.sh
