@@ -184,9 +184,23 @@ class CallbackModule(CallbackBase):
         self._unreachable = {}    # host -> [{task, msg}]
         self.last_fleet = None
         self.written = {}
+        self._validating = False  # inside the playbook's input-validation play
+        self._refused = []        # [{task, msg}] failures of that play: inputs refused
+
+    @staticmethod
+    def _play_role(play):
+        try:
+            return (play.vars or {}).get("_fleetqual_report_play")
+        except Exception:  # pragma: no cover - defensive
+            return None
 
     # ------------------------------------------------------------------ events
     def v2_playbook_on_play_start(self, play):
+        # The validation play runs on the controller before any host is contacted: its
+        # hosts are not fleet members and its failures mean the inputs were refused.
+        self._validating = self._play_role(play) == "validation"
+        if self._validating:
+            return
         try:
             inventory = play.get_variable_manager()._inventory
             hosts = inventory.get_hosts(play.hosts)
@@ -231,6 +245,9 @@ class CallbackModule(CallbackBase):
         if ignore_errors:
             return
         name, ev = self._event(result)
+        if self._validating:
+            self._refused.append(ev)
+            return
         self._failed.setdefault(name, []).append(ev)
 
     def v2_runner_on_unreachable(self, result):
@@ -246,7 +263,7 @@ class CallbackModule(CallbackBase):
         return opts
 
     def _play_outcome(self, stats):
-        names = set(stats.processed) | set(self._failed) | set(self._unreachable) | set(self._hosts)
+        names = set(self._failed) | set(self._unreachable) | set(self._hosts)
         play = {}
         for name in names:
             summary = stats.summarize(name)
@@ -273,6 +290,13 @@ class CallbackModule(CallbackBase):
             rec = custom.get(RECORD_KEY)
             if isinstance(rec, dict):
                 records[str(host)] = rec
+
+        if self._refused and not records:
+            # Nothing was qualified: write no report (it would list hosts never contacted).
+            self._display.display(
+                "fleet: no host qualified: the inputs were refused before any host was contacted (%s)"
+                % self._refused[0]["msg"].splitlines()[0][:300], color="red")
+            return
 
         opts = self._report_options()
         baseline = None

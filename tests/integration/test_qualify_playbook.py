@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from conftest import tree_snapshot
+from conftest import ROOT, tree_snapshot
 
 pytestmark = pytest.mark.slow
 
@@ -47,11 +47,17 @@ def test_threshold_failure_makes_the_playbook_exit_non_zero(playbook):
     ({"fleetqual_thresholds": [{"max_raed_p99_ms": 5}]}, "max_raed_p99_ms"),
 ])
 def test_bad_input_stops_before_any_host_is_touched(playbook, extra, names):
+    results_before = tree_snapshot(os.path.join(ROOT, "results"))
     run = playbook(extra)
     assert run.rc != 0
     assert names in run.out, run.out[-3000:]
-    # Nothing was built, deployed or created.
+    # The fleet report says the inputs were refused instead of inventing an ERROR host.
+    assert "fleet: no host qualified: the inputs were refused" in run.out
+    assert "FLEET REPORT" not in run.out
+    # Nothing was built, deployed or created, and no report was written anywhere.
     assert tree_snapshot(run.base) == {}
+    assert not os.path.exists(os.path.join(ROOT, "results")) or \
+        tree_snapshot(os.path.join(ROOT, "results")) == results_before
 
 
 def test_check_mode_reports_without_building(playbook, tmp_path):
