@@ -66,3 +66,19 @@ def test_check_mode_reports_without_building(playbook, tmp_path):
     assert "would compile iobench" in run.out, run.out[-3000:]
     assert not cache.exists() or not any(cache.rglob("iobench-static"))
     assert not os.path.exists(os.path.join(run.base, "bin", "iobench"))
+
+
+def test_build_on_target_compiles_on_the_host_and_uses_no_controller_cache(playbook, tmp_path):
+    cache = tmp_path / "unused-cache"
+    src = tmp_path / "hostsrc"
+    run = playbook({"fleetqual_build_on": "target", "fleetqual_src_dir": str(src),
+                    "fleetqual_build_cache_dir": str(cache)})
+    assert run.rc == 0, run.out[-4000:]
+    assert "Run make on the host" in run.out
+    assert not cache.exists(), "the controller cache must not be used"
+    builds = list(src.glob("*/iobench"))
+    assert len(builds) == 1
+    installed = os.path.join(run.base, "bin", "iobench")
+    with open(builds[0], "rb") as a, open(installed, "rb") as b:
+        assert a.read() == b.read()
+    assert run.record()["verdict"] == "PASS"
