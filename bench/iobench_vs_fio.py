@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""Side-by-side: iobench vs fio vs sysbench fileio on the same file and workload.
+
+All three tools use the same prepared file (iobench prepare, --file-num 1 -> test_file.0,
+which is sysbench's name too; fio gets --filename=DIR/test_file.0). Each measurement is
+repeated --reps times with the tools interleaved (A B C A B C ...) and the median is
+reported. Prints a table and, with --results, writes bench/RESULTS-iobench.md.
+
+usage: bench/iobench_vs_fio.py [--dir /var/tmp/iobench-bench] [--time 5] [--reps 3]
+                               [--quick] [--results bench/RESULTS-iobench.md]
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+IOBENCH = os.path.join(ROOT, "roles", "iobench", "files", "src", "iobench")
+MARKER = "<!-- analysis below is hand-written and kept across reruns -->"
+
+
+def sh(cmd, cwd=None):
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
+    if p.returncode != 0:
+        raise RuntimeError("%s failed (%d): %s" % (" ".join(cmd), p.returncode, p.stderr[-2000:]))
+    return p.stdout
+
+
+class Workload:
+    def __init__(self, name, mode, bs, threads, direct, engine="sync", iodepth=1, cached=False, tools=None):
+        self.name, self.mode, self.bs, self.threads = name, mode, bs, threads
+        self.direct, self.engine, self.iodepth, self.cached = direct, engine, iodepth, cached
+        self.tools = tools or ["iobench", "fio", "sysbench"]
+
+
+def iobench_cmd(w, d, size, t):
+    cmd = [IOBENCH, "run", "--dir", d, "--file-num", "1", "--total-size", str(size), "--block-size", str(w.bs),
+           "--mode", w.mode, "--threads", str(w.threads), "--time", "%g" % t, "--fsync-freq", "0",
+           "--fsync-end=off", "--report-interval", "0"]
+    if w.direct:
+        cmd.append("--direct")
+    if w.engine == "io_uring":
+        cmd += ["--engine", "io_uring", "--iodepth", str(w.iodepth)]
+    if w.cached:
+        cmd.append("--keep-cache")
+    return cmd
+
+
+def fio_cmd(w, d, size, t):
+    rw = {"rndrd": "randread", "rndwr": "randwrite", "seqrd": "read", "seqwr": "write"}[w.mode]
+    cmd = ["fio", "--name=cmp", "--filename=%s/test_file.0" % d, "--rw=%s" % rw, "--bs=%d" % w.bs,
+           "--size=%d" % size, "--numjobs=%d" % w.threads, "--thread", "--group_reporting",
+           "--time_based", "--runtime=%g" % t, "--norandommap", "--randrepeat=0",
+           "--output-format=json", "--invalidate=%d" % (0 if w.cached else 1),
+           "--direct=%d" % (1 if w.direct else 0)]
+    if w.engine == "io_uring":
+        cmd += ["--ioengine=io_uring", "--iodepth=%d" % w.iodepth]
+    else:
+        cmd += ["--ioengine=psync"]
+    return cmd
+
+
+def sysbench_cmd(w, d, size, t):
+    return ["sysbench", "fileio", "--file-num=1", "--file-total-size=%d" % size, "--file-block-size=%d" % w.bs,
+            "--file-test-mode=%s" % w.mode, "--file-io-mode=sync", "--file-fsync-freq=0",
+            "--file-fsync-end=off", "--threads=%d" % w.threads, "--time=%d" % max(1, round(t)),
+            "--file-extra-flags=%s" % ("direct" if w.direct else ""), "--percentile=99", "run"]
+
+
+def measure(tool, w, d, size, t):
+    """-> (iops, mean latency us)"""
+    if tool == "iobench":
+        j = json.loads(sh(iobench_cmd(w, d, size, t)))
+        op = j["ops"]["read" if "rd" in w.mode else "write"]
+        return j["total"]["iops"], op["latency_us"]["mean"]
+    if tool == "fio":
+        j = json.loads(sh(fio_cmd(w, d, size, t)))
+        job = j["jobs"][0]
+        side = job["read"] if "rd" in w.mode else job["write"]
+        return side["iops"], side["lat_ns"]["mean"] / 1000.0
+    out = sh(sysbench_cmd(w, d, size, t), cwd=d)
+    key = "reads/s" if "rd" in w.mode else "writes/s"
+    iops = float(re.search(key + r":\s+([\d.]+)", out).group(1))
+    avg = float(re.search(r"avg:\s+([\d.]+)", out).group(1)) * 1000.0
+    return iops, avg
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return f.read().split()[:3]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", default="/var/tmp/iobench-bench")
+    ap.add_argument("--time", type=float, default=5)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--cache-size", default="256M", help="working set of the page-cache tests")
+    ap.add_argument("--disk-size", default="1G", help="working set of the O_DIRECT tests")
+    ap.add_argument("--quick", action="store_true", help="time 2, reps 2 (smoke test)")
+    ap.add_argument("--only", default="", help="comma list of workload names")
+    ap.add_argument("--results", help="write a markdown report to this file")
+    a = ap.parse_args()
+    if a.quick:
+        a.time, a.reps = 2, 2
+    if not os.path.exists(IOBENCH):
+        sh(["make", "-C", os.path.dirname(IOBENCH), "iobench"])
+    for t in ("fio", "sysbench"):
+        if not shutil.which(t):
+            sys.exit("%s not installed" % t)
+
+    workloads = [
+        Workload("cache-4k-rndrd-t1", "rndrd", 4096, 1, False, cached=True),
+        Workload("cache-4k-rndrd-t2", "rndrd", 4096, 2, False, cached=True),
+        Workload("direct-16k-rndrd-t1", "rndrd", 16384, 1, True),
+        Workload("direct-16k-rndrd-t64", "rndrd", 16384, 64, True),
+        Workload("direct-16k-rndwr-t1", "rndwr", 16384, 1, True),
+        Workload("direct-16k-rndwr-t64", "rndwr", 16384, 64, True),
+        Workload("uring-16k-rndrd-qd32", "rndrd", 16384, 1, True, "io_uring", 32, tools=["iobench", "fio"]),
+    ]
+    if a.only:
+        keep = set(a.only.split(","))
+        workloads = [w for w in workloads if w.name in keep]
+
+    os.makedirs(a.dir, exist_ok=True)
+    sizes = {}
+    for label, size in (("cache", a.cache_size), ("disk", a.disk_size)):
+        d = os.path.join(a.dir, label)
+        os.makedirs(d, exist_ok=True)
+        j = json.loads(sh([IOBENCH, "prepare", "--dir", d, "--file-num", "1", "--total-size", size]))
+        sizes[label] = (d, j["config"]["total_size"])
+
+    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    load_before = loadavg()
+    rows = []
+    for w in workloads:
+        d, size = sizes["cache" if w.cached else "disk"]
+        if w.cached:  # warm the page cache once for everybody
+            with open(os.path.join(d, "test_file.0"), "rb") as f:
+                while f.read(1 << 20):
+                    pass
+        res = {t: [] for t in w.tools}
+        for rep in range(a.reps):
+            order = w.tools[rep % len(w.tools):] + w.tools[:rep % len(w.tools)]   # rotate who goes first
+            for tool in order:
+                res[tool].append(measure(tool, w, d, size, a.time))
+        med = {t: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)) for t, v in res.items()}
+        row = {"name": w.name, "med": med, "all": res}
+        row["vs_fio"] = med["iobench"][0] / med["fio"][0]
+        row["vs_sysbench"] = med["iobench"][0] / med["sysbench"][0] if "sysbench" in med else None
+        rows.append(row)
+        print("%-24s iobench %10.0f  fio %10.0f  sysbench %10s  iobench/fio %.3f  iobench/sysbench %s" % (
+            w.name, med["iobench"][0], med["fio"][0],
+            "%.0f" % med["sysbench"][0] if "sysbench" in med else "-", row["vs_fio"],
+            "%.3f" % row["vs_sysbench"] if row["vs_sysbench"] else "-"), flush=True)
+    load_after = loadavg()
+
+    if a.results:
+        example = workloads[0]
+        d0, s0 = sizes["cache" if example.cached else "disk"]
+        lines = [
+            "# iobench vs fio vs sysbench fileio",
+            "",
+            "Generated by `%s` on %s." % (" ".join(["bench/iobench_vs_fio.py"] + sys.argv[1:]), started),
+            "",
+            "Machine: %d CPUs, kernel %s, test dir %s (%s). Load average before %s, after %s."
+            % (os.cpu_count(), os.uname().release, a.dir,
+               json.loads(sh([IOBENCH, "run", "--dir", sizes["disk"][0], "--file-num", "1", "--total-size",
+                              str(sizes["disk"][1]), "--mode", "rndrd", "--requests", "1"]))["environment"]["filesystem"],
+               " ".join(load_before), " ".join(load_after)),
+            "Each figure is the median of %d runs of %gs, tools interleaved (order rotated every repetition). IOPS; mean latency in us."
+            % (a.reps, a.time),
+            "",
+            "| workload | iobench IOPS | fio IOPS | sysbench IOPS | iobench/fio | iobench/sysbench | mean lat us iobench / fio / sysbench |",
+            "|---|---:|---:|---:|---:|---:|---|",
+        ]
+        for r in rows:
+            m = r["med"]
+            lines.append("| %s | %.0f | %.0f | %s | %.3f | %s | %.1f / %.1f / %s |" % (
+                r["name"], m["iobench"][0], m["fio"][0],
+                "%.0f" % m["sysbench"][0] if "sysbench" in m else "-", r["vs_fio"],
+                "%.3f" % r["vs_sysbench"] if r["vs_sysbench"] else "-",
+                m["iobench"][1], m["fio"][1], "%.1f" % m["sysbench"][1] if "sysbench" in m else "-"))
+        lines += ["", "All runs (IOPS):", ""]
+        for r in rows:
+            lines.append("- %s: %s" % (r["name"], "; ".join(
+                "%s %s" % (t, ", ".join("%.0f" % x[0] for x in v)) for t, v in r["all"].items())))
+        lines += ["", "Exact commands (first workload; the others differ in mode, block size, threads, flags):", "",
+                  "```", " ".join(iobench_cmd(example, d0, s0, a.time)), " ".join(fio_cmd(example, d0, s0, a.time)),
+                  "(cd %s && %s)" % (d0, " ".join(sysbench_cmd(example, d0, s0, a.time))), "```", ""]
+        manual = ""
+        if os.path.exists(a.results):   # keep the hand-written analysis below the marker
+            with open(a.results) as f:
+                old = f.read()
+            if MARKER in old:
+                manual = old[old.index(MARKER):]
+        with open(a.results, "w") as f:
+            f.write("\n".join(lines) + "\n" + (manual or MARKER + "\n"))
+        print("wrote %s" % a.results)
+
+
+if __name__ == "__main__":
+    main()

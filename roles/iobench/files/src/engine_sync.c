@@ -1,0 +1,54 @@
+/* sync engine: pread/pwrite, one request in flight per thread. Per I/O: two vDSO
+ * clock reads, the syscall, and thread-local bookkeeping. On an I/O error the thread
+ * counts it and stops (documented in docs/iobench.md). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <unistd.h>
+#include "iobench.h"
+
+int stop_requested(const bench_t *b);
+
+void *engine_sync_thread(thread_t *t)
+{
+    bench_t *b = t->b;
+    const options_t *o = b->o;
+    const uint64_t bs = o->block_size;
+    const uint64_t deadline = b->deadline;
+    const uint64_t limit = t->req_limit;
+    const int writes_possible = o->mode != MODE_SEQRD && o->mode != MODE_RNDRD;
+    unsigned char *buf = t->buf;
+    if (atomic_load(&b->stop)) return NULL;
+
+    for (;;) {
+        if (stop_requested(b)) break;
+        if (limit && t->measured >= limit) break;
+        int kind;
+        uint64_t fi, off;
+        pick_op(t, &kind, &fi, &off);
+        int fd = b->fds[fi];
+        ssize_t r;
+        uint64_t t0, t1;
+        if (kind == OP_READ) {
+            t0 = now_ns();
+            r = pread(fd, buf, bs, (off_t)off);
+            t1 = now_ns();
+        } else {
+            unsigned char *wb = write_buffer(t, off);
+            t0 = now_ns();
+            r = pwrite(fd, wb, bs, (off_t)off);
+            t1 = now_ns();
+        }
+        if (__builtin_expect(r != (ssize_t)bs, 0)) {
+            if (r < 0 && errno == EINTR) continue;
+            int e = r < 0 ? errno : 0;
+            int k = r < 0 ? (e < ERR_SLOTS ? e : ERR_OTHER) : (kind == OP_READ ? ERR_SHORT_READ : ERR_SHORT_WRITE);
+            record_error(t, k, (int)fi, off, kind == OP_READ ? "read" : "write", e);
+            break;
+        }
+        record_op(t, kind, t0, t1, bs);
+        if (kind == OP_WRITE) after_write(t, (int)fi);
+        if (t1 >= deadline) break;
+    }
+    if (writes_possible && t->err_total == 0) fsync_end_all(t);
+    return NULL;
+}

@@ -1,0 +1,288 @@
+/* iobench - storage benchmark, shared declarations. */
+#ifndef IOBENCH_H
+#define IOBENCH_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdatomic.h>
+#include <pthread.h>
+#include <time.h>
+
+#define IOBENCH_VERSION "0.1.0"
+#define IOBENCH_SCHEMA 1
+
+/* exit codes (docs/contracts.md section 1) */
+enum { EXIT_OK = 0, EXIT_INTERNAL = 1, EXIT_USAGE = 2, EXIT_ENV = 3, EXIT_IOERR = 4, EXIT_INTR = 5 };
+
+enum { CMD_NONE = 0, CMD_PREPARE, CMD_RUN, CMD_CLEANUP };
+enum { MODE_NONE = -1, MODE_SEQWR = 0, MODE_SEQREWR, MODE_SEQRD, MODE_RNDRD, MODE_RNDWR, MODE_RNDRW };
+enum { ENGINE_SYNC = 0, ENGINE_URING };
+enum { FSYNC_FSYNC = 0, FSYNC_FDATASYNC };
+enum { FMT_JSON = 0, FMT_TEXT };
+enum { OP_READ = 0, OP_WRITE = 1, OP_FSYNC = 2, OP_KINDS = 3 };
+
+#define MAX_THREADS 1024
+#define MAX_IODEPTH 4096
+#define MAX_FILES 1000000
+#define MARKER_NAME ".iobench-marker"
+#define MARKER_MAGIC "iobench test directory marker v1"
+#define FILE_PREFIX "test_file."
+
+typedef struct options {
+    int command;
+    int do_prepare, do_cleanup;
+    const char *dir;
+    uint64_t file_num;
+    uint64_t total_size;      /* as requested */
+    uint64_t block_size;
+    uint64_t file_size;       /* derived: total/file_num rounded down to block */
+    int mode;
+    double rw_ratio;
+    int threads;
+    int engine;
+    int iodepth;
+    int direct;
+    int open_sync, open_dsync;
+    uint64_t fsync_freq;
+    int fsync_all, fsync_end, fsync_mode;
+    double time_s;
+    uint64_t requests;
+    double warmup_s;
+    uint64_t seed;
+    int seed_given;
+    double report_interval_s;
+    int keep_cache;
+    int format;
+    const char *output;
+    int debug_offsets_hash;   /* hidden: hash the offset sequence per thread */
+} options_t;
+
+/* ---- size.c ---- */
+int parse_size(const char *s, uint64_t *out);          /* 0 ok, -1 bad */
+void format_size(uint64_t v, char *buf, size_t n);      /* "16 KiB" */
+
+/* ---- cli.c ---- */
+int cli_parse(int argc, char **argv, options_t *o);     /* returns 0 ok or exit code */
+void usage(FILE *f);
+const char *mode_name(int m);
+void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+void err_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- hist.c : log-linear histogram ---- */
+#define HIST_BITS 6                    /* 64 sub-buckets per power of two */
+#define HIST_MAX_EXP 43                /* values clamp below 2^44 ns (~4.9 h) */
+#define HIST_N ((HIST_MAX_EXP - HIST_BITS + 2) << HIST_BITS)
+#define IVAL_BITS 3                    /* per-interval histograms: 8 per power of two */
+#define IVAL_MAX_EXP 39
+#define IVAL_N ((IVAL_MAX_EXP - IVAL_BITS + 2) << IVAL_BITS)
+
+static inline uint32_t hist_index_bits(uint64_t v, int bits, int max_exp)
+{
+    const uint64_t B = 1ull << bits;
+    if (v < B) return (uint32_t)v;
+    if (v >> (max_exp + 1)) v = (1ull << (max_exp + 1)) - 1;
+    int e = 63 - __builtin_clzll(v);
+    int shift = e - bits;
+    return (uint32_t)(((uint64_t)(shift + 1) << bits) + ((v >> shift) - B));
+}
+static inline uint32_t hist_index(uint64_t v) { return hist_index_bits(v, HIST_BITS, HIST_MAX_EXP); }
+void hist_range_bits(uint32_t idx, int bits, uint64_t *lo, uint64_t *hi);
+double hist_value_bits(uint32_t idx, int bits);     /* representative value (bucket midpoint) */
+/* nearest-rank percentile from counts; returns 0 if empty */
+double hist_percentile_bits(const uint64_t *h, uint32_t n, int bits, uint64_t total, double p);
+double hist_percentile32(const uint32_t *h, uint32_t n, int bits, uint64_t total, double p);
+
+/* ---- statistics ---- */
+typedef struct opstat {
+    uint64_t n, bytes, sum, min, max;
+    uint64_t k;         /* shift for numerically stable variance */
+    double s1, s2;      /* sum(x-k), sum((x-k)^2) */
+    uint64_t hist[HIST_N];
+} opstat_t;
+
+static inline void opstat_add(opstat_t *s, uint64_t lat, uint64_t bytes)
+{
+    if (s->n == 0) { s->k = lat; s->min = lat; s->max = lat; }
+    s->n++;
+    s->bytes += bytes;
+    s->sum += lat;
+    if (lat < s->min) s->min = lat;
+    if (lat > s->max) s->max = lat;
+    double d = (double)lat - (double)s->k;
+    s->s1 += d;
+    s->s2 += d * d;
+    s->hist[hist_index(lat)]++;
+}
+
+typedef struct merged {   /* merged over threads */
+    uint64_t n, bytes, sum, min, max;
+    double mean, m2;      /* m2 = sum of squared deviations */
+    uint64_t hist[HIST_N];
+} merged_t;
+void merged_add(merged_t *m, const opstat_t *s);
+double merged_stddev(const merged_t *m);
+
+typedef struct ival {
+    uint64_t ops[OP_KINDS];
+    uint64_t bytes[OP_KINDS];
+    uint64_t lat_sum[OP_KINDS];
+    uint64_t lat_max[OP_KINDS];
+    uint32_t hist[OP_KINDS][IVAL_N];
+} ival_t;
+
+#define ERR_SLOTS 160       /* errno values below this are counted by name */
+#define ERR_SHORT_READ ERR_SLOTS
+#define ERR_SHORT_WRITE (ERR_SLOTS + 1)
+#define ERR_OTHER (ERR_SLOTS + 2)
+#define ERR_KINDS (ERR_SLOTS + 3)
+const char *err_kind_name(int k);
+
+struct bench;
+
+typedef struct thread {
+    int id;
+    pthread_t tid;
+    struct bench *b;
+    uint64_t rng[4];
+    opstat_t st[OP_KINDS];
+    ival_t *iv;
+    uint64_t iv_cap, iv_used, iv_cur, iv_end;
+    uint64_t busy_ns;          /* sum of measured op latencies */
+    uint64_t measured;         /* measured read+write ops */
+    uint64_t req_limit;        /* read+write ops this thread must do (0 = none) */
+    uint64_t seq_start, seq_end, seq_pos;   /* stripe, in blocks */
+    uint64_t reads_done, writes_done;
+    uint32_t *fsync_ctr;       /* per file */
+    uint8_t *dirty;            /* per file */
+    unsigned char *buf;        /* read buffers, iodepth x block */
+    unsigned char *wpool;      /* random write data; each write takes a 4 KiB-aligned slice */
+    uint64_t wpool_slots;
+    uint64_t brng[4];
+    uint64_t errs[ERR_KINDS];
+    uint64_t err_total;
+    int first_err_kind;
+    uint64_t first_err_t;
+    char first_err[320];
+    uint64_t offsets_hash;
+    uint64_t last_done_ns;
+    uint64_t wseq;             /* stamp counter for write buffers */
+} __attribute__((aligned(128))) thread_t;   /* no false sharing between threads */
+
+typedef struct bench {
+    options_t *o;
+    int *fds;
+    uint64_t blocks_per_file, total_blocks;
+    uint64_t t_start, measure_start, deadline, ival_ns;
+    double epoch_at_measure_start;
+    uint64_t t_end;
+    atomic_int stop;
+    pthread_barrier_t barrier;
+    thread_t *th;
+    unsigned char *arena;      /* all I/O buffers, see workload.c */
+    size_t arena_size, arena_stride;
+    int setup_failed;          /* a thread could not set up its engine */
+    char setup_err[320];
+    pthread_mutex_t setup_lock;
+} bench_t;
+
+extern atomic_int g_stop;       /* set by SIGINT/SIGTERM handler */
+extern atomic_int g_signal;
+
+/* ---- util ---- */
+static inline uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+double epoch_now(void);
+const char *fs_type_name(long f_type);
+const char *errno_name(int e);
+
+/* ---- rng.c ---- */
+uint64_t splitmix64(uint64_t *x);
+void rng_seed(uint64_t s[4], uint64_t seed, uint64_t stream);
+static inline uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+static inline uint64_t rng_next(uint64_t *s)
+{
+    const uint64_t result = rotl64(s[1] * 5, 7) * 9;
+    const uint64_t t = s[1] << 17;
+    s[2] ^= s[0]; s[3] ^= s[1]; s[1] ^= s[2]; s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl64(s[3], 45);
+    return result;
+}
+/* unbiased value in [0, n), Lemire's multiply-shift with rejection */
+static inline uint64_t rng_bounded(uint64_t *s, uint64_t n)
+{
+    uint64_t x = rng_next(s);
+    __uint128_t m = (__uint128_t)x * n;
+    uint64_t l = (uint64_t)m;
+    if (l < n) {
+        uint64_t t = (0 - n) % n;
+        while (l < t) {
+            x = rng_next(s);
+            m = (__uint128_t)x * n;
+            l = (uint64_t)m;
+        }
+    }
+    return (uint64_t)(m >> 64);
+}
+void rng_fill(uint64_t *s, void *buf, size_t len);
+
+/* ---- files.c: safety, prepare, cleanup ---- */
+typedef struct envinfo {
+    char fs_name[32];
+    long fs_type;
+    uint32_t logical_block_size;
+    int lbs_from_sysfs;
+    char hostname[256];
+    char kernel[128];
+    int page_cache_dropped;
+} envinfo_t;
+typedef struct prep_result {
+    int done;
+    uint64_t files, bytes;
+    double elapsed_s, mib_per_sec;
+} prep_result_t;
+int env_check_dir(const options_t *o, envinfo_t *env);            /* exists, dir, fs info; exit code */
+int check_direct_support(const options_t *o, const envinfo_t *env, int for_prepare);
+int do_prepare(const options_t *o, envinfo_t *env, prep_result_t *pr);
+int do_cleanup(const options_t *o, uint64_t *removed);
+int open_test_files(const options_t *o, int **fds_out);            /* run: checks whole files */
+void close_test_files(const options_t *o, int *fds);
+int drop_cache(const options_t *o, int *fds);
+int check_marker(const char *dir, int required);                   /* 1 present, 0 absent, <0 bad */
+
+/* ---- workload.c ---- */
+int run_bench(bench_t *b);
+void record_op(thread_t *t, int kind, uint64_t t0, uint64_t t1, uint64_t bytes);
+void record_error(thread_t *t, int kind, int fileidx, uint64_t off, const char *what, int err);
+void pick_op(thread_t *t, int *kind, uint64_t *fileidx, uint64_t *off);
+unsigned char *write_buffer(thread_t *t, uint64_t off);
+int fsync_file(thread_t *t, int fileidx, int measure);
+void after_write(thread_t *t, int fileidx);
+void fsync_end_all(thread_t *t);
+
+/* ---- engines ---- */
+void *engine_sync_thread(thread_t *t);
+void *engine_uring_thread(thread_t *t);
+int uring_probe(char *msg, size_t n);
+
+/* ---- output ---- */
+typedef struct report {
+    const options_t *o;
+    const envinfo_t *env;
+    const prep_result_t *prep;
+    bench_t *b;
+    int ran;
+    uint64_t cleaned;
+    int cleanup_done;
+    int exit_code;
+    int interrupted;
+    int signal;
+} report_t;
+void write_json(FILE *f, report_t *r);
+void write_text(FILE *f, report_t *r);
+
+#endif

@@ -1,0 +1,163 @@
+/* iobench entry point: validate, check the environment, prepare / run / cleanup,
+ * write one result, exit with the contract's code (docs/contracts.md section 1). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "iobench.h"
+
+static void on_signal(int sig)
+{
+    atomic_store(&g_signal, sig);
+    atomic_store(&g_stop, 1);
+}
+
+static FILE *g_out;   /* --output, opened before any work so a bad path fails fast */
+static int g_out_existed;
+static const char *g_out_path;
+
+static int emit(const options_t *o, report_t *r)
+{
+    FILE *f = g_out ? g_out : stdout;
+    if (g_out && ftruncate(fileno(g_out), 0) != 0) { err_msg("--output %s: %s", o->output, strerror(errno)); return -1; }
+    if (o->format == FMT_TEXT) write_text(f, r);
+    else write_json(f, r);
+    if (g_out) {
+        g_out = NULL;
+        if (fclose(f) != 0) { err_msg("--output %s: %s", o->output, strerror(errno)); return -1; }
+    } else if (fflush(f) != 0) {
+        return -1;
+    }
+    return 0;
+}
+
+static int real_main(int argc, char **argv);
+
+int main(int argc, char **argv)
+{
+    int rc = real_main(argc, argv);
+    if (g_out) {              /* failed before writing a result: leave no empty file behind */
+        fclose(g_out);
+        if (!g_out_existed) unlink(g_out_path);
+    }
+    return rc;
+}
+
+static int real_main(int argc, char **argv)
+{
+    options_t o;
+    cli_parse(argc, argv, &o);      /* exits 2 on bad input */
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    envinfo_t env;
+    int rc = env_check_dir(&o, &env);
+    if (rc) return rc;
+    if (o.direct && (o.command == CMD_RUN || o.command == CMD_PREPARE) && o.block_size % env.logical_block_size != 0) {
+        err_msg("--block-size %llu is not a multiple of the logical block size %u of the device under --dir %s (needed by --direct)",
+                (unsigned long long)o.block_size, env.logical_block_size, o.dir);
+        return EXIT_USAGE;
+    }
+    if (o.output) {
+        g_out_existed = access(o.output, F_OK) == 0;
+        int ofd = open(o.output, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);   /* truncated only when writing */
+        g_out = ofd >= 0 ? fdopen(ofd, "w") : NULL;
+        g_out_path = o.output;
+        if (!g_out) { err_msg("--output %s: cannot open for writing: %s", o.output, strerror(errno)); return EXIT_ENV; }
+    }
+    report_t rep;
+    memset(&rep, 0, sizeof rep);
+    rep.o = &o;
+    rep.env = &env;
+    prep_result_t pr;
+    memset(&pr, 0, sizeof pr);
+    rep.prep = &pr;
+
+    if (o.command == CMD_CLEANUP) {
+        uint64_t removed = 0;
+        rc = do_cleanup(&o, &removed);
+        if (rc) return rc;
+        rep.cleaned = removed;
+        rep.cleanup_done = 1;
+        rep.exit_code = 0;
+        return emit(&o, &rep) ? EXIT_INTERNAL : 0;
+    }
+    if (o.command == CMD_RUN && o.engine == ENGINE_URING) {
+        char msg[512];
+        if (uring_probe(msg, sizeof msg) != 0) { err_msg("%s", msg); return EXIT_ENV; }
+    }
+    if (o.command == CMD_RUN && o.do_prepare && o.direct) {
+        rc = check_direct_support(&o, &env, 1);
+        if (rc) return rc;
+    }
+    if (o.command == CMD_PREPARE || o.do_prepare) {
+        rc = do_prepare(&o, &env, &pr);
+        if (rc == EXIT_ENV || rc == EXIT_INTERNAL) return rc;
+        if (rc) {
+            rep.exit_code = rc;
+            rep.interrupted = rc == EXIT_INTR;
+            rep.signal = atomic_load(&g_signal);
+            emit(&o, &rep);
+            return rc;
+        }
+        if (o.command == CMD_PREPARE) {
+            rep.exit_code = 0;
+            return emit(&o, &rep) ? EXIT_INTERNAL : 0;
+        }
+    }
+
+    /* run */
+    int *fds = NULL;
+    rc = open_test_files(&o, &fds);
+    if (rc) return rc;
+    if (!o.keep_cache) env.page_cache_dropped = drop_cache(&o, fds);
+    bench_t *b = calloc(1, sizeof *b);
+    if (!b) return EXIT_INTERNAL;
+    b->o = &o;
+    b->fds = fds;
+    rc = run_bench(b);
+    if (rc) return rc;
+    if (b->setup_failed) {
+        err_msg("%s", b->setup_err);
+        close_test_files(&o, fds);
+        return EXIT_ENV;
+    }
+    uint64_t errs = 0;
+    for (int i = 0; i < o.threads; i++) errs += b->th[i].err_total;
+    rep.b = b;
+    rep.ran = 1;
+    rep.signal = atomic_load(&g_signal);
+    rep.interrupted = rep.signal != 0;
+    close_test_files(&o, fds);
+    b->fds = NULL;
+    rep.exit_code = rep.interrupted ? EXIT_INTR : errs ? EXIT_IOERR : EXIT_OK;
+    if (errs) {
+        for (int i = 0; i < o.threads; i++)
+            if (b->th[i].err_total) { err_msg("I/O errors during the run (%llu); first: %s",
+                                              (unsigned long long)errs, b->th[i].first_err); break; }
+    }
+    if (o.do_cleanup) {
+        uint64_t removed = 0;
+        int crc = do_cleanup(&o, &removed);
+        if (!crc) { rep.cleaned = removed; rep.cleanup_done = 1; }
+        else if (rep.exit_code == 0) rep.exit_code = crc;
+    }
+    if (emit(&o, &rep) != 0) return EXIT_INTERNAL;
+    for (int i = 0; i < o.threads; i++) {
+        thread_t *t = &b->th[i];
+        free(t->iv); free(t->fsync_ctr); free(t->dirty);
+    }
+    free(b->th);
+    free(b->arena);
+    free(b);
+    return rep.exit_code;
+}

@@ -1,0 +1,28 @@
+#ifndef IOBENCH_SUMMARY_H
+#define IOBENCH_SUMMARY_H
+#include "iobench.h"
+
+typedef struct ival_sum {
+    uint64_t ops[OP_KINDS], bytes[OP_KINDS], lat_sum[OP_KINDS], lat_max[OP_KINDS];
+    uint32_t hist[OP_KINDS][IVAL_N];
+} ival_sum_t;
+
+typedef struct summary {
+    merged_t op[OP_KINDS];
+    double elapsed_s;
+    double start_epoch, end_epoch;
+    uint64_t events;             /* read+write+fsync */
+    double ev_avg, ev_std, ev_min, ev_max, time_avg, time_std;
+    uint64_t n_ival;
+    ival_sum_t *iv;
+    uint64_t errs[ERR_KINDS];
+    uint64_t err_total;
+    const char *first_err;
+    int first_err_kind;
+} summary_t;
+
+void summarize(bench_t *b, summary_t *s);
+void summary_free(summary_t *s);
+/* percentile of merged latencies in ns, clamped to the exact min/max */
+double op_percentile(const merged_t *m, double p);
+#endif

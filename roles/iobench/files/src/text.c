@@ -1,0 +1,109 @@
+/* Human-readable output in the shape of sysbench fileio's report. */
+#include <math.h>
+#include <string.h>
+#include "summary.h"
+
+static void lat_block(FILE *f, const char *title, const merged_t *m)
+{
+    fprintf(f, "%s latency (ms):\n", title);
+    fprintf(f, "         min: %39.2f\n", m->n ? (double)m->min / 1e6 : 0);
+    fprintf(f, "         avg: %39.2f\n", m->n ? m->mean / 1e6 : 0);
+    fprintf(f, "         max: %39.2f\n", m->n ? (double)m->max / 1e6 : 0);
+    fprintf(f, "         95th percentile: %27.2f\n", op_percentile(m, 95) / 1e6);
+    fprintf(f, "         99th percentile: %27.2f\n", op_percentile(m, 99) / 1e6);
+    fprintf(f, "         sum: %39.2f\n\n", (double)m->sum / 1e6);
+}
+
+void write_text(FILE *f, report_t *r)
+{
+    const options_t *o = r->o;
+    fprintf(f, "iobench %s (sysbench fileio compatible report)\n\n", IOBENCH_VERSION);
+    if (r->prep && r->prep->done)
+        fprintf(f, "%llu files, %llu bytes written in %.2f seconds (%.2f MiB/sec).\n\n",
+                (unsigned long long)r->prep->files, (unsigned long long)r->prep->bytes,
+                r->prep->elapsed_s, r->prep->mib_per_sec);
+    if (r->ran) {
+        summary_t s;
+        summarize(r->b, &s);
+        double el = s.elapsed_s > 0 ? s.elapsed_s : 1e-9;
+        char bsz[32], fsz[32];
+        format_size(o->block_size, bsz, sizeof bsz);
+        format_size(o->file_size, fsz, sizeof fsz);
+        fprintf(f, "Running the test with following options:\nNumber of threads: %d\nRandom number generator seed: %llu\n\n",
+                o->threads, (unsigned long long)o->seed);
+        fprintf(f, "Extra file open flags:%s%s%s%s\n", o->direct ? " directio" : "", o->open_sync ? " sync" : "",
+                o->open_dsync ? " dsync" : "", (!o->direct && !o->open_sync && !o->open_dsync) ? " (none)" : "");
+        fprintf(f, "%llu files, %s each\n", (unsigned long long)o->file_num, fsz);
+        fprintf(f, "Block size %s\n", bsz);
+        if (o->mode == MODE_RNDRW) fprintf(f, "Read/Write ratio for combined random IO test: %.2f\n", o->rw_ratio);
+        if (o->fsync_freq) fprintf(f, "Periodic FSYNC enabled, calling fsync() each %llu requests.\n", (unsigned long long)o->fsync_freq);
+        if (o->fsync_end) fprintf(f, "Calling fsync() at the end of test, Enabled.\n");
+        fprintf(f, "Using %s I/O mode (%s engine, iodepth %d)\n", o->engine == ENGINE_URING ? "asynchronous" : "synchronous",
+                o->engine == ENGINE_URING ? "io_uring" : "sync", o->iodepth);
+        fprintf(f, "Doing %s test\n", mode_name(o->mode));
+        fprintf(f, "Page cache %s before the run\n", r->env->page_cache_dropped ? "dropped" : "kept");
+        fprintf(f, "Measured window: %.6f .. %.6f (epoch)\n\n", s.start_epoch, s.end_epoch);
+        if (s.n_ival) {
+            for (uint64_t j = 0; j < s.n_ival; j++) {
+                ival_sum_t *v = &s.iv[j];
+                double len = o->report_interval_s;
+                double tend = (double)(j + 1) * len;
+                if (tend > el) { len = el - (double)j * o->report_interval_s; tend = el; }
+                if (len <= 0) len = o->report_interval_s;
+                fprintf(f, "[ %gs ] reads: %.2f MiB/s writes: %.2f MiB/s fsyncs: %.2f/s latency (ms,99%%): %.3f\n",
+                        round(tend * 1000) / 1000, (double)v->bytes[0] / 1048576.0 / len, (double)v->bytes[1] / 1048576.0 / len,
+                        (double)v->ops[2] / len,
+                        hist_percentile32(v->hist[v->ops[0] ? 0 : 1], IVAL_N, IVAL_BITS,
+                                          v->ops[v->ops[0] ? 0 : 1], 99) / 1e6);
+            }
+            fputc('\n', f);
+        }
+        fprintf(f, "File operations:\n");
+        fprintf(f, "    reads/s:                      %.2f\n", (double)s.op[0].n / el);
+        fprintf(f, "    writes/s:                     %.2f\n", (double)s.op[1].n / el);
+        fprintf(f, "    fsyncs/s:                     %.2f\n\n", (double)s.op[2].n / el);
+        fprintf(f, "Throughput:\n");
+        fprintf(f, "    read, MiB/s:                  %.2f\n", (double)s.op[0].bytes / 1048576.0 / el);
+        fprintf(f, "    written, MiB/s:               %.2f\n\n", (double)s.op[1].bytes / 1048576.0 / el);
+        merged_t all;
+        memset(&all, 0, sizeof all);
+        /* combined latency like sysbench: merge read/write/fsync */
+        for (int k = 0; k < OP_KINDS; k++) {
+            const merged_t *m = &s.op[k];
+            if (!m->n) continue;
+            if (!all.n) { all = *m; continue; }
+            double na = (double)all.n, nb = (double)m->n, d = m->mean - all.mean;
+            all.mean += d * nb / (na + nb);
+            all.m2 += m->m2 + d * d * na * nb / (na + nb);
+            if (m->min < all.min) all.min = m->min;
+            if (m->max > all.max) all.max = m->max;
+            all.n += m->n; all.sum += m->sum; all.bytes += m->bytes;
+            for (uint32_t i = 0; i < HIST_N; i++) all.hist[i] += m->hist[i];
+        }
+        fprintf(f, "General statistics:\n");
+        fprintf(f, "    total time:                          %.4fs\n", s.elapsed_s);
+        fprintf(f, "    total number of events:              %llu\n\n", (unsigned long long)s.events);
+        fprintf(f, "Latency (ms):\n");
+        fprintf(f, "         min: %39.2f\n", all.n ? (double)all.min / 1e6 : 0);
+        fprintf(f, "         avg: %39.2f\n", all.n ? all.mean / 1e6 : 0);
+        fprintf(f, "         max: %39.2f\n", all.n ? (double)all.max / 1e6 : 0);
+        fprintf(f, "         95th percentile: %27.2f\n", op_percentile(&all, 95) / 1e6);
+        fprintf(f, "         sum: %39.2f\n\n", (double)all.sum / 1e6);
+        if (s.op[0].n) lat_block(f, "Read", &s.op[0]);
+        if (s.op[1].n) lat_block(f, "Write", &s.op[1]);
+        if (s.op[2].n) lat_block(f, "Fsync", &s.op[2]);
+        fprintf(f, "Threads fairness:\n");
+        fprintf(f, "    events (avg/stddev):           %.4f/%.2f\n", s.ev_avg, s.ev_std);
+        fprintf(f, "    execution time (avg/stddev):   %.4f/%.2f\n\n", s.time_avg, s.time_std);
+        if (s.err_total) {
+            fprintf(f, "Errors: %llu\n", (unsigned long long)s.err_total);
+            for (int k = 0; k < ERR_KINDS; k++)
+                if (s.errs[k]) fprintf(f, "    %s: %llu\n", err_kind_name(k), (unsigned long long)s.errs[k]);
+            if (s.first_err) fprintf(f, "    first: %s\n", s.first_err);
+            fputc('\n', f);
+        }
+        summary_free(&s);
+    }
+    if (r->interrupted) fprintf(f, "Interrupted by %s.\n", r->signal == 2 ? "SIGINT" : "SIGTERM");
+    if (r->cleanup_done) fprintf(f, "Removing test files... %llu files removed.\n", (unsigned long long)r->cleaned);
+}

@@ -1,0 +1,272 @@
+/* Thread setup, per-I/O bookkeeping (no locks, no shared counters), the run itself. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include "iobench.h"
+
+atomic_int g_stop;
+atomic_int g_signal;
+
+static void ival_grow(thread_t *t, uint64_t idx)
+{
+    if (idx < t->iv_cap) return;
+    uint64_t ncap = t->iv_cap ? t->iv_cap * 2 : 16;
+    while (ncap <= idx) ncap *= 2;
+    ival_t *n = realloc(t->iv, ncap * sizeof *n);
+    if (!n) return;                       /* keep old; overflow intervals are dropped */
+    memset(n + t->iv_cap, 0, (ncap - t->iv_cap) * sizeof *n);
+    t->iv = n;
+    t->iv_cap = ncap;
+}
+
+/* called for every completed I/O; t1 is the completion time */
+void record_op(thread_t *t, int kind, uint64_t t0, uint64_t t1, uint64_t bytes)
+{
+    bench_t *b = t->b;
+    if (t1 < b->measure_start) return;   /* warmup */
+    uint64_t lat = t1 - t0;
+    opstat_add(&t->st[kind], lat, bytes);
+    t->busy_ns += lat;
+    t->last_done_ns = t1;
+    if (kind != OP_FSYNC) t->measured++;
+    if (b->ival_ns) {
+        if (t1 >= t->iv_end) {
+            uint64_t idx = (t1 - b->measure_start) / b->ival_ns;
+            t->iv_cur = idx;
+            t->iv_end = b->measure_start + (idx + 1) * b->ival_ns;
+            ival_grow(t, idx);
+            if (idx + 1 > t->iv_used) t->iv_used = idx + 1;
+        }
+        if (t->iv_cur < t->iv_cap) {
+            ival_t *v = &t->iv[t->iv_cur];
+            v->ops[kind]++;
+            v->bytes[kind] += bytes;
+            v->lat_sum[kind] += lat;
+            if (lat > v->lat_max[kind]) v->lat_max[kind] = lat;
+            v->hist[kind][hist_index_bits(lat, IVAL_BITS, IVAL_MAX_EXP)]++;
+        }
+    }
+}
+
+void record_error(thread_t *t, int kind, int fileidx, uint64_t off, const char *what, int err)
+{
+    t->errs[kind]++;
+    t->err_total++;
+    if (t->err_total == 1) {
+        t->first_err_kind = kind;
+        t->first_err_t = now_ns();
+        snprintf(t->first_err, sizeof t->first_err, "thread %d: %s %s/" FILE_PREFIX "%d at offset %llu: %s",
+                 t->id, what, t->b->o->dir, fileidx, (unsigned long long)off,
+                 err ? strerror(err) : "short transfer");
+    }
+}
+
+void pick_op(thread_t *t, int *kind, uint64_t *fileidx, uint64_t *off)
+{
+    const bench_t *b = t->b;
+    const options_t *o = b->o;
+    uint64_t blk;
+    switch (o->mode) {
+    case MODE_SEQWR: case MODE_SEQREWR: case MODE_SEQRD:
+        blk = t->seq_pos++;
+        if (t->seq_pos >= t->seq_end) t->seq_pos = t->seq_start;
+        *kind = o->mode == MODE_SEQRD ? OP_READ : OP_WRITE;
+        break;
+    case MODE_RNDRD:
+        blk = rng_bounded(t->rng, b->total_blocks);
+        *kind = OP_READ;
+        break;
+    case MODE_RNDWR:
+        blk = rng_bounded(t->rng, b->total_blocks);
+        *kind = OP_WRITE;
+        break;
+    default: /* rndrw: deterministic interleave keeping reads/writes at rw_ratio */
+        blk = rng_bounded(t->rng, b->total_blocks);
+        if ((double)t->reads_done < o->rw_ratio * (double)(t->writes_done + 1)) { *kind = OP_READ; t->reads_done++; }
+        else { *kind = OP_WRITE; t->writes_done++; }
+        break;
+    }
+    *fileidx = blk / b->blocks_per_file;
+    *off = (blk % b->blocks_per_file) * o->block_size;
+    if (o->debug_offsets_hash) {
+        uint64_t h = t->offsets_hash ^ (blk * 0x9e3779b97f4a7c15ull + (uint64_t)*kind);
+        t->offsets_hash = rotl64(h, 27) * 0xbf58476d1ce4e5b9ull;
+    }
+}
+
+/* Write data: one of the thread's wpool_slots random blocks, picked at random (so
+ * consecutive blocks rarely repeat and do not compress against each other), with every
+ * 4 KiB stamped with the offset and a sequence number (defeats dedupe). */
+unsigned char *write_buffer(thread_t *t, uint64_t off)
+{
+    uint64_t bs = t->b->o->block_size;
+    unsigned char *buf = t->wpool + (rng_next(t->brng) >> 32) % t->wpool_slots * bs;
+    uint64_t s = ++t->wseq ^ ((uint64_t)t->id << 48);
+    for (uint64_t p = 0; p + 16 <= bs; p += 4096) {
+        uint64_t a = off + p, c = s;
+        memcpy(buf + p, &a, 8);
+        memcpy(buf + p + 8, &c, 8);
+    }
+    return buf;
+}
+
+int fsync_file(thread_t *t, int fileidx, int measure)
+{
+    const options_t *o = t->b->o;
+    int fd = t->b->fds[fileidx];
+    uint64_t t0 = now_ns();
+    int r = o->fsync_mode == FSYNC_FDATASYNC ? fdatasync(fd) : fsync(fd);
+    uint64_t t1 = now_ns();
+    if (r != 0) {
+        int e = errno;
+        record_error(t, e < ERR_SLOTS ? e : ERR_OTHER, fileidx, 0,
+                     o->fsync_mode == FSYNC_FDATASYNC ? "fdatasync" : "fsync", e);
+        return -1;
+    }
+    t->dirty[fileidx] = 0;
+    if (measure) record_op(t, OP_FSYNC, t0, t1, 0);
+    return 0;
+}
+
+/* after a successful write: --fsync-all / --fsync-freq */
+void after_write(thread_t *t, int fileidx)
+{
+    const options_t *o = t->b->o;
+    t->dirty[fileidx] = 1;
+    if (o->fsync_all) { fsync_file(t, fileidx, 1); return; }
+    if (o->fsync_freq && ++t->fsync_ctr[fileidx] >= o->fsync_freq) {
+        t->fsync_ctr[fileidx] = 0;
+        fsync_file(t, fileidx, 1);
+    }
+}
+
+void fsync_end_all(thread_t *t)
+{
+    const options_t *o = t->b->o;
+    if (!o->fsync_end) return;
+    for (uint64_t i = 0; i < o->file_num; i++)
+        if (t->dirty[i] && fsync_file(t, (int)i, 1) != 0) break;
+}
+
+static void *thread_main(void *arg)
+{
+    thread_t *t = arg;
+    bench_t *b = t->b;
+    pthread_barrier_wait(&b->barrier);
+    if (b->o->engine == ENGINE_URING) engine_uring_thread(t);
+    else engine_sync_thread(t);
+    return NULL;
+}
+
+static size_t round4k(size_t x) { return (x + 4095) & ~(size_t)4095; }
+
+static uint64_t wpool_slots(const options_t *o)
+{
+    size_t budget = o->threads <= 16 ? (2u << 20) : o->threads <= 64 ? (512u << 10) : (128u << 10);
+    uint64_t s = budget / o->block_size;
+    if (s > 128) s = 128;
+    if (s < 4) s = 4;
+    return s;
+}
+
+/* All I/O buffers (per thread: iodepth read buffers + the write pool, each slice 4 KiB
+ * aligned) live in one 2 MiB-aligned arena advised MADV_HUGEPAGE: a 16 KiB request is then
+ * one physically contiguous segment instead of four pages, which measurably lowers the
+ * per-request cost on virtio (see bench/RESULTS-iobench.md). IOBENCH_NO_HUGE_BUFFERS=1
+ * turns the advice off. */
+static int arena_init(bench_t *b)
+{
+    const options_t *o = b->o;
+    size_t bufsz = (size_t)o->block_size * (size_t)o->iodepth;
+    b->arena_stride = round4k(bufsz) + round4k((size_t)wpool_slots(o) * (size_t)o->block_size);
+    size_t al = 2u << 20;
+    b->arena_size = ((size_t)o->threads * b->arena_stride + al - 1) / al * al;
+    if (posix_memalign((void **)&b->arena, al, b->arena_size) != 0) { b->arena = NULL; return -1; }
+    if (!getenv("IOBENCH_NO_HUGE_BUFFERS")) madvise(b->arena, b->arena_size, MADV_HUGEPAGE);
+    return 0;
+}
+
+static int thread_init(bench_t *b, thread_t *t, int id)
+{
+    const options_t *o = b->o;
+    memset(t, 0, sizeof *t);
+    t->id = id;
+    t->b = b;
+    rng_seed(t->rng, o->seed, (uint64_t)id);
+    int n = o->threads;
+    if (o->requests) {
+        t->req_limit = o->requests / (uint64_t)n + ((uint64_t)id < o->requests % (uint64_t)n ? 1 : 0);
+    }
+    /* sequential stripe: contiguous range of the global block space */
+    t->seq_start = b->total_blocks * (uint64_t)id / (uint64_t)n;
+    t->seq_end = b->total_blocks * (uint64_t)(id + 1) / (uint64_t)n;
+    t->seq_pos = t->seq_start;
+    t->fsync_ctr = calloc(o->file_num, sizeof *t->fsync_ctr);
+    t->dirty = calloc(o->file_num, 1);
+    size_t bufsz = (size_t)o->block_size * (size_t)o->iodepth;
+    size_t poolsz = (size_t)wpool_slots(o) * (size_t)o->block_size;
+    t->wpool_slots = wpool_slots(o);
+    t->buf = b->arena + (size_t)id * b->arena_stride;
+    t->wpool = t->buf + round4k(bufsz);
+    if (!t->fsync_ctr || !t->dirty || !t->buf || !t->wpool) return -1;
+    rng_seed(t->brng, o->seed ^ 0xb0ffe5ull, (uint64_t)id + 0x10000);
+    rng_fill(t->brng, t->buf, bufsz);
+    rng_fill(t->brng, t->wpool, poolsz);
+    t->iv_end = 0;
+    return 0;
+}
+
+int run_bench(bench_t *b)
+{
+    const options_t *o = b->o;
+    int n = o->threads;
+    b->blocks_per_file = o->file_size / o->block_size;
+    b->total_blocks = b->blocks_per_file * o->file_num;
+    b->ival_ns = (uint64_t)(o->report_interval_s * 1e9);
+    if (posix_memalign((void **)&b->th, 128, (size_t)n * sizeof *b->th) != 0) return EXIT_INTERNAL;
+    memset(b->th, 0, (size_t)n * sizeof *b->th);
+    pthread_mutex_init(&b->setup_lock, NULL);
+    if (arena_init(b) != 0) { err_msg("out of memory for I/O buffers"); return EXIT_INTERNAL; }
+    for (int i = 0; i < n; i++)
+        if (thread_init(b, &b->th[i], i) != 0) { err_msg("out of memory for thread %d buffers", i); return EXIT_INTERNAL; }
+    pthread_barrier_init(&b->barrier, NULL, (unsigned)n + 1);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 << 10);
+    int created = 0;
+    for (int i = 0; i < n; i++) {
+        if (pthread_create(&b->th[i].tid, &attr, thread_main, &b->th[i]) != 0) break;
+        created++;
+    }
+    pthread_attr_destroy(&attr);
+    if (created < n) {
+        /* cannot start all threads: release the barrier with a stop, join, fail */
+        err_msg("--threads %d: could only start %d threads", n, created);
+        atomic_store(&b->stop, 1);
+        for (int i = created; i < n; i++) pthread_barrier_wait(&b->barrier);
+        pthread_barrier_wait(&b->barrier);
+        for (int i = 0; i < created; i++) pthread_join(b->th[i].tid, NULL);
+        return EXIT_INTERNAL;
+    }
+    uint64_t mono = now_ns();
+    double ep = epoch_now();
+    b->t_start = mono;
+    b->measure_start = mono + (uint64_t)(o->warmup_s * 1e9);
+    b->deadline = o->time_s > 0 ? b->measure_start + (uint64_t)(o->time_s * 1e9) : UINT64_MAX;
+    b->epoch_at_measure_start = ep + o->warmup_s;
+    pthread_barrier_wait(&b->barrier);
+    for (int i = 0; i < n; i++) pthread_join(b->th[i].tid, NULL);
+    b->t_end = now_ns();
+    pthread_barrier_destroy(&b->barrier);
+    return 0;
+}
+
+int stop_requested(const bench_t *b);
+int stop_requested(const bench_t *b)
+{
+    return atomic_load_explicit(&g_stop, memory_order_relaxed) ||
+           atomic_load_explicit(&((bench_t *)b)->stop, memory_order_relaxed);
+}

@@ -1,0 +1,108 @@
+"""Helpers for the iobench tests (imported by conftest.py and the test modules): build the real binary once, run it, snapshot trees,
+mount small filesystems (root only; skipped otherwise)."""
+import contextlib
+import hashlib
+import json
+import os
+import subprocess
+import tempfile
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SRC = os.path.join(ROOT, "roles", "iobench", "files", "src")
+BIN = os.path.join(SRC, "iobench")
+
+SMALL = ["--file-num", "4", "--total-size", "16M"]
+
+
+def make(target):
+    r = subprocess.run(["make", "-C", SRC, target], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r
+
+
+class Result:
+    def __init__(self, proc):
+        self.rc = proc.returncode
+        self.out = proc.stdout
+        self.err = proc.stderr
+        self._json = None
+
+    @property
+    def json(self):
+        if self._json is None:
+            self._json = json.loads(self.out)
+        return self._json
+
+    def __repr__(self):
+        return "rc=%s\nstdout=%s\nstderr=%s" % (self.rc, self.out[:2000], self.err[:2000])
+
+
+def run(binary, *args, env=None, timeout=120):
+    e = dict(os.environ)
+    if env:
+        e.update(env)
+    p = subprocess.run([binary] + [str(a) for a in args], capture_output=True, text=True,
+                       timeout=timeout, env=e)
+    return Result(p)
+
+
+def snapshot(path):
+    """names -> (kind, sha256, mtime_ns, size) of a whole tree, without following symlinks."""
+    snap = {}
+    for base, dirs, files in os.walk(path, followlinks=False):
+        for n in dirs + files:
+            p = os.path.join(base, n)
+            st = os.lstat(p)
+            rel = os.path.relpath(p, path)
+            if os.path.islink(p):
+                snap[rel] = ("link", os.readlink(p), st.st_mtime_ns, 0)
+            elif os.path.isdir(p):
+                snap[rel] = ("dir", None, st.st_mtime_ns, 0)
+            else:
+                with open(p, "rb") as f:
+                    digest = hashlib.sha256(f.read()).hexdigest()
+                snap[rel] = ("file", digest, st.st_mtime_ns, st.st_size)
+    return snap
+
+
+def need_root():
+    if os.geteuid() != 0:
+        pytest.skip("needs root to mount a test filesystem")
+
+
+@contextlib.contextmanager
+def mounted(fstype, options=None):
+    """Mount a fresh fstype (tmpfs, ramfs) on a temporary directory; always unmounted."""
+    need_root()
+    mnt = tempfile.mkdtemp(prefix="iobench-%s-" % fstype)
+    cmd = ["mount", "-t", fstype]
+    if options:
+        cmd += ["-o", options]
+    cmd += [fstype, mnt]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        os.rmdir(mnt)
+        pytest.skip("cannot mount %s: %s" % (fstype, r.stderr.strip()))
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", mnt], capture_output=True)
+        if os.path.ismount(mnt):
+            subprocess.run(["umount", "-l", mnt], capture_output=True)
+        try:
+            os.rmdir(mnt)
+        except OSError:
+            pass
+
+
+def seed_parent(parent):
+    """Populate a parent directory with other people's data the tool must not touch."""
+    os.makedirs(os.path.join(parent, "keep", "sub"), exist_ok=True)
+    with open(os.path.join(parent, "keep", "data.bin"), "wb") as f:
+        f.write(os.urandom(4096))
+    with open(os.path.join(parent, "keep", "sub", "notes.txt"), "w") as f:
+        f.write("precious\n")
+    with open(os.path.join(parent, "test_file.0"), "w") as f:
+        f.write("not iobench's\n")
