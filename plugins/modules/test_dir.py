@@ -178,6 +178,9 @@ def probe_direct(path):
     finally:
         if fd is not None:
             os.close(fd)
+        # Some filesystems (ramfs) create the file before refusing O_DIRECT with EINVAL.
+        # O_EXCL on a per-process name means whatever is there now is ours.
+        if os.path.lexists(probe):
             os.unlink(probe)
         buf.close()
 
@@ -211,7 +214,10 @@ def present(module, path):
     free = vfs.f_bavail * vfs.f_frsize
     needed = p["required_bytes"] + p["required_bytes"] * p["margin_pct"] // 100
     result.update(free_bytes=free, needed_bytes=needed)
-    if free < needed:
+    if vfs.f_blocks == 0:
+        # ramfs and some virtual filesystems report no capacity at all: unknown, not zero.
+        module.warn("the %s filesystem at %s reports no capacity; free space was not checked" % (fstype, mount_point))
+    elif free < needed:
         module.fail_json(
             msg="not enough space for the working set at %s (%s filesystem on %s): needs %s (%s largest working set + %d %%), has %s free. "
                 "Free space, point fleetqual_test_dir elsewhere, or lower fleetqual_cache_size."
@@ -224,19 +230,23 @@ def present(module, path):
         result["changed"] = not os.path.exists(path)
         return result
 
+    made = []  # what this call creates, undone (in reverse) if the O_DIRECT probe fails
     if not os.path.exists(path):
         os.makedirs(path, mode=0o700)
+        made.append(path)
         result.update(created=True, changed=True)
     marker = os.path.join(path, MARKER)
     if not os.path.exists(marker):
         fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "w") as fh:
             fh.write(MARKER_TEXT)
+        made.append(marker)
         result["changed"] = True
     for name in p["datasets"]:
         sub = os.path.join(path, name)
         if not os.path.isdir(sub):
             os.mkdir(sub, 0o700)
+            made.append(sub)
             result["changed"] = True
 
     result["direct_supported"] = None
@@ -244,6 +254,9 @@ def present(module, path):
         error = probe_direct(path)
         result["direct_supported"] = error is None
         if error:
+            for made_path in reversed(made):
+                (os.rmdir if os.path.isdir(made_path) else os.unlink)(made_path)
+            result.update(created=False, changed=False)
             module.fail_json(
                 msg="O_DIRECT is refused by the %s filesystem at %s (mounted on %s): %s. Run buffered (direct: false) "
                     "or move fleetqual_test_dir to a filesystem that supports direct I/O." % (fstype, path, mount_point, error),

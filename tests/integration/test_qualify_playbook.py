@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from conftest import ROOT, tree_snapshot
+from playbook_run import ROOT, tree_snapshot
 
 pytestmark = pytest.mark.slow
 

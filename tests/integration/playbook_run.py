@@ -1,0 +1,35 @@
+"""Helpers for running the qualify playbook in tests (imported by conftest and tests)."""
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.dirname(sys.executable)
+
+
+class Run:
+    def __init__(self, proc, base, run_id):
+        self.rc = proc.returncode
+        self.out = proc.stdout + proc.stderr
+        self.base = base
+        self.run_id = run_id
+
+    def record(self, host="localhost"):
+        with open(os.path.join(self.base, "results", self.run_id, host + ".json")) as fh:
+            return json.load(fh)
+
+    def results_dir(self):
+        return os.path.join(self.base, "results", self.run_id)
+
+
+def tree_snapshot(path):
+    """{relative path: (size, mtime_ns)} of every entry under path, for 'nothing touched' checks."""
+    snap = {}
+    if not os.path.exists(path):
+        return snap
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in dirnames + filenames:
+            full = os.path.join(dirpath, name)
+            st = os.lstat(full)
+            snap[os.path.relpath(full, path)] = (st.st_size, st.st_mtime_ns)
+    return snap
