@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Thin Jinja2 filters over plugins/plugin_utils (plan, metrics, rules, judge).
+"""Thin Jinja2 filters over plugins/plugin_utils (plan, metrics, rules, judge, diagnostics).
 
 Each filter is documented in plugins/filter/<name>.yml (ansible-doc -t filter
 fleetqual.storage.<name>). The logic lives in plugin_utils so the qualify_report
@@ -14,6 +14,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import diagnostics as _diagnostics
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import judge as _judge
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import metrics as _metrics
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import plan as _plan
@@ -49,8 +50,23 @@ def validate_rules(rules, var_name=_rules.DEFAULT_VAR):
     return _rules.validate_rules(rules, var_name=var_name)
 
 
-def judge(workloads, rules=None, expected_ids=None, error=None):
-    return _judge.judge(workloads, rules, expected_ids=expected_ids, error=error)
+def judge(workloads, rules=None, expected_ids=None, error=None, diagnostics=None, options=None):
+    return _judge.judge(workloads, rules, expected_ids=expected_ids, error=error, diagnostics=diagnostics,
+                        options=options)
+
+
+def diagnostics(workloads, latency_bound_ms=None, options=None):
+    problems = _diagnostics.validate_options(options)
+    if latency_bound_ms is not None:
+        try:  # extra vars (-e fleetqual_latency_bound_ms=20) arrive as strings
+            latency_bound_ms = float(latency_bound_ms)
+        except (TypeError, ValueError):
+            latency_bound_ms = None
+        if latency_bound_ms is None or not latency_bound_ms > 0 or latency_bound_ms == float("inf"):
+            problems.append("latency_bound_ms (fleetqual_latency_bound_ms) must be a number of milliseconds > 0")
+    if problems:
+        raise ValueError("; ".join(problems))
+    return _diagnostics.diagnose(workloads, options=options, latency_bound_ms=latency_bound_ms)
 
 
 def human_size(nbytes):
@@ -74,6 +90,7 @@ class FilterModule(object):
             "workload_metrics": _metrics.workload_metrics,
             "workload_record": _metrics.workload_record,
             "judge": judge,
+            "diagnostics": diagnostics,
             "first_failing_rule": _judge.first_failing_rule,
             "human_size": human_size,
         }

@@ -26,7 +26,7 @@ workload: integrity errors, then rules in list order, then each rule's limits in
 canonical order (min_iops, min_mibps, max_read_*, max_write_*, max_fsync_* by
 percentile, metric min, metric max). ``status`` is ``pass``, ``fail``, ``n/a`` or
 ``error``; ``passed`` is true, false, or null for n/a. ``kind`` is ``limit`` (built-in),
-``metric`` (JMESPath rule) or ``error`` (integrity; ``rule`` is one of
+``metric`` (JMESPath rule), ``diagnostic`` (cache proof, diagnostic rules) or ``error`` (integrity; ``rule`` is one of
 ``host_error``, ``workload_missing``, ``module_failed``, ``skipped``, ``no_metrics``,
 ``io_errors``, ``timed_out``, ``interrupted``, ``no_workloads``).
 
@@ -44,6 +44,19 @@ Missing values -- an explicit decision:
 The JMESPath of a ``metric`` rule is evaluated over the workload record (the spec keys,
 ``result`` and ``metrics``), e.g. ``metrics.dev_util_pct`` or
 ``result.bench.ops.read.latency_us."p99.99"``.
+
+Diagnostics (docs/diagnostics.md; ``diagnostics`` argument, computed with
+``diagnostics.diagnose`` when not given):
+
+* Cache proof, always: an over-cache read workload whose device reads fall short of the
+  benchmark's (the page or controller cache served it) gets a ``fail`` check with
+  ``rule: cache_proof`` and ``kind: diagnostic`` -- its numbers are not disk numbers, so
+  the host cannot PASS. An unproven cache proof (no device statistics) is a warning only.
+* Rules with ``diagnostic`` are checked once per host, after the workloads: ``expect``
+  passes when the diagnostic's status or conclusion is one of the expected values;
+  ``metric`` with ``min``/``max`` evaluates the JMESPath over the diagnostic entry (null
+  FAILS with "no value", as for workload metric rules). ``workload`` of these checks is
+  null, ``kind`` is ``diagnostic``.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -57,9 +70,11 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils._common import (
     is_number,
     type_name,
 )
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import diagnostics as _diag
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import workload_metrics
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.rules import (
     compile_metric,
+    is_diagnostic_rule,
     rule_limits,
     rule_matches,
     rule_name,
@@ -281,14 +296,67 @@ def _host_error_text(error):
     return " ".join(str(error).split())
 
 
-def judge(workloads, rules, expected_ids=None, error=None):
+def _cache_proof_check(wid, ev):
+    ratio = ev.get("bytes_ratio") if ev.get("bytes_ratio") is not None else ev.get("ops_ratio")
+    text = ("device %s: r/s %s, rkB/s %s vs benchmark %s reads/s, %s kB/s"
+            % (ev.get("device") or "?", fmt_num(ev.get("dev_r_s")), fmt_num(ev.get("dev_rkb_s")),
+               fmt_num(ev.get("bench_read_iops")), fmt_num(ev.get("bench_read_kb_s"))))
+    msg = ("%s: served from a cache, not the disk: the device read %s of the benchmark's reads (limit %s); "
+           "its numbers are not disk numbers (%s)" % (wid, fmt_num(ratio), fmt_num(ev.get("min_ratio")), text))
+    return _check(wid, "cache_proof", "diagnostics.cache_proof", ratio, ev.get("min_ratio"), ">=", False, text,
+                  "fail", "diagnostic", msg)
+
+
+def _diagnostic_checks(rule, diags):
+    """Checks of one diagnostic rule against the host's diagnostics."""
+    name = rule["diagnostic"]
+    entry = diags.get(name) if isinstance(diags, dict) else None
+    entry = entry if isinstance(entry, dict) else {}
+    tag = " [rule %s]" % rule["name"] if rule.get("name") else ""
+    sentence = entry.get("sentence") or "no diagnostic %s in the record" % name
+    out = []
+    for key, op, limit in rule_limits(rule):
+        rname = rule_name(rule, key)
+        if key == "expect":
+            got = [v for v in (entry.get("status"), entry.get("conclusion")) if v is not None]
+            passed = any(v in limit for v in got)
+            shown = "/".join(dict.fromkeys(got)) or "missing"
+            msg = "diagnostic %s is %s, %s %s%s: %s" % (
+                name, shown, "expected" if passed else "expected one of", ", ".join(str(x) for x in limit),
+                tag, sentence)
+            out.append(_check(None, rname, "diagnostics.%s" % name, shown, limit, "in", passed, sentence,
+                              "pass" if passed else "fail", "diagnostic", msg))
+            continue
+        expr = rule["metric"]
+        try:
+            value = compile_metric(expr).search(entry)
+        except Exception as exc:  # jmespath runtime errors
+            msg = "diagnostic %s: %s could not be evaluated: %s%s" % (name, expr, exc, tag)
+            out.append(_check(None, rname, expr, None, limit, op, False, sentence, "fail", "diagnostic", msg))
+            continue
+        if value is None or not is_number(value):
+            what = "has no value" if value is None else "is not a number (got %s %r)" % (type_name(value), value)
+            msg = "diagnostic %s: %s %s (limit %s %s)%s: %s" % (name, expr, what, op, fmt_num(limit), tag, sentence)
+            out.append(_check(None, rname, expr, value, limit, op, False, sentence, "fail", "diagnostic", msg))
+            continue
+        passed = _compare(value, op, limit)
+        msg = "diagnostic %s: %s %s %s limit %s%s: %s" % (name, expr, fmt_num(value), _cmp_word(op, passed),
+                                                         fmt_num(limit), tag, sentence)
+        out.append(_check(None, rname, expr, value, limit, op, passed, sentence,
+                          "pass" if passed else "fail", "diagnostic", msg))
+    return out
+
+
+def judge(workloads, rules, expected_ids=None, error=None, diagnostics=None, options=None):
     """Judge one host. See the module docstring for the shape and the decisions.
 
     ``workloads``: records (spec + ``result`` + optional ``metrics``); ``rules``:
     ``fleetqual_thresholds``; ``expected_ids``: the planned ids (strings or the plan's
     specs); ``error``: a host-level failure outside any workload (the role's rescue:
-    ``{task, msg}`` or a string), which makes the verdict ERROR. Raises ``ValueError``
-    when the rules do not validate.
+    ``{task, msg}`` or a string), which makes the verdict ERROR; ``diagnostics``: the
+    host's ``diagnostics.diagnose`` result (computed here with ``options`` when None).
+    The result carries ``diagnostics`` too. Raises ``ValueError`` when the rules do not
+    validate.
     """
     problems = validate_rules(rules)
     if problems:
@@ -308,6 +376,10 @@ def judge(workloads, rules, expected_ids=None, error=None):
         if expected is None or rec.get("id") not in expected:
             slots.append((rec.get("id") or "workload[%d]" % i, rec))
 
+    if not isinstance(diagnostics, dict):
+        diagnostics = _diag.diagnose(records, options=options)
+    proof_failed = dict(_diag.cache_proof_failures(diagnostics))
+
     checks = []
     if error:
         checks.append(_error(None, "host_error", _host_error_text(error)))
@@ -324,6 +396,8 @@ def judge(workloads, rules, expected_ids=None, error=None):
         if any(c["rule"] in ("no_metrics", "skipped") for c in integrity) or not isinstance(
                 _get(rec, "result", "bench"), dict):
             continue
+        if wid in proof_failed:
+            checks.append(_cache_proof_check(wid, proof_failed[wid]))
         for ri, rule in enumerate(rules):
             if not rule_matches(rule, rec):
                 continue
@@ -338,11 +412,19 @@ def judge(workloads, rules, expected_ids=None, error=None):
                 checks.append(c)
     if not slots and not error:
         checks.append(_error(None, "no_workloads", "no workload results for this host"))
+    for ri, rule in enumerate(rules):
+        if is_diagnostic_rule(rule) and slots:
+            matched[ri] += 1
+            applicable[ri] += 1
+            checks.extend(_diagnostic_checks(rule, diagnostics))
 
     errors = [c for c in checks if c["status"] == "error"]
     failed = [c for c in checks if c["status"] == "fail"]
     verdict = ERROR if errors else FAIL if failed else PASS
     warnings = []
+    cp = diagnostics.get("cache_proof") if isinstance(diagnostics.get("cache_proof"), dict) else {}
+    if cp.get("status") == "unproven":
+        warnings.append(cp.get("sentence") or "cache proof unproven")
     for ri, rule in enumerate(rules):
         label = rule.get("name") or rule_name(rule, rule_limits(rule)[0][0])
         if not matched[ri]:
@@ -363,6 +445,7 @@ def judge(workloads, rules, expected_ids=None, error=None):
         "checks": checks,
         "summary": summary,
         "warnings": warnings,
+        "diagnostics": diagnostics,
     }
 
 

@@ -13,10 +13,12 @@ import html
 import math
 import os
 import re
+import textwrap
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import diagnostics as diagmod
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet as fleetmod
 
 TEMPLATES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
@@ -113,6 +115,11 @@ TABLE_COLUMNS = (
 
 def table_rows(fleet):
     """One row per host and workload (one row for a host without workloads)."""
+    with fleetmod.gc_paused():
+        return _table_rows(fleet)
+
+
+def _table_rows(fleet):
     rows = []
     for h in fleet["hosts"]:
         v = VERDICT_SHORT.get(h["verdict"], h["verdict"])
@@ -249,7 +256,75 @@ def detail_lines(fleet, width=100, limit=20):
             lines.append(truncate("regression %s: %s" % (r["host"], r["text"]), width))
     for n in fleet["notes"][:limit]:
         lines.append(truncate("note: %s" % n, width))
+    lines.extend(diagnostic_lines(fleet, width, limit))
     return lines
+
+
+# --------------------------------------------------------------------------- diagnostics
+
+DIAG_MARK = {"pass": "ok", "warn": "warn", "fail": "FAIL", "unproven": "unproven", "info": "info", "n/a": "n/a"}
+_DIAG_RANK = {"fail": 0, "warn": 1, "unproven": 2, "info": 3, "pass": 4, "n/a": 5}
+
+
+def diagnostic_items(h, include_na=False):
+    """[{name, title, status, conclusion, sentence}] of a fleet host, in diagnostics.NAMES order."""
+    diags = h.get("diagnostics") or {}
+    out = []
+    for name in diagmod.NAMES:
+        d = diags.get(name)
+        if not isinstance(d, dict):
+            continue
+        status = d.get("status") or "info"
+        if status == "n/a" and not include_na:
+            continue
+        out.append({"name": name, "title": diagmod.TITLES.get(name, name), "status": status,
+                    "conclusion": d.get("conclusion"), "sentence": d.get("sentence") or ""})
+    return out
+
+
+def diagnostic_lines(fleet, width=100, limit=20):
+    """Under the table: each host's diagnostic sentences (n/a left out), wrapped to ``width``.
+    Hosts with a failed or warning diagnostic come first; at most ``limit`` hosts."""
+    hosts = []
+    for h in fleet["hosts"]:
+        items = diagnostic_items(h)
+        if items:
+            hosts.append((min(_DIAG_RANK.get(i["status"], 5) for i in items), h["host"], items))
+    if not hosts:
+        return []
+    hosts.sort(key=lambda x: x[0])         # stable: fleet order within a rank
+    lines = []
+    for _, host, items in hosts[:limit]:
+        lines.append(truncate("diagnostics %s:" % host, width))
+        for i in items:
+            lines.extend(textwrap.wrap("[%s] %s" % (DIAG_MARK.get(i["status"], i["status"]), i["sentence"]),
+                                       width=max(20, width), initial_indent="  ", subsequent_indent="      ",
+                                       break_long_words=True, break_on_hyphens=False))
+    if len(hosts) > limit:
+        lines.append("... diagnostics of %d more hosts in report.html, report.md and fleet.json"
+                     % (len(hosts) - limit))
+    return lines
+
+
+def html_diagnostics_grid(fleet):
+    """<tbody> of the fleet diagnostics table: one row per host with diagnostics, one cell per
+    diagnostic (its conclusion, coloured by status, the sentence as tooltip)."""
+    e = _e
+    out = []
+    for h in fleet["hosts"]:
+        diags = h.get("diagnostics") or {}
+        if not any(isinstance(d, dict) and d.get("status") != "n/a" for d in diags.values()):
+            continue
+        cells = []
+        for name in diagmod.NAMES:
+            d = diags.get(name)
+            if not isinstance(d, dict) or d.get("status") == "n/a":
+                cells.append('<td class="muted">-</td>')
+                continue
+            cells.append('<td class="dg %s" title="%s">%s</td>' % (e(d.get("status")), e(d.get("sentence")),
+                                                                e(d.get("conclusion"))))
+        out.append('<tr><td><a href="#host-%s">%s</a></td>%s</tr>' % (e(h["host"]), e(h["host"]), "".join(cells)))
+    return Markup("\n".join(out))
 
 
 # --------------------------------------------------------------------------- JSON
@@ -417,7 +492,14 @@ MD_KEYS = ("host", "workload", "threads", "iops", "mibps", "p95", "p99", "util",
 def render_markdown(fleet, rows=None):
     rows = table_rows(fleet) if rows is None else rows
     table_md = "\n".join("| " + " | ".join(md_cell(r[k]) for k in MD_KEYS) + " |" for r in rows)
-    return _render("md", "report.md.j2", fleet=fleet, summary=summary_line(fleet), rows=rows, table_md=table_md)
+    diag = []
+    for h in fleet["hosts"]:
+        items = diagnostic_items(h)
+        if items:
+            diag.append("\n### %s\n" % md_cell(h["host"]))
+            diag.extend("- **%s** (%s): %s" % (i["title"], i["status"], md_cell(i["sentence"])) for i in items)
+    return _render("md", "report.md.j2", fleet=fleet, summary=summary_line(fleet), rows=rows, table_md=table_md,
+                   diagnostics_md="\n".join(diag))
 
 
 # --------------------------------------------------------------------------- SVG
@@ -684,14 +766,15 @@ def html_context(fleet, records=None, detail_hosts=100, rows=None):
     detail = []
     for h in ranked[:detail_hosts] if detail_hosts is not None else ranked:
         if not h["workloads"]:
-            detail.append({"host": h, "iops_svg": None, "p99_svg": None, "iostat": []})
+            detail.append({"host": h, "iops_svg": None, "p99_svg": None, "iostat": [], "diagnostics": []})
             continue
         iops_svg, p99_svg = host_thread_charts(h)
         iostat = []
         for w in h["workloads"]:
             samples = fleetmod.iostat_samples(raw.get(h["host"], {}).get(w["id"], {}))
             iostat.append({"id": w["id"], "svg": svg_timeseries(w["id"], samples), "n": len(samples)})
-        detail.append({"host": h, "iops_svg": iops_svg, "p99_svg": p99_svg, "iostat": iostat})
+        detail.append({"host": h, "iops_svg": iops_svg, "p99_svg": p99_svg, "iostat": iostat,
+                       "diagnostics": diagnostic_items(h)})
     detail.sort(key=lambda d: fleetmod.natural_key(d["host"]["host"]))
     return {
         "fleet": fleet,
@@ -701,6 +784,8 @@ def html_context(fleet, records=None, detail_hosts=100, rows=None):
         "distribution": fleet_distribution_charts(fleet),
         "detail": detail,
         "detail_omitted": max(0, len(fleet["hosts"]) - len(detail)),
+        "diagnostics_grid": html_diagnostics_grid(fleet),
+        "diagnostic_titles": [diagmod.TITLES[n] for n in diagmod.NAMES],
     }
 
 
@@ -729,6 +814,8 @@ def write_reports(fleet, run_dir, formats=FORMATS, records=None, detail_hosts=10
     for fmt in formats:
         if fmt in renderers:
             path = os.path.join(run_dir, FILE_NAMES[fmt])
-            fleetmod.write_atomic(path, renderers[fmt]())
+            with fleetmod.gc_paused():
+                text = renderers[fmt]()
+            fleetmod.write_atomic(path, text)
             written[fmt] = path
     return written

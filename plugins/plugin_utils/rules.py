@@ -18,10 +18,24 @@ A rule is a mapping::
       min: 0                         #   with min and/or max
       max: 95
 
+    - diagnostic: cache_proof        # a host diagnostic (docs/diagnostics.md); no selectors,
+      expect: pass                   #   no built-in limits; expect: a status or conclusion
+                                     #   (or a list of them), and/or metric + min/max where
+                                     #   the JMESPath runs over the diagnostic entry, e.g.
+                                     #   metric: evidence.max_ratio, max: 3
+
 Validation (:func:`validate_rules`) rejects unknown keys (with a did-you-mean), wrong
 types, negative limits, ``max_*_ms`` <= 0, ``min > max``, a JMESPath that does not
 parse, ``min``/``max`` without ``metric`` and a rule without any limit. Messages name
 the variable path: ``fleetqual_thresholds[2].max_raed_p99_ms: unknown key ...``.
+
+Diagnostic rules judge the host once, not each workload: ``diagnostic`` names one of
+``diagnostics.NAMES``; ``expect`` lists accepted statuses (pass, warn, fail, unproven,
+info, n/a) or conclusions of that diagnostic (``diagnostics.CONCLUSIONS``); ``metric``
+is evaluated over the diagnostic entry (``{status, conclusion, sentence, evidence,
+workloads}``). Selectors and the built-in limits are refused on a diagnostic rule, and
+``expect`` without ``diagnostic`` is refused. Derived names: ``diagnostic:<name>=<expect>``
+(``|`` between several) and ``max(<metric>)@diagnostic:<name>``.
 
 Derived names: ``<limit>@<workload>/<mode>/t<threads>`` with ``*`` for an absent
 selector and trailing ``*`` dropped, e.g. ``min_iops@over_cache/rndrd/t64``,
@@ -39,6 +53,7 @@ import math
 import jmespath
 from jmespath import exceptions as jmespath_exceptions
 
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import diagnostics as _diag
 from ansible_collections.fleetqual.storage.plugins.plugin_utils._common import (
     MODES,
     OPS,
@@ -52,10 +67,10 @@ SELECTOR_KEYS = ("id", "workload", "mode", "threads")
 LATENCY_LIMITS = tuple("max_%s_%s_ms" % (op, pct) for op in OPS for pct in PCTS)
 MIN_LIMITS = ("min_iops", "min_mibps")
 LIMIT_KEYS = MIN_LIMITS + LATENCY_LIMITS       # canonical check order
-OTHER_KEYS = ("name", "description", "metric", "min", "max")
-KNOWN_KEYS = ("name", "description") + SELECTOR_KEYS + LIMIT_KEYS + ("metric", "min", "max")
+OTHER_KEYS = ("name", "description", "metric", "min", "max", "diagnostic", "expect")
+KNOWN_KEYS = ("name", "description") + SELECTOR_KEYS + LIMIT_KEYS + ("metric", "min", "max", "diagnostic", "expect")
 KNOWN_TEXT = ("name, description, id, workload, mode, threads, min_iops, min_mibps, "
-              "max_<read|write|fsync>_<p50|p90|p95|p99|p999>_ms, metric, min, max")
+              "max_<read|write|fsync>_<p50|p90|p95|p99|p999>_ms, metric, min, max, diagnostic, expect")
 
 DEFAULT_VAR = "fleetqual_thresholds"
 
@@ -141,6 +156,9 @@ def validate_rules(rules, var_name=DEFAULT_VAR):
                     except (jmespath_exceptions.JMESPathError, ValueError, TypeError) as exc:
                         errors.append("%s: JMESPath %r does not parse: %s"
                                       % (where, value, " ".join(str(exc).split())))
+        if "diagnostic" in rule or "expect" in rule:
+            errors.extend(_check_diagnostic_rule(rule, path))
+            continue
         has_metric = "metric" in rule
         has_bound = "min" in rule or "max" in rule
         if has_bound and not has_metric:
@@ -154,8 +172,60 @@ def validate_rules(rules, var_name=DEFAULT_VAR):
             errors.append("%s: min %r is greater than max %r; no value can pass" % (path, rule["min"], rule["max"]))
         if not has_metric and not has_bound and not any(k in rule for k in LIMIT_KEYS):
             errors.append("%s: rule sets no limit; give min_iops, min_mibps, max_<op>_<pct>_ms "
-                          "(op read|write|fsync, pct p50|p90|p95|p99|p999) or metric with min/max" % path)
+                          "(op read|write|fsync, pct p50|p90|p95|p99|p999), metric with min/max, "
+                          "or diagnostic with expect" % path)
     return errors
+
+
+def _check_diagnostic_rule(rule, path):
+    """Errors of a rule with ``diagnostic`` (or a stray ``expect``)."""
+    errs = []
+    name = rule.get("diagnostic")
+    if "diagnostic" not in rule:
+        return ["%s.expect: only valid with diagnostic (one of %s)" % (path, ", ".join(_diag.NAMES))]
+    if not isinstance(name, str) or name not in _diag.NAMES:
+        guess = difflib.get_close_matches(str(name), _diag.NAMES, n=1, cutoff=0.6)
+        errs.append("%s.diagnostic: unknown diagnostic %r%s; known: %s"
+                    % (path, name, " (did you mean %s?)" % guess[0] if guess else "", ", ".join(_diag.NAMES)))
+        name = None
+    for key in SELECTOR_KEYS + LIMIT_KEYS:
+        if key in rule:
+            errs.append("%s.%s: not allowed in a diagnostic rule (it judges the host once; use expect, "
+                        "or metric with min/max over the diagnostic entry)" % (path, key))
+    if "expect" in rule:
+        exp = rule["expect"]
+        values = exp if isinstance(exp, list) else [exp]
+        if isinstance(exp, list) and not exp:
+            errs.append("%s.expect: list must not be empty" % path)
+        allowed = _diag.STATUSES + (_diag.CONCLUSIONS.get(name, ()) if name else ())
+        for v in values:
+            if not isinstance(v, str):
+                errs.append("%s.expect: must be a status or conclusion (or a list of them), got %s %r"
+                            % (path, type_name(v), v))
+            elif name and v not in allowed:
+                errs.append("%s.expect: %r is not a status or conclusion of %s; known: %s"
+                            % (path, v, name, ", ".join(dict.fromkeys(allowed))))
+    has_metric = "metric" in rule
+    has_bound = "min" in rule or "max" in rule
+    if has_bound and not has_metric:
+        errs.append("%s: min/max in a diagnostic rule need metric (a JMESPath over the diagnostic entry, "
+                    "e.g. evidence.max_ratio)" % path)
+    if has_metric and not has_bound:
+        errs.append("%s.metric: needs min and/or max" % path)
+    if is_number(rule.get("min")) and is_number(rule.get("max")) and rule["min"] > rule["max"]:
+        errs.append("%s: min %r is greater than max %r; no value can pass" % (path, rule["min"], rule["max"]))
+    if "expect" not in rule and not has_metric:
+        errs.append("%s: diagnostic rule sets no test; give expect (e.g. pass) or metric with min/max" % path)
+    return errs
+
+
+def is_diagnostic_rule(rule):
+    return isinstance(rule, dict) and "diagnostic" in rule
+
+
+def expect_values(rule):
+    exp = rule.get("expect")
+    return list(exp) if isinstance(exp, list) else [exp]
 
 
 # --------------------------------------------------------------------------- naming / matching
@@ -184,6 +254,10 @@ def rule_name(rule, limit):
     """Name of one limit of a rule: the given ``name`` or a derived one."""
     if rule.get("name"):
         return rule["name"]
+    if is_diagnostic_rule(rule):
+        if limit == "expect":
+            return "diagnostic:%s=%s" % (rule["diagnostic"], "|".join(str(v) for v in expect_values(rule)))
+        return "%s(%s)@diagnostic:%s" % (limit, rule.get("metric"), rule["diagnostic"])
     if limit in ("min", "max"):
         label = "%s(%s)" % (limit, rule.get("metric"))
     else:
@@ -194,6 +268,8 @@ def rule_name(rule, limit):
 def rule_limits(rule):
     """Limits of a rule in canonical order: list of (limit_key, op, limit)."""
     out = []
+    if is_diagnostic_rule(rule) and "expect" in rule:
+        out.append(("expect", "in", expect_values(rule)))
     for key in LIMIT_KEYS:
         if key in rule:
             out.append((key, ">=" if key.startswith("min_") else "<=", rule[key]))
@@ -212,7 +288,10 @@ def _sel_match(want, have):
 
 
 def rule_matches(rule, workload):
-    """True when every selector of ``rule`` matches the workload record/spec."""
+    """True when every selector of ``rule`` matches the workload record/spec (a
+    diagnostic rule never matches a workload: the judge checks it once per host)."""
+    if is_diagnostic_rule(rule):
+        return False
     for key in SELECTOR_KEYS:
         if key in rule and not _sel_match(rule[key], workload.get(key)):
             return False
@@ -220,4 +299,5 @@ def rule_matches(rule, workload):
 
 
 __all__ = ["validate_rules", "rule_name", "rule_limits", "rule_matches", "selector_text",
-           "compile_metric", "LIMIT_KEYS", "LATENCY_LIMITS", "KNOWN_KEYS"]
+           "compile_metric", "is_diagnostic_rule", "expect_values", "LIMIT_KEYS", "LATENCY_LIMITS",
+           "KNOWN_KEYS"]

@@ -18,7 +18,7 @@ FIX = os.path.join(ROOT, "tests", "unit", "fixtures", "controller")
 BIN = os.path.dirname(sys.executable)
 FILTERS = ["plan", "plan_summary", "largest_working_set", "required_space", "expected_duration_s", "iobench_args",
            "validate_profile", "validate_rules", "validate_inputs", "workload_metrics", "workload_record", "judge",
-           "first_failing_rule", "human_size"]
+           "first_failing_rule", "human_size", "diagnostics"]
 
 
 def load(name):
@@ -81,9 +81,10 @@ def test_plan_filters_through_templar(render, profiles):
     v["p"] = plan
     assert render("{{ p | fleetqual.storage.largest_working_set }}", **v) == 2 * 1024 ** 3
     assert render("{{ p | fleetqual.storage.largest_working_set | fleetqual.storage.human_size }}", **v) == "2.0 GiB"
-    assert render("{{ p | fleetqual.storage.expected_duration_s }}", **v) == 585
+    # 9 classic workloads + the serial_probe pair, 65 s each
+    assert render("{{ p | fleetqual.storage.expected_duration_s }}", **v) == 715
     lines = render("{{ p | fleetqual.storage.plan_summary }}", **v)
-    assert len(lines) == 10 and lines[0].startswith("[1/9] cache-rndrd-t1: rndrd, 1 thread")
+    assert len(lines) == 12 and lines[0].startswith("[1/11] cache-rndrd-t1: rndrd, 1 thread")
     args = render("{{ p[8] | fleetqual.storage.iobench_args }}", **v)
     assert args["fsync_mode"] == "fdatasync" and "id" not in args
 
@@ -166,7 +167,8 @@ def test_role_expressions(render, profiles):
                   "fleetqual_profiles[fleetqual_profile].matrix) | fleetqual.storage.plan("
                   "cache_size=fleetqual_cache_size, mem_total_mb=ansible_facts['memtotal_mb'] | default(0), "
                   "seed=fleetqual_seed) }}", **v)
-    assert [w["id"] for w in plan] == ["cache-rndrd-t1", "over_cache-rndrd-t4", "over_cache-rndwr-t4", "log-seqwr-t1"]
+    assert [w["id"] for w in plan] == ["cache-rndrd-t1", "over_cache-rndrd-t4", "over_cache-rndwr-t4", "log-seqwr-t1",
+                                       "cache-rndwr-t1", "over_cache-rndwr-t1"]
     assert {w["seed"] for w in plan} == {42} and plan[0]["time"] == 4
     v["_fleetqual_plan"] = plan
     assert render("{{ _fleetqual_plan | map(attribute='dataset') | unique | list }}", **v) == [
@@ -184,5 +186,5 @@ def test_role_expressions(render, profiles):
     j = render("{{ _fleetqual_records | default([]) | fleetqual.storage.judge(fleetqual_thresholds, "
                "expected_ids=_fleetqual_plan | default([]) | map(attribute='id') | list, "
                "error=_fleetqual_error | default(none)) }}", _fleetqual_records=[rec], **v)
-    assert j["verdict"] == "ERROR"  # three planned workloads have no record
+    assert j["verdict"] == "ERROR"  # five planned workloads have no record
     assert j["reasons"][-1].startswith("over_cache-rndrd-t8: read p99 34.2 ms > limit 20 ms")

@@ -46,11 +46,12 @@ def test_profiles_file_has_the_four_profiles(profiles):
 def test_quick_is_short_small_and_direct(profiles):
     p = P.plan("quick", "256M", 2048, profiles=profiles)
     check_shape(p)
-    assert ids(p) == ["cache-rndrd-t1", "over_cache-rndrd-t4", "over_cache-rndwr-t4", "log-seqwr-t1"]
+    assert ids(p) == ["cache-rndrd-t1", "over_cache-rndrd-t4", "over_cache-rndwr-t4", "log-seqwr-t1",
+                      "cache-rndwr-t1", "over_cache-rndwr-t1"]
     assert P.expected_duration_s(p) <= 30
     assert P.largest_working_set(p) <= 100 * MIB
     assert all(w["direct"] for w in p if w["workload"] != "log")
-    log = p[-1]
+    log = p[3]
     assert (log["fsync_freq"], log["fsync_mode"], log["direct"]) == (1, "fdatasync", False)
 
 
@@ -60,7 +61,7 @@ def test_standard_matrix(profiles):
     assert ids(p) == [
         "cache-rndrd-t1", "cache-rndrd-t64", "cache-rndwr-t1", "cache-rndwr-t64",
         "over_cache-rndrd-t1", "over_cache-rndrd-t64", "over_cache-rndwr-t1", "over_cache-rndwr-t64",
-        "log-seqwr-t1"]
+        "log-seqwr-t1", "wser-1file-t64", "wser-128files-t64"]
     for w in p[:8]:
         assert w["direct"] is True and w["time"] == 60 and w["warmup"] == 5 and w["block_size"] == 16384
     cache = p[0]
@@ -68,17 +69,28 @@ def test_standard_matrix(profiles):
     over = p[4]
     # O_DIRECT: RAM (16000 MiB) does not matter, 4 x 256M
     assert (over["file_num"], over["total_size"]) == (128, 1 * GIB)
-    assert P.expected_duration_s(p) == 9 * 65
+    assert P.expected_duration_s(p) == 11 * 65
+    # the write serialization probe: 64 threads on 1 file vs 128 files, same total size, no fsync
+    one, many = p[9], p[10]
+    assert (one["file_num"], many["file_num"]) == (1, 128)
+    assert one["total_size"] == many["total_size"] == over["total_size"]
+    assert one["threads"] == many["threads"] == 64 and one["fsync_freq"] == many["fsync_freq"] == 0
+    assert one["direct"] and many["direct"] and one["mode"] == many["mode"] == "rndwr"
 
 
 def test_san_adds_sweep_and_mixes_without_repeating_standard(profiles):
     std = ids(P.plan("standard", "1G", 8000, profiles=profiles))
     p = P.plan("san", "1G", 8000, profiles=profiles)
     check_shape(p)
-    assert ids(p)[:9] == std
-    assert ids(p)[9:] == ["over_cache-rndrd-t2", "over_cache-rndrd-t4", "over_cache-rndrd-t8",
-                          "over_cache-rndrd-t16", "over_cache-rndrd-t32",
-                          "mix-rndrw-t64-r90", "mix-rndrw-t64-r80", "mix-rndrw-t64-r50"]
+    assert ids(p)[:11] == std
+    assert ids(p)[11:] == ["over_cache-rndrd-t2", "over_cache-rndrd-t4", "over_cache-rndrd-t8",
+                           "over_cache-rndrd-t16", "over_cache-rndrd-t32",
+                           "ra-seqrd-buffered", "ra-seqrd-direct",
+                           "mix-rndrw-t64-r90", "mix-rndrw-t64-r80", "mix-rndrw-t64-r50"]
+    # the read-ahead pair: one pass over the same file, buffered and O_DIRECT
+    buf, dio = p[16], p[17]
+    assert buf["dataset"] == dio["dataset"] and (buf["direct"], dio["direct"]) == (False, True)
+    assert buf["requests"] * buf["block_size"] == buf["total_size"] and buf["warmup"] == 0
     sweep = sorted(w["threads"] for w in p if w["workload"] == "over_cache" and w["mode"] == "rndrd")
     assert sweep == [1, 2, 4, 8, 16, 32, 64]
     assert [w["rw_ratio"] for w in p if w["workload"] == "mix"] == [9, 4, 1]
@@ -154,10 +166,11 @@ def test_datasets_are_shared_by_workloads_on_the_same_files(profiles):
     by_ds = {}
     for w in p:
         by_ds.setdefault(w["dataset"], set()).add((w["file_num"], w["total_size"]))
-    assert sorted(by_ds) == ["cache-1x128M", "log-1x1G", "over_cache-128x8M"]
+    assert sorted(by_ds) == ["cache-1x128M", "log-1x1G", "over_cache-128x8M", "over_cache-1x1G",
+                             "readahead-1x4G"]
     assert all(len(v) == 1 for v in by_ds.values())
-    assert P.required_space(p) == 128 * MIB + GIB + GIB
-    assert P.largest_working_set(p) == GIB
+    assert P.required_space(p) == 128 * MIB + GIB + GIB + GIB + 4 * GIB
+    assert P.largest_working_set(p) == 4 * GIB   # the read-ahead file
     assert P.dataset_name({"workload": "x", "file_num": 3, "total_size": 3 * 1000}) == "x-3x1000"
 
 
@@ -185,7 +198,7 @@ def test_custom_matrix_replaces_profile_matrix_and_keeps_defaults(profiles):
     assert ids(p) == ["cache-rndrd-t16"]
     assert p[0]["time"] == 20 and p[0]["direct"] is False  # the profile's defaults
     # an empty matrix means "not given"
-    assert len(P.plan("quick", profiles=profiles, matrix=[])) == 4
+    assert len(P.plan("quick", profiles=profiles, matrix=[])) == 6
 
 
 def test_shipped_profiles_are_self_contained(profiles):
@@ -370,14 +383,14 @@ def test_plan_summary_lines(profiles):
     p = P.plan("standard", "512M", 8000, profiles=profiles)
     lines = P.plan_summary(p)
     assert len(lines) == len(p) + 1
-    assert lines[5] == ("[6/9] over_cache-rndrd-t64: rndrd, 64 threads, 128 files x 16.0 MiB = 2.0 GiB "
+    assert lines[5] == ("[6/11] over_cache-rndrd-t64: rndrd, 64 threads, 128 files x 16.0 MiB = 2.0 GiB "
                         "(over_cache), 16.0 KiB blocks, O_DIRECT, 60 s + 5 s warmup")
-    assert lines[8] == ("[9/9] log-seqwr-t1: seqwr, 1 thread, 1 file of 1.0 GiB, 16.0 KiB blocks, buffered, "
+    assert lines[8] == ("[9/11] log-seqwr-t1: seqwr, 1 thread, 1 file of 1.0 GiB, 16.0 KiB blocks, buffered, "
                         "fdatasync every 1 write, 60 s + 5 s warmup")
-    assert lines[-1] == ("9 workloads, about 9 min 45 s of measurement and warmup (prepare not included), "
+    assert lines[-1] == ("11 workloads, about 11 min 55 s of measurement and warmup (prepare not included), "
                          "largest working set 2.0 GiB")
     san = P.plan_summary(P.plan("san", profiles=profiles))
-    assert "90/10 read/write" in san[14]
+    assert "90/10 read/write" in san[18]
 
 
 def test_largest_working_set_and_duration_of_empty_plan():

@@ -1,0 +1,892 @@
+# -*- coding: utf-8 -*-
+# Copyright: fleetqual.storage developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Diagnostics that explain a disk (issue #6), computed once from a host's workload records.
+
+``diagnose(workloads, options=None)`` returns ``{name: entry}`` for every name of
+:data:`NAMES`, each entry::
+
+    status:     pass | warn | fail | unproven | info | n/a
+    conclusion: one token of the diagnostic's vocabulary (CONCLUSIONS[name])
+    sentence:   one plain sentence with the numbers (the report prints it)
+    evidence:   {numbers the sentence is made of, the thresholds used}
+    workloads:  [ids of the workloads it used]
+
+``status`` is the same scale for every diagnostic: ``pass`` nothing to worry about,
+``warn`` a finding a database operator should know, ``fail`` the measurement is not what
+it claims (only ``cache_proof``), ``unproven`` the workloads ran but the evidence is
+missing (no device statistics), ``info`` figures without a judgement, ``n/a`` the plan
+has no workload for it. The judge turns a failed cache proof into a FAIL check of the
+workload (always), and threshold rules of kind ``diagnostic`` test any entry
+(``expect`` a status or conclusion, or ``metric`` over the entry); see docs/diagnostics.md.
+
+Used by the role (filter ``fleetqual.storage.diagnostics`` in store.yml, result stored
+as the host record's ``diagnostics``), by the judge and by the fleet report. Pure Python,
+never raises on odd input.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.fleetqual.storage.plugins.plugin_utils._common import (
+    as_number,
+    fmt_num,
+    is_number,
+)
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import workload_metrics
+
+NAMES = ("cache_proof", "write_amplification", "write_serialization", "write_cache",
+         "tipping_point", "bounded_max", "db_pattern", "readahead")
+
+TITLES = {
+    "cache_proof": "cache proof",
+    "write_amplification": "write amplification",
+    "write_serialization": "O_DIRECT write serialization",
+    "write_cache": "write cache",
+    "tipping_point": "tipping point",
+    "bounded_max": "latency-bounded maximum",
+    "db_pattern": "database pattern",
+    "readahead": "read-ahead",
+}
+
+STATUSES = ("pass", "warn", "fail", "unproven", "info", "n/a")
+
+CONCLUSIONS = {
+    "cache_proof": ("disk", "cache", "unproven", "n/a"),
+    "write_amplification": ("amplified", "normal", "deferred", "unproven", "n/a"),
+    "write_serialization": ("serialized", "parallel", "n/a"),
+    "write_cache": ("write-back", "write-through", "unclear", "n/a"),
+    "tipping_point": ("within_bound", "exceeds_bound", "n/a"),
+    "bounded_max": ("within_bound", "exceeds_bound", "n/a"),
+    "db_pattern": ("measured", "n/a"),
+    "readahead": ("significant", "small", "unproven", "n/a"),
+}
+
+DEFAULTS = {
+    # cache proof: device bytes (and requests) must reach this share of the benchmark's
+    "cache_proof_min_ratio": 0.8,
+    # write amplification: device bytes / benchmark bytes
+    "amplified_ratio": 2.0,
+    "deferred_ratio": 0.5,
+    # write serialization: one-file IOPS / many-files IOPS below this = serialized
+    "serial_ratio": 0.5,
+    # write cache (single-thread O_DIRECT random write p50 latency)
+    "wb_fast_ms": 0.2,          # answered at or under this: a cache acknowledged it
+    "wt_slow_ms": 1.0,          # at or over this: media latency
+    "wb_set_ratio": 0.5,        # cache-set latency / over-cache latency at or under this: cache
+    "wb_thread_gain": 2.0,      # IOPS(most threads) / IOPS(1 thread) at or under this: barely gains
+    # tipping point / bounded maximum
+    "latency_bound_ms": 50.0,
+    "sweep_min_steps": 3,
+    "saturation_gain": 0.10,    # doubling threads gaining less than 10 % IOPS: saturated
+    "util_full_pct": 99.0,
+    "little_tolerance": 0.5,    # |aqu-sz / (IOPS x await) - 1| above this: figures disagree
+    # read-ahead: buffered MiB/s / O_DIRECT MiB/s at or over this = significant
+    "readahead_ratio": 1.5,
+}
+
+OVER_CACHE_LABELS = ("over_cache",)
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _get(d, *path):
+    for key in path:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(key)
+    return d
+
+
+def _num(v):
+    t = type(v)
+    if t is float:
+        return v if v - v == 0.0 else None     # NaN and inf fail this
+    if t is int:
+        return v
+    return as_number(v)
+
+
+def _ratio(a, b):
+    if a is None or b is None or b <= 0:
+        return None
+    return a / b
+
+
+def _r(v, digits=3):
+    return None if v is None else round(v, digits)
+
+
+def _x(v):
+    """Ratio text: 0.42x, 2.2x, 13x."""
+    if v is None:
+        return "n/a"
+    if v >= 10:
+        return "%.0fx" % v
+    if v >= 1:
+        return "%.1fx" % v
+    return "%.2gx" % v
+
+
+def _ms(v):
+    if v is None:
+        return "n/a"
+    if v == int(v) and v >= 1:
+        return "%d ms" % v
+    if v >= 100:
+        return "%.0f ms" % v
+    if v >= 10:
+        return "%.1f ms" % v
+    if v >= 1:
+        return "%.2f ms" % v
+    return "%.3g ms" % v
+
+
+def _k(v):
+    """IOPS / rate text: 812, 12.3k, 1.23M."""
+    if v is None:
+        return "n/a"
+    a = abs(v)
+    if a >= 1e6:
+        return "%.2fM" % (v / 1e6)
+    if a >= 1e4:
+        return "%.1fk" % (v / 1e3)
+    if a >= 100:
+        return "%.0f" % v
+    return fmt_num(round(v, 1) if a >= 1 else v)
+
+
+def _entry(status, conclusion, sentence, evidence=None, workloads=None):
+    return {"status": status, "conclusion": conclusion, "sentence": sentence,
+            "evidence": evidence or {}, "workloads": list(workloads or [])}
+
+
+def _cap(text):
+    return text[:1].upper() + text[1:]
+
+
+def _na(name, why):
+    return _entry("n/a", "n/a", "%s: not measured (%s)." % (_cap(TITLES[name]), why))
+
+
+class _W(object):
+    """A workload record with its metrics and the figures diagnostics need."""
+
+    __slots__ = ("rec", "id", "m", "bench", "mode", "threads", "direct", "block", "file_num", "total", "label",
+                 "ok", "fkey")
+
+    def __init__(self, rec, index):
+        self.rec = rec
+        self.id = str(rec.get("id") or "workload[%d]" % index)
+        m = rec.get("metrics")
+        self.m = m if isinstance(m, dict) else workload_metrics(rec)
+        result = rec.get("result")
+        bench = result.get("bench") if isinstance(result, dict) else None
+        self.bench = bench if isinstance(bench, dict) else {}
+        cfg = self.bench.get("config")
+        cfg = cfg if isinstance(cfg, dict) else {}
+        self.mode = rec.get("mode") or cfg.get("mode")
+        self.threads = _num(rec.get("threads")) or _num(cfg.get("threads"))
+        self.direct = rec.get("direct")
+        if self.direct is None:
+            self.direct = cfg.get("direct")
+        self.block = _num(rec.get("block_size")) or _num(cfg.get("block_size"))
+        self.file_num = _num(rec.get("file_num")) or _num(cfg.get("file_num"))
+        self.total = _num(rec.get("total_size")) or _num(cfg.get("total_size"))
+        self.label = rec.get("workload")
+        self.ok = (not self.m.get("errors")) and not self.m.get("interrupted") and bool(self.bench) \
+            and not (isinstance(result, dict) and result.get("failed"))
+        self.fkey = None
+
+    def get(self, key):
+        return _num(self.m.get(key))
+
+    def kb_s(self, op):
+        """Benchmark KiB/s of an op, from the JSON (bytes / elapsed or mib_per_sec)."""
+        mib = _num(_get(self.bench, "ops", op, "mib_per_sec"))
+        if mib is not None:
+            return mib * 1024.0
+        nbytes, el = _num(_get(self.bench, "ops", op, "bytes")), self.get("elapsed_s")
+        if nbytes is not None and el:
+            return nbytes / el / 1024.0
+        return None
+
+    def has_device(self):
+        return any(self.get(k) is not None for k in ("dev_r_s", "dev_w_s", "dev_rkb_s", "dev_wkb_s"))
+
+    def over_cache(self):
+        return self.rec.get("working_set") == "over_cache" or self.label in OVER_CACHE_LABELS
+
+    def cache_set(self):
+        return self.rec.get("working_set") == "cache" or self.label == "cache"
+
+    def device(self):
+        dev = _get(self.rec, "result", "iostat", "avg", "device")
+        if isinstance(dev, str) and dev:
+            return dev
+        devs = _get(self.rec, "result", "collector", "devices")
+        if isinstance(devs, list) and devs:
+            return "+".join(str(d) for d in devs)
+        return None
+
+    def no_device_reason(self):
+        source = _get(self.rec, "result", "collector", "source") or "none"
+        reason = _get(self.rec, "result", "collector", "reason")
+        fs = _get(self.bench, "environment", "filesystem")
+        text = "collector %s" % source
+        if fs:
+            text += ", filesystem %s" % fs
+        if reason:
+            text += ": %s" % reason
+        return text
+
+    def p(self, op, pct):
+        return self.get("%s_%s_ms" % (op, pct))
+
+
+def _records(workloads):
+    out = []
+    for i, rec in enumerate(workloads or []):
+        if isinstance(rec, dict):
+            out.append(_W(rec, i))
+    return out
+
+
+def _opts(options):
+    o = dict(DEFAULTS)
+    for k, v in (options or {}).items():
+        if k in DEFAULTS and is_number(v):
+            o[k] = float(v)
+    return o
+
+
+# --------------------------------------------------------------------------- 1. cache proof
+
+def cache_proof_of(w, opts=None):
+    """Per-workload cache proof of an over-cache read workload (None when not one)."""
+    o = opts or DEFAULTS
+    if not w.over_cache() or not (w.get("read_count") or 0) > 0:
+        return None
+    tol = o["cache_proof_min_ratio"]
+    bench_rps, bench_kbs = w.get("read_iops"), w.kb_s("read")
+    ev = {"bench_read_iops": _r(bench_rps, 1), "bench_read_kb_s": _r(bench_kbs, 1),
+          "dev_r_s": None, "dev_rkb_s": None, "dev_rareq_sz_kb": None,
+          "block_kb": _r(w.block / 1024.0, 1) if w.block else None,
+          "ops_ratio": None, "bytes_ratio": None, "min_ratio": tol, "direct": w.direct,
+          "device": w.device()}
+    if not w.has_device() or w.get("dev_r_s") is None and w.get("dev_rkb_s") is None:
+        ev["reason"] = w.no_device_reason()
+        return dict(status="unproven", conclusion="unproven", evidence=ev,
+                    text="%s: unproven, no device statistics (%s)" % (w.id, ev["reason"]))
+    dev_rs, dev_kbs = w.get("dev_r_s"), w.get("dev_rkb_s")
+    ev.update(dev_r_s=_r(dev_rs, 1), dev_rkb_s=_r(dev_kbs, 1), dev_rareq_sz_kb=_r(w.get("dev_rareq_sz_kb"), 2))
+    ops_ratio, bytes_ratio = _ratio(dev_rs, bench_rps), _ratio(dev_kbs, bench_kbs)
+    ev.update(ops_ratio=_r(ops_ratio), bytes_ratio=_r(bytes_ratio))
+    # bytes decide (merging lowers r/s, not bytes); r/s alone only when bytes are unknown
+    decisive = bytes_ratio if bytes_ratio is not None else ops_ratio
+    if decisive is None:
+        ev["reason"] = "the benchmark reported no read rate"
+        return dict(status="unproven", conclusion="unproven", evidence=ev,
+                    text="%s: unproven, no benchmark read rate" % w.id)
+    if decisive < tol:
+        text = ("%s: served from a cache, not the disk: device %s read %s kB/s (%s r/s) for the "
+                "benchmark's %s kB/s (%s reads/s), %s < %s; its numbers are not disk numbers"
+                % (w.id, ev["device"] or "?", _k(dev_kbs), _k(dev_rs), _k(bench_kbs), _k(bench_rps),
+                   _x(decisive), _x(tol)))
+        return dict(status="fail", conclusion="cache", evidence=ev, text=text)
+    text = "%s: device read %s of the benchmark's bytes (%s of its reads" % (w.id, _x(bytes_ratio), _x(ops_ratio))
+    if ops_ratio is not None and ops_ratio < tol:
+        text += "; requests merged to %s kB" % fmt_num(ev["dev_rareq_sz_kb"])
+    text += ")"
+    return dict(status="pass", conclusion="disk", evidence=ev, text=text)
+
+
+def _cache_proof(ws, o):
+    name = "cache_proof"
+    per = {}
+    for w in ws:
+        if not w.ok and not w.bench:
+            continue
+        p = cache_proof_of(w, o)
+        if p is not None:
+            per[w.id] = p
+    if not per:
+        return _na(name, "no over-cache read workload in the plan")
+    failed = [wid for wid, p in per.items() if p["status"] == "fail"]
+    unproven = [wid for wid, p in per.items() if p["status"] == "unproven"]
+    ev = {"min_ratio": o["cache_proof_min_ratio"],
+          "workloads": {wid: p["evidence"] for wid, p in per.items()},
+          "failed": failed, "unproven": unproven}
+    ratios = [p["evidence"]["bytes_ratio"] for p in per.values() if p["evidence"].get("bytes_ratio") is not None]
+    ev["min_bytes_ratio"] = min(ratios) if ratios else None
+    if failed:
+        sentence = "Cache proof failed: %s." % per[failed[0]]["text"]
+        if len(failed) > 1:
+            sentence = sentence[:-1] + " (also %s)." % ", ".join(failed[1:])
+        return _entry("fail", "cache", sentence, ev, list(per))
+    if unproven and len(unproven) == len(per):
+        return _entry("unproven", "unproven",
+                      "Cache proof unproven: no device statistics for the over-cache reads (%s), so "
+                      "nothing shows they reached the disk." % per[unproven[0]]["evidence"].get("reason"),
+                      ev, list(per))
+    checked = [p for p in per.values() if p["evidence"].get("bytes_ratio") is not None]
+    worst = min(checked, key=lambda p: p["evidence"]["bytes_ratio"]) if checked else None
+    worst_id = next((wid for wid, p in per.items() if p is worst), None)
+    if worst is not None:
+        sentence = ("Cache proof: the disk served the over-cache reads (device read >= %s of their bytes, "
+                    "lowest in %s; %d workload%s checked, threshold %s)."
+                    % (_x(worst["evidence"]["bytes_ratio"]), worst_id, len(checked),
+                       "" if len(checked) == 1 else "s", _x(o["cache_proof_min_ratio"])))
+    else:
+        sentence = "Cache proof: the disk served the over-cache reads (r/s only)."
+    if unproven:
+        sentence = sentence[:-1] + "; unproven for %s (no device statistics)." % ", ".join(unproven)
+        return _entry("unproven", "unproven", sentence, ev, list(per))
+    return _entry("pass", "disk", sentence, ev, list(per))
+
+
+# --------------------------------------------------------------------------- 2. write amplification
+
+def _wamp_of(w, o):
+    if not (w.get("write_count") or 0) > 0:
+        return None
+    bench_kbs, bench_ws = w.kb_s("write"), w.get("write_iops")
+    ev = {"bench_write_kb_s": _r(bench_kbs, 1), "bench_write_iops": _r(bench_ws, 1),
+          "fsync_per_sec": _r(w.get("fsync_per_sec"), 1), "block_kb": _r(w.block / 1024.0, 1) if w.block else None,
+          "direct": w.direct, "dev_wkb_s": None, "dev_w_s": None, "dev_wareq_sz_kb": None,
+          "bytes_ratio": None, "ops_ratio": None}
+    if not w.has_device() or w.get("dev_wkb_s") is None:
+        ev["reason"] = w.no_device_reason()
+        ev["class"] = "unproven"
+        return ev
+    dev_kbs, dev_ws = w.get("dev_wkb_s"), w.get("dev_w_s")
+    ev.update(dev_wkb_s=_r(dev_kbs, 1), dev_w_s=_r(dev_ws, 1), dev_wareq_sz_kb=_r(w.get("dev_wareq_sz_kb"), 2),
+              bytes_ratio=_r(_ratio(dev_kbs, bench_kbs)), ops_ratio=_r(_ratio(dev_ws, bench_ws)))
+    br = ev["bytes_ratio"]
+    if br is None:
+        ev["class"] = "unproven"
+    elif br >= o["amplified_ratio"]:
+        ev["class"] = "amplified"
+    elif br < o["deferred_ratio"]:
+        ev["class"] = "deferred"
+    else:
+        ev["class"] = "normal"
+    return ev
+
+
+def _wamp_text(wid, ev):
+    text = "in %s the device wrote %s the bytes (%s the writes" % (wid, _x(ev["bytes_ratio"]), _x(ev["ops_ratio"]))
+    if ev.get("block_kb") is not None and ev.get("dev_wareq_sz_kb") is not None:
+        text += "; %s kB requests became %s kB" % (fmt_num(ev["block_kb"]), fmt_num(ev["dev_wareq_sz_kb"]))
+    return text + ")"
+
+
+def _write_amplification(ws, o):
+    name = "write_amplification"
+    per = {}
+    for w in ws:
+        if w.bench:
+            ev = _wamp_of(w, o)
+            if ev is not None:
+                per[w.id] = ev
+    if not per:
+        return _na(name, "no workload writes")
+    measured = {wid: ev for wid, ev in per.items() if ev["bytes_ratio"] is not None}
+    ev = {"amplified_ratio": o["amplified_ratio"], "deferred_ratio": o["deferred_ratio"], "workloads": per}
+    if not measured:
+        reason = next(iter(per.values())).get("reason")
+        return _entry("unproven", "unproven", "Write amplification unknown: no device statistics (%s)." % reason,
+                      ev, list(per))
+    hi = max(measured, key=lambda k: measured[k]["bytes_ratio"])
+    lo = min(measured, key=lambda k: measured[k]["bytes_ratio"])
+    ev.update(max_ratio=measured[hi]["bytes_ratio"], max_workload=hi,
+              min_ratio=measured[lo]["bytes_ratio"], min_workload=lo)
+    cls = measured[hi]["class"]
+    sentence = "Write amplification: %s" % _wamp_text(hi, measured[hi])
+    if lo != hi:
+        sentence += "; lowest %s in %s" % (_x(measured[lo]["bytes_ratio"]), lo)
+    if cls == "amplified":
+        sentence += "; journal and metadata writes multiply small synced writes"
+    elif cls == "deferred":
+        sentence += "; the page cache held the writes back"
+    sentence += " (device figures include any other I/O on the disk)."
+    status = "warn" if cls == "amplified" else "info"
+    return _entry(status, cls, sentence, ev, list(per))
+
+
+# --------------------------------------------------------------------------- 3. write serialization
+
+def _close(a, b, tol=0.01):
+    return a is not None and b is not None and abs(a - b) <= tol * max(a, b)
+
+
+def _serial_pairs(ws):
+    cands = [w for w in ws if w.mode == "rndwr" and w.direct and w.ok and w.get("write_iops")]
+    pairs = []
+    for one in cands:
+        if one.file_num != 1:
+            continue
+        for many in cands:
+            if (many is not one and (many.file_num or 0) > 1 and many.threads == one.threads
+                    and (many.threads or 0) > 1 and many.block == one.block and _close(many.total, one.total)):
+                pairs.append((one, many))
+    # prefer a pair of one label (the serial_probe pair), with equal fsync settings, then the most threads
+    pairs.sort(key=lambda p: (p[0].label == p[1].label, p[0].label == "serial_probe",
+                              p[0].rec.get("fsync_freq") == p[1].rec.get("fsync_freq"), p[0].threads or 0),
+               reverse=True)
+    return pairs
+
+
+def _write_serialization(ws, o):
+    name = "write_serialization"
+    pairs = _serial_pairs(ws)
+    if not pairs:
+        return _na(name, "needs random O_DIRECT writes with several threads to 1 file and to many files "
+                         "of the same total size (serial_probe pair)")
+    one, many = pairs[0]
+    a, b = one.get("write_iops"), many.get("write_iops")
+    ratio = _ratio(a, b)
+    ev = {"one_file_iops": _r(a, 1), "many_files_iops": _r(b, 1), "files": int(many.file_num),
+          "threads": int(one.threads), "ratio": _r(ratio), "serial_ratio": o["serial_ratio"],
+          "one_file_p99_ms": _r(one.p("write", "p99"), 4), "many_files_p99_ms": _r(many.p("write", "p99"), 4)}
+    head = ("O_DIRECT random writes with %d threads: %s IOPS to 1 file vs %s over %d files (%s"
+            % (ev["threads"], _k(a), _k(b), ev["files"], _x(ratio)))
+    if ratio is not None and ratio < o["serial_ratio"]:
+        return _entry("warn", "serialized",
+                      head + " < %s): the filesystem lets one direct write per file at a time; a database "
+                      "with one big tablespace file will hit that ceiling." % _x(o["serial_ratio"]),
+                      ev, [one.id, many.id])
+    return _entry("pass", "parallel", head + " >= %s): direct writes to one file run in parallel."
+                  % _x(o["serial_ratio"]), ev, [one.id, many.id])
+
+
+# --------------------------------------------------------------------------- 4. write cache
+
+def _pick(ws, pred, threads=None, most=False):
+    c = [w for w in ws if w.ok and w.mode == "rndwr" and w.direct and pred(w) and w.get("write_count")]
+    if threads is not None:
+        c = [w for w in c if w.threads == threads]
+    if not c:
+        return None
+    if most:
+        return max(c, key=lambda w: w.threads or 0)
+    return c[0]
+
+
+def _write_cache(ws, o):
+    name = "write_cache"
+    c1 = _pick(ws, _W.cache_set, threads=1)
+    v1 = _pick(ws, _W.over_cache, threads=1)
+    if c1 is None and v1 is None:
+        return _na(name, "needs single-thread O_DIRECT random writes (rndwr, 1 thread) in the cache-sized "
+                         "or over-cache set")
+    base = c1 or v1
+    # thread scaling on the same set as the single-thread run, else the other one
+    cn = None
+    for pred, one in ((_W.cache_set, c1), (_W.over_cache, v1)):
+        if one is None:
+            continue
+        n = _pick(ws, lambda w, one=one: pred(w) and w.label == one.label and _dataset(w) == _dataset(one),
+                  most=True)
+        if n is not None and (n.threads or 0) > 1:
+            cn = (one, n)
+            break
+    lat_c = c1.p("write", "p50") if c1 else None
+    lat_v = v1.p("write", "p50") if v1 else None
+    lat = lat_c if lat_c is not None else lat_v
+    set_ratio = _ratio(lat_c, lat_v)
+    gain = _ratio(cn[1].get("write_iops"), cn[0].get("write_iops")) if cn else None
+    ev = {"cache_t1_p50_ms": _r(lat_c, 4), "over_cache_t1_p50_ms": _r(lat_v, 4), "set_ratio": _r(set_ratio),
+          "t1_iops": _r(cn[0].get("write_iops"), 1) if cn else None,
+          "tn_iops": _r(cn[1].get("write_iops"), 1) if cn else None,
+          "tn_threads": int(cn[1].threads) if cn else None, "thread_gain": _r(gain),
+          "fsync_p50_ms": _r(base.p("fsync", "p50"), 4),
+          "thresholds": {"wb_fast_ms": o["wb_fast_ms"], "wt_slow_ms": o["wt_slow_ms"],
+                         "wb_set_ratio": o["wb_set_ratio"], "wb_thread_gain": o["wb_thread_gain"]}}
+    used = [w.id for w in (c1, v1) if w is not None]
+    if cn and cn[1].id not in used:
+        used.append(cn[1].id)
+    if lat is None:
+        return _entry("info", "unclear", "Write cache: unclear, no write latency was measured.", ev, used)
+    fast = lat <= o["wb_fast_ms"]
+    much_faster = set_ratio is not None and set_ratio <= o["wb_set_ratio"]
+    flat = gain is not None and gain <= o["wb_thread_gain"]
+    slow = lat >= o["wt_slow_ms"]
+    facts = ["1-thread write p50 %s" % _ms(lat) + (" in the cache-sized set" if lat_c is not None else "")]
+    if set_ratio is not None:
+        facts.append("%s over-cache (%s)" % (_ms(lat_v), _x(set_ratio)))
+    if gain is not None:
+        facts.append("%s IOPS from 1 to %d threads" % (_x(gain), ev["tn_threads"]))
+    if fast or much_faster:
+        why = []
+        if fast:
+            why.append("p50 <= %s" % _ms(o["wb_fast_ms"]))
+        if much_faster:
+            why.append("cache set <= %s of over-cache" % _x(o["wb_set_ratio"]))
+        if flat:
+            why.append("threads gain <= %s" % _x(o["wb_thread_gain"]))
+        return _entry("pass", "write-back",
+                      "Write cache: write-back, small writes are acknowledged before the media (%s; %s)."
+                      % (", ".join(facts), ", ".join(why)), ev, used)
+    if slow:
+        return _entry("warn", "write-through",
+                      "Write cache: write-through, writes wait for the media (%s; p50 >= %s); databases "
+                      "that flush the log at every commit suffer badly without a write-back cache."
+                      % (", ".join(facts), _ms(o["wt_slow_ms"])), ev, used)
+    if flat:
+        return _entry("pass", "write-back",
+                      "Write cache: probably write-back, more threads barely help (%s; gain <= %s)."
+                      % (", ".join(facts), _x(o["wb_thread_gain"])), ev, used)
+    return _entry("info", "unclear",
+                  "Write cache: unclear (%s; write-back below %s or cache set <= %s, write-through from %s)."
+                  % (", ".join(facts), _ms(o["wb_fast_ms"]), _x(o["wb_set_ratio"]), _ms(o["wt_slow_ms"])),
+                  ev, used)
+
+
+# --------------------------------------------------------------------------- 5. tipping point
+
+def _family_key(w):
+    if w.fkey is None:
+        r = w.rec
+        w.fkey = (w.mode, bool(w.direct), w.block, w.total, w.file_num, r.get("engine") or "sync",
+                  r.get("iodepth") or 1, r.get("rw_ratio"), r.get("fsync_freq"), w.label)
+    return w.fkey
+
+
+def _latency_op(w):
+    if w.mode in ("rndrd", "seqrd"):
+        return "read"
+    if w.mode in ("rndwr", "seqwr", "seqrewr"):
+        return "write"
+    return "mixed"
+
+
+def _p99(w):
+    op = _latency_op(w)
+    if op == "mixed":
+        vals = [v for v in (w.p("read", "p99"), w.p("write", "p99")) if v is not None]
+        return max(vals) if vals else None
+    return w.p(op, "p99")
+
+
+def sweep_steps(ws, o=None):
+    """The thread sweep of the host: (family label, steps sorted by threads) or (None, [])."""
+    o = o or DEFAULTS
+    fams = {}
+    for w in ws:
+        if w.ok and w.threads and w.get("iops") is not None:
+            # one workload per thread count (the first)
+            fams.setdefault(_family_key(w), {}).setdefault(int(w.threads), w)
+    best = None
+    for key, by_t in fams.items():
+        if len(by_t) < o["sweep_min_steps"]:
+            continue
+        rank = (len(by_t), key[0] == "rndrd", bool(by_t[max(by_t)].over_cache()))
+        if best is None or rank > best[0]:
+            best = (rank, key, by_t)
+    if best is None:
+        return None, []
+    _, key, by_t = best
+    steps = []
+    for t in sorted(by_t):
+        w = by_t[t]
+        rs, wsec = w.get("dev_r_s"), w.get("dev_w_s")
+        dev_ops = None if rs is None and wsec is None else (rs or 0.0) + (wsec or 0.0)
+        r_aw, w_aw = w.get("dev_r_await_ms"), w.get("dev_w_await_ms")
+        if dev_ops:
+            aw = ((rs or 0.0) * (r_aw or 0.0) + (wsec or 0.0) * (w_aw or 0.0)) / dev_ops
+        else:
+            aw = max([v for v in (r_aw, w_aw) if v is not None] or [None]) if (r_aw or w_aw) else None
+        aqu = w.get("dev_aqu_sz")
+        little = _ratio(aqu, dev_ops * aw / 1000.0) if dev_ops and aw is not None else None
+        steps.append({"threads": t, "id": w.id, "iops": _r(w.get("iops"), 1), "p99_ms": _r(_p99(w), 4),
+                      "aqu_sz": _r(aqu, 2), "await_ms": _r(aw, 3), "util_pct": _r(w.get("dev_util_pct"), 1),
+                      "dev_iops": _r(dev_ops, 1), "little_ratio": _r(little)})
+    label = "%s %s%s" % (key[9] or "", key[0], "" if key[1] else " buffered")
+    return label.strip(), steps
+
+
+def _median(vals):
+    vals = sorted(vals)
+    n = len(vals)
+    if not n:
+        return None
+    return vals[n // 2] if n % 2 else (vals[n // 2 - 1] + vals[n // 2]) / 2.0
+
+
+def _bound_best(steps, bound):
+    within = [s for s in steps if s.get("p99_ms") is not None and s["p99_ms"] <= bound]
+    if not within:
+        return None, None
+    hi_t = max(within, key=lambda s: s["threads"])
+    hi_iops = max(within, key=lambda s: s["iops"] or 0)
+    return hi_t, hi_iops
+
+
+def _tipping_point(ws, o):
+    name = "tipping_point"
+    label, steps = sweep_steps(ws, o)
+    if not steps:
+        return _na(name, "needs a thread sweep: one workload at %d or more thread counts" % o["sweep_min_steps"])
+    bound = o["latency_bound_ms"]
+    hi_t, hi_iops = _bound_best(steps, bound)
+    # where doubling threads stops paying
+    sat = None
+    for a, b in zip(steps, steps[1:]):
+        if a["iops"] and b["iops"] is not None and (b["iops"] - a["iops"]) / a["iops"] < o["saturation_gain"]:
+            sat = a
+            break
+    full = next((s for s in steps if s.get("util_pct") is not None and s["util_pct"] >= o["util_full_pct"]), None)
+    gain_after_full = None
+    if full is not None:
+        later = [s["iops"] for s in steps if s["threads"] > full["threads"] and s["iops"] is not None]
+        if later and full["iops"]:
+            gain_after_full = max(later) / full["iops"]
+    littles = [s["little_ratio"] for s in steps if s.get("little_ratio") is not None]
+    little = _median(littles)
+    ev = {"family": label, "bound_ms": bound, "steps": steps,
+          "max_threads_within_bound": hi_t["threads"] if hi_t else None,
+          "max_iops_within_bound": hi_iops["iops"] if hi_iops else None,
+          "threads_at_max_iops": hi_iops["threads"] if hi_iops else None,
+          "p99_ms_at_max_iops": hi_iops["p99_ms"] if hi_iops else None,
+          "saturation_threads": sat["threads"] if sat else None,
+          "util_full_threads": full["threads"] if full else None,
+          "iops_gain_after_util_full": _r(gain_after_full),
+          "little_ratio": _r(little), "little_ok": None if little is None else abs(little - 1) <= o["little_tolerance"]}
+    span = "%d-%d threads" % (steps[0]["threads"], steps[-1]["threads"])
+    if hi_t:
+        s = ("Tipping point (%s, %s): p99 stays under %s up to %d threads; best %s IOPS at %d threads (p99 %s)"
+             % (label, span, _ms(bound), hi_t["threads"], _k(hi_iops["iops"]), hi_iops["threads"],
+                _ms(hi_iops["p99_ms"])))
+        status, concl = "pass", "within_bound"
+    else:
+        s = ("Tipping point (%s, %s): p99 is over %s already at %d thread%s (%s)"
+             % (label, span, _ms(bound), steps[0]["threads"], "" if steps[0]["threads"] == 1 else "s",
+                _ms(steps[0]["p99_ms"])))
+        status, concl = "warn", "exceeds_bound"
+    if sat:
+        s += "; IOPS stop growing after %d threads" % sat["threads"]
+    else:
+        s += "; IOPS still growing at %d threads" % steps[-1]["threads"]
+    if full is not None and gain_after_full is not None and gain_after_full > 1 + o["saturation_gain"]:
+        s += ("; %%util reached 100 at %d threads yet IOPS rose %s more (a parallel device is not saturated "
+              "at 100 %%util)" % (full["threads"], _x(gain_after_full)))
+    if little is not None:
+        s += "; Little's law aqu-sz/(IOPS x await) = %.2f%s" % (
+            little, "" if ev["little_ok"] else " (device figures disagree: other I/O or too few samples)")
+    return _entry(status, concl, s + ".", ev, [st["id"] for st in steps])
+
+
+# --------------------------------------------------------------------------- 6. bounded maximum
+
+def _search_of(ws):
+    for w in ws:
+        s = w.bench.get("search") if w.bench else None
+        if isinstance(s, dict) and isinstance(s.get("steps"), list):
+            return w, s
+    return None, None
+
+
+def _bounded_max(ws, o, tipping):
+    name = "bounded_max"
+    w, search = _search_of(ws)
+    if search is not None:
+        bound = _num(search.get("bound_ms")) or o["latency_bound_ms"]
+        knob = search.get("knob") or ("iodepth" if any("iodepth" in (s or {}) and "threads" not in (s or {})
+                                                       for s in search["steps"]) else "threads")
+        def step(s):
+            p99 = _num(s.get("p99_us"))
+            if p99 is None:
+                p99 = _num(s.get("pct_us"))       # the searched percentile, when not p99
+            return {"threads": s.get("threads"), "iodepth": s.get("iodepth"), "iops": _num(s.get("iops")),
+                    "p99_ms": None if p99 is None else p99 / 1000.0}
+        raw = [s for s in search["steps"] if isinstance(s, dict)]
+        steps = [step(s) for s in raw]
+        best = search.get("best")
+        if isinstance(best, dict):
+            best = step(best)
+        elif is_number(best) and 0 <= best < len(raw):      # an index into steps
+            best = steps[int(best)]
+        else:                                               # absent / null: the best complete step within the bound
+            _, best = _bound_best([st for st, s in zip(steps, raw) if s.get("complete", True) is not False], bound)
+        ev = {"source": "search", "workload": w.id, "bound_ms": bound, "knob": knob, "steps": steps,
+              "best": best, "stopped": search.get("stopped"),
+              "iops": best.get("iops") if best else None, "p99_ms": best.get("p99_ms") if best else None}
+        if best and best.get("iops") is not None:
+            at = best.get(knob)
+            return _entry("pass", "within_bound",
+                          "Latency-bounded maximum (iobench search, %s): %s IOPS at %s %s with p99 %s <= %s."
+                          % (w.id, _k(best["iops"]), fmt_num(at), knob, _ms(best.get("p99_ms")), _ms(bound)),
+                          ev, [w.id])
+        return _entry("warn", "exceeds_bound",
+                      "Latency-bounded maximum (iobench search, %s): no step kept p99 under %s."
+                      % (w.id, _ms(bound)), ev, [w.id])
+    if tipping["status"] == "n/a":
+        return _na(name, "no iobench search result and no thread sweep")
+    t = tipping["evidence"]
+    ev = {"source": "sweep", "bound_ms": t["bound_ms"], "knob": "threads", "iops": t["max_iops_within_bound"],
+          "threads": t["threads_at_max_iops"], "p99_ms": t["p99_ms_at_max_iops"], "family": t["family"]}
+    if t["max_iops_within_bound"] is None:
+        return _entry("warn", "exceeds_bound",
+                      "Latency-bounded maximum (from the %s thread sweep): no thread count kept p99 under %s."
+                      % (t["family"], _ms(t["bound_ms"])), ev, tipping["workloads"])
+    return _entry("pass", "within_bound",
+                  "Latency-bounded maximum (from the %s thread sweep): %s IOPS at %d threads with p99 %s <= %s."
+                  % (t["family"], _k(ev["iops"]), ev["threads"], _ms(ev["p99_ms"]), _ms(t["bound_ms"])),
+                  ev, tipping["workloads"])
+
+
+# --------------------------------------------------------------------------- 7. database pattern
+
+def _lat_ms(d, pct):
+    v = _num(_get(d, "latency_us", pct))
+    return None if v is None else v / 1000.0
+
+
+def _db_pattern(ws, o):
+    name = "db_pattern"
+    for w in ws:
+        db = w.bench.get("db") if w.bench else None
+        if not isinstance(db, dict):
+            continue
+        commits = db.get("commits") if isinstance(db.get("commits"), dict) else {}
+        reads = db.get("page_reads") if isinstance(db.get("page_reads"), dict) else {}
+        writes = db.get("page_writes") if isinstance(db.get("page_writes"), dict) else {}
+        txns = db.get("transactions") if isinstance(db.get("transactions"), dict) else {}
+        ev = {"workload": w.id,
+              "commits_per_sec": _num(commits.get("per_sec")),
+              "transactions_per_sec": _num(txns.get("per_sec")),
+              "commit_p50_ms": _lat_ms(commits, "p50"), "commit_p99_ms": _lat_ms(commits, "p99"),
+              "commit_p999_ms": _lat_ms(commits, "p99.9"),
+              "page_read_per_sec": _num(reads.get("per_sec")),
+              "page_read_p50_ms": _lat_ms(reads, "p50"), "page_read_p99_ms": _lat_ms(reads, "p99"),
+              "page_read_p999_ms": _lat_ms(reads, "p99.9"),
+              "page_write_per_sec": _num(writes.get("per_sec")), "page_write_p99_ms": _lat_ms(writes, "p99")}
+        tx = ""
+        if ev["transactions_per_sec"] is not None:
+            tx = " (%s transactions/s)" % _k(ev["transactions_per_sec"])
+        s = ("Database pattern (%s): %s commits/s%s; commit latency p50 %s, p99 %s, p99.9 %s; "
+             "page reads p50 %s, p99 %s, p99.9 %s; page writes %s/s."
+             % (w.id, _k(ev["commits_per_sec"]), tx, _ms(ev["commit_p50_ms"]), _ms(ev["commit_p99_ms"]),
+                _ms(ev["commit_p999_ms"]), _ms(ev["page_read_p50_ms"]), _ms(ev["page_read_p99_ms"]),
+                _ms(ev["page_read_p999_ms"]), _k(ev["page_write_per_sec"])))
+        return _entry("info", "measured", s, ev, [w.id])
+    return _na(name, "no iobench database-pattern run (bench JSON section db)")
+
+
+# --------------------------------------------------------------------------- 8. read-ahead
+
+def _dataset(w):
+    return w.rec.get("dataset") or (w.file_num, w.total)
+
+
+def _readahead(ws, o):
+    name = "readahead"
+    seq = [w for w in ws if w.mode == "seqrd" and w.ok and w.get("mibps")]
+    pair = None
+    for b in seq:
+        if b.direct:
+            continue
+        for d in seq:
+            if d.direct and _dataset(d) == _dataset(b) and d.threads == b.threads and d.block == b.block:
+                pair = (b, d)
+                break
+        if pair:
+            break
+    if pair is None:
+        return _na(name, "needs sequential reads buffered and with O_DIRECT on the same data set")
+    b, d = pair
+    ratio = _ratio(b.get("mibps"), d.get("mibps"))
+    proof = _ratio(b.get("dev_rkb_s"), b.kb_s("read"))
+    ev = {"buffered_mibps": _r(b.get("mibps"), 2), "direct_mibps": _r(d.get("mibps"), 2), "ratio": _r(ratio),
+          "readahead_ratio": o["readahead_ratio"], "buffered_dev_rareq_sz_kb": _r(b.get("dev_rareq_sz_kb"), 1),
+          "direct_dev_rareq_sz_kb": _r(d.get("dev_rareq_sz_kb"), 1),
+          "block_kb": _r(b.block / 1024.0, 1) if b.block else None, "buffered_bytes_ratio": _r(proof)}
+    ids = [b.id, d.id]
+    head = "Read-ahead: sequential %s kB reads buffered %s MiB/s vs O_DIRECT %s MiB/s (%s" % (
+        fmt_num(ev["block_kb"]), fmt_num(ev["buffered_mibps"]), fmt_num(ev["direct_mibps"]), _x(ratio))
+    if proof is not None and proof < o["cache_proof_min_ratio"]:
+        return _entry("unproven", "unproven",
+                      head + "), but the device read only %s of the buffered run's bytes: the page cache served "
+                      "it, so the ratio measures the cache, not read-ahead." % _x(proof), ev, ids)
+    if ev["buffered_dev_rareq_sz_kb"] and ev["direct_dev_rareq_sz_kb"]:
+        head += "; device requests %s kB vs %s kB" % (fmt_num(ev["buffered_dev_rareq_sz_kb"]),
+                                                     fmt_num(ev["direct_dev_rareq_sz_kb"]))
+    if ratio is not None and ratio >= o["readahead_ratio"]:
+        return _entry("warn", "significant",
+                      head + "): the OS read-ahead does work a database's own O_DIRECT I/O would not get.",
+                      ev, ids)
+    return _entry("pass", "small", head + "): read-ahead adds little; O_DIRECT scans run at the same speed.",
+                  ev, ids)
+
+
+# --------------------------------------------------------------------------- public API
+
+def diagnose(workloads, options=None, latency_bound_ms=None):
+    """All diagnostics of one host: ``{name: entry}`` in :data:`NAMES` order.
+
+    ``workloads``: the host's workload records (spec + ``result`` + ``metrics``);
+    ``options``: overrides of :data:`DEFAULTS` (e.g. ``{"latency_bound_ms": 20}``);
+    ``latency_bound_ms``: shorthand for that option (the role passes
+    ``fleetqual_latency_bound_ms``)."""
+    opts = dict(options or {})
+    if latency_bound_ms is not None:
+        opts["latency_bound_ms"] = latency_bound_ms
+    o = _opts(opts)
+    ws = _records(workloads)
+    out = {}
+    out["cache_proof"] = _cache_proof(ws, o)
+    out["write_amplification"] = _write_amplification(ws, o)
+    out["write_serialization"] = _write_serialization(ws, o)
+    out["write_cache"] = _write_cache(ws, o)
+    out["tipping_point"] = _tipping_point(ws, o)
+    out["bounded_max"] = _bounded_max(ws, o, out["tipping_point"])
+    out["db_pattern"] = _db_pattern(ws, o)
+    out["readahead"] = _readahead(ws, o)
+    return out
+
+
+def validate_options(options, var_name="options"):
+    """Error strings for a diagnostics options mapping (unknown keys, non-numbers, <= 0)."""
+    errors = []
+    if options is None:
+        return errors
+    if not isinstance(options, dict):
+        return ["%s: must be a mapping, got %s" % (var_name, type(options).__name__)]
+    for k, v in options.items():
+        if k not in DEFAULTS:
+            errors.append("%s.%s: unknown option; known: %s" % (var_name, k, ", ".join(sorted(DEFAULTS))))
+        elif not is_number(v) or v <= 0:
+            errors.append("%s.%s: must be a number > 0, got %r" % (var_name, k, v))
+    return errors
+
+
+def cache_proof_failures(diagnostics):
+    """[(workload id, sentence)] of workloads whose cache proof failed."""
+    cp = (diagnostics or {}).get("cache_proof") if isinstance(diagnostics, dict) else None
+    if not isinstance(cp, dict):
+        return []
+    per = _get(cp, "evidence", "workloads") or {}
+    out = []
+    for wid in _get(cp, "evidence", "failed") or []:
+        ev = per.get(wid) or {}
+        out.append((wid, ev))
+    return out
+
+
+def sentences(diagnostics, include_na=False):
+    """[(name, status, sentence)] in NAMES order (n/a left out unless asked)."""
+    out = []
+    for name in NAMES:
+        d = (diagnostics or {}).get(name)
+        if not isinstance(d, dict):
+            continue
+        if d.get("status") == "n/a" and not include_na:
+            continue
+        out.append((name, d.get("status"), d.get("sentence")))
+    return out
+
+
+__all__ = ["diagnose", "cache_proof_of", "cache_proof_failures", "sentences", "sweep_steps",
+           "validate_options", "NAMES", "TITLES", "STATUSES", "CONCLUSIONS", "DEFAULTS"]

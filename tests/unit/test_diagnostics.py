@@ -1,0 +1,680 @@
+"""Diagnostics that explain a disk (plugins/plugin_utils/diagnostics.py, docs/diagnostics.md).
+
+Three kinds of tests:
+
+* the conclusions' logic on recorded real module results
+  (tests/unit/fixtures/diagnostics/real_*.json, written by record.py on a loop device of
+  their own) and on synthetic records built to the contract shapes (search and db
+  sections the C side will produce);
+* the diagnostics through the judge, the threshold rules, the filter and the report;
+* real runs of the binary through the module (marked slow, about 2 s per run) that create
+  each condition or its absence on this machine.
+"""
+import copy
+import json
+import os
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIX = os.path.join(HERE, "fixtures", "diagnostics")
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, FIX)
+
+import realrun as rr  # noqa: E402
+import yaml  # noqa: E402
+
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import diagnostics as D  # noqa: E402
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet, report  # noqa: E402
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import plan as P  # noqa: E402
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import judge  # noqa: E402
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import workload_record  # noqa: E402
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.rules import rule_name, validate_rules  # noqa: E402
+
+MIB = 1024 * 1024
+
+
+def recorded(name):
+    with open(os.path.join(FIX, "real_%s.json" % name)) as f:
+        return json.load(f)["workloads"]
+
+
+def by_id(records):
+    return {r["id"]: r for r in records}
+
+
+# --------------------------------------------------------------------------- synthetic records
+
+def _op(count, elapsed, block, p50_ms=None, p99_ms=None, nbytes=True):
+    if not count:
+        return {"count": 0, "bytes": 0, "per_sec": 0.0, "mib_per_sec": 0.0,
+                "latency_us": dict.fromkeys(("min", "mean", "max", "p50", "p90", "p95", "p99", "p99.9"), 0)}
+    b = count * block if nbytes else 0
+    p50 = (p50_ms if p50_ms is not None else 0.1) * 1000.0
+    p99 = (p99_ms if p99_ms is not None else p50 / 1000.0 * 3) * 1000.0
+    return {"count": count, "bytes": b, "per_sec": count / elapsed, "mib_per_sec": b / elapsed / MIB,
+            "latency_us": {"min": p50 / 4, "mean": p50, "max": p99 * 2, "p50": p50, "p90": p99 / 2,
+                           "p95": p99 / 1.5, "p99": p99, "p99.9": p99 * 1.5}}
+
+
+def rec(wid, workload, mode, threads=1, file_num=1, total=64 * MIB, block=16384, direct=True,
+        reads=0.0, writes=0.0, fsyncs=0.0, p50_ms=0.1, p99_ms=None, dev=None, elapsed=10.0,
+        collector="sysstat", working_set=None, bench_extra=None, **spec):
+    """A workload record as the role stores it; ``reads``/``writes`` are ops/s, ``dev``
+    the iostat -x averages (None: no device statistics)."""
+    ops = {"read": _op(int(reads * elapsed), elapsed, block, p50_ms, p99_ms),
+           "write": _op(int(writes * elapsed), elapsed, block, p50_ms, p99_ms),
+           "fsync": _op(int(fsyncs * elapsed), elapsed, block, p50_ms, p99_ms, nbytes=False)}
+    bench = {"schema_version": 1, "config": {"mode": mode, "threads": threads, "direct": direct,
+                                             "block_size": block, "file_num": file_num, "total_size": total},
+             "environment": {"filesystem": "ext4" if dev is not None else "tmpfs"},
+             "elapsed_s": elapsed, "ops": ops, "errors": {"total": 0}, "interrupted": False}
+    bench.update(bench_extra or {})
+    result = {"rc": 0, "bench": bench,
+              "collector": {"source": collector if dev is not None else "none", "devices": ["sdb"] if dev else [],
+                            "reason": None if dev is not None else "no block device behind the test directory"},
+              "iostat": {"samples": [], "avg": dict(dev, device="sdb") if dev is not None else {}}}
+    s = {"id": wid, "workload": workload, "mode": mode, "threads": threads, "file_num": file_num,
+         "total_size": total, "block_size": block, "direct": direct, "time": int(elapsed), "warmup": 1}
+    if working_set:
+        s["working_set"] = working_set
+    s.update(spec)
+    return workload_record(s, result)
+
+
+def devstat(r_s=0.0, rkb=0.0, w_s=0.0, wkb=0.0, r_await=0.5, w_await=0.5, aqu=1.0, util=50.0,
+            rareq=16.0, wareq=16.0):
+    return {"r/s": r_s, "rkB/s": rkb, "w/s": w_s, "wkB/s": wkb, "r_await": r_await, "w_await": w_await,
+            "aqu-sz": aqu, "%util": util, "rareq-sz": rareq, "wareq-sz": wareq}
+
+
+# --------------------------------------------------------------------------- 1. cache proof
+
+def test_cache_proof_recorded_buffered_reread_is_flagged_and_direct_reads_pass():
+    ws = recorded("cache_proof")
+    d = D.diagnose(ws)["cache_proof"]
+    assert (d["status"], d["conclusion"]) == ("fail", "cache")
+    ev = d["evidence"]["workloads"]
+    # the buffered re-read of a warm 16 MiB file: hundreds of thousands of reads/s, the device idle
+    reread = ev["over_cache-rndrd-t1"]
+    assert reread["bytes_ratio"] < 0.05 and reread["bench_read_iops"] > 50000
+    assert d["evidence"]["failed"] == ["over_cache-rndrd-t1"]
+    # O_DIRECT reads on the same device reached it
+    assert ev["over_cache-rndrd-t4"]["bytes_ratio"] >= 0.8
+    assert "served from a cache, not the disk" in d["sentence"] and "over_cache-rndrd-t1" in d["sentence"]
+
+
+def test_cache_proof_fails_the_judge_with_its_reason():
+    ws = recorded("cache_proof")
+    j = judge(ws, [])
+    assert j["verdict"] == "FAIL"
+    (c,) = [c for c in j["checks"] if c["rule"] == "cache_proof"]
+    assert c["workload"] == "over_cache-rndrd-t1" and c["status"] == "fail" and c["kind"] == "diagnostic"
+    assert c["limit"] == 0.8 and c["value"] < 0.05
+    assert j["reasons"] == [c["message"]]
+    assert "served from a cache, not the disk" in c["message"] and "not disk numbers" in c["message"]
+    assert j["diagnostics"]["cache_proof"]["status"] == "fail"
+    # the fleet table names it as the workload's first failing rule
+    f = fleet.aggregate({"h1": {"host": "h1", "workloads": ws, "verdict": j["verdict"], "reasons": j["reasons"],
+                                "checks": j["checks"], "diagnostics": j["diagnostics"]}})
+    (h,) = f["hosts"]
+    assert h["verdict"] == "FAIL" and h["first_failing_rule"] == "cache_proof"
+    assert {w["id"]: w["first_failing_rule"] for w in h["workloads"]}["over_cache-rndrd-t1"] == "cache_proof"
+
+
+def test_excess_device_reads_are_not_evidence_of_anything():
+    # a shared disk: other processes read 10x what the benchmark read
+    w = rec("over_cache-rndrd-t64", "over_cache", "rndrd", 64, reads=2000, dev=devstat(r_s=20000, rkb=320000))
+    d = D.diagnose([w])["cache_proof"]
+    assert (d["status"], d["conclusion"]) == ("pass", "disk")
+    assert d["evidence"]["workloads"][w["id"]]["bytes_ratio"] == 10.0
+    assert judge([w], [])["verdict"] == "PASS"
+
+
+def test_merged_requests_are_proven_by_bytes():
+    # 16K reads merged by the block layer into 64K requests: r/s is a quarter, the bytes match
+    w = rec("over_cache-seqrd-t1", "over_cache", "seqrd", reads=4000, dev=devstat(r_s=1000, rkb=64000, rareq=64))
+    d = D.diagnose([w])["cache_proof"]
+    ev = d["evidence"]["workloads"][w["id"]]
+    assert (ev["ops_ratio"], ev["bytes_ratio"]) == (0.25, 1.0)
+    assert d["status"] == "pass"
+    assert D.cache_proof_of(D._W(w, 0))["text"].endswith("requests merged to 64 kB)")
+
+
+def test_shortfall_just_under_the_tolerance_fails_and_tolerance_is_an_option():
+    w = rec("over_cache-rndrd-t1", "over_cache", "rndrd", reads=1000, dev=devstat(r_s=790, rkb=790 * 16))
+    assert D.diagnose([w])["cache_proof"]["status"] == "fail"
+    assert D.diagnose([w], options={"cache_proof_min_ratio": 0.7})["cache_proof"]["status"] == "pass"
+
+
+def test_cache_proof_unproven_without_device_statistics_warns_but_passes():
+    w = rec("over_cache-rndrd-t4", "over_cache", "rndrd", 4, reads=50000, dev=None)
+    d = D.diagnose([w])["cache_proof"]
+    assert (d["status"], d["conclusion"]) == ("unproven", "unproven")
+    assert "no block device" in d["sentence"] and "collector none" in d["sentence"]
+    j = judge([w], [])
+    assert j["verdict"] == "PASS"
+    assert any("Cache proof unproven" in x for x in j["warnings"])
+    # ... unless a rule asks for the proof
+    j = judge([w], [{"diagnostic": "cache_proof", "expect": "pass"}])
+    assert j["verdict"] == "FAIL"
+    assert j["reasons"][0].startswith("diagnostic cache_proof is unproven, expected one of pass")
+
+
+def test_cache_proof_applies_to_over_cache_reads_only():
+    cache = rec("cache-rndrd-t1", "cache", "rndrd", reads=90000, dev=devstat(r_s=0, rkb=0))
+    write = rec("over_cache-rndwr-t1", "over_cache", "rndwr", writes=1000, dev=devstat(w_s=1000, wkb=16000))
+    assert D.diagnose([cache, write])["cache_proof"]["status"] == "n/a"
+    # the plan's working_set keyword counts as over-cache whatever the label
+    mix = rec("mix-rndrw-t64-r90", "mix", "rndrw", 64, reads=900, writes=100, working_set="over_cache",
+              dev=devstat(r_s=0, rkb=0, w_s=100, wkb=1600))
+    assert D.diagnose([mix])["cache_proof"]["conclusion"] == "cache"
+
+
+# --------------------------------------------------------------------------- 2. write amplification
+
+def test_write_amplification_recorded_fsync_every_write_amplifies_more():
+    ws = recorded("write_amplification")
+    d = D.diagnose(ws)["write_amplification"]
+    per = d["evidence"]["workloads"]
+    assert per["wamp-fsync1"]["bytes_ratio"] > per["wamp-nofsync"]["bytes_ratio"]
+    assert per["wamp-fsync1"]["fsync_per_sec"] > 0 and per["wamp-nofsync"]["fsync_per_sec"] == 0
+    assert d["evidence"]["max_workload"] == "wamp-fsync1"
+    assert per["wamp-fsync1"]["block_kb"] == 4.0 and per["wamp-fsync1"]["dev_wareq_sz_kb"] is not None
+    assert "in wamp-fsync1 the device wrote" in d["sentence"] and "4 kB requests became" in d["sentence"]
+
+
+def test_write_amplification_classes():
+    log = rec("log-seqwr-t1", "log", "seqwr", writes=1000, fsyncs=1000, direct=False,
+              dev=devstat(w_s=3000, wkb=48000, wareq=16))
+    d = D.diagnose([log])["write_amplification"]
+    assert (d["status"], d["conclusion"], d["evidence"]["max_ratio"]) == ("warn", "amplified", 3.0)
+    assert "journal and metadata" in d["sentence"]
+    plain_wr = rec("over_cache-rndwr-t4", "over_cache", "rndwr", 4, writes=1000, dev=devstat(w_s=1000, wkb=16000))
+    assert D.diagnose([plain_wr])["write_amplification"]["conclusion"] == "normal"
+    buffered = rec("bulk-seqwr-t1", "bulk", "seqwr", writes=50000, direct=False, dev=devstat(w_s=10, wkb=1000))
+    d = D.diagnose([buffered])["write_amplification"]
+    assert d["conclusion"] == "deferred" and "page cache held the writes back" in d["sentence"]
+    nodev = rec("x-rndwr-t1", "x", "rndwr", writes=100, dev=None)
+    assert D.diagnose([nodev])["write_amplification"]["status"] == "unproven"
+    reads_only = rec("x-rndrd-t1", "x", "rndrd", reads=100, dev=devstat())
+    assert D.diagnose([reads_only])["write_amplification"]["status"] == "n/a"
+
+
+# --------------------------------------------------------------------------- 3. write serialization
+
+def serial_pair(one_iops, many_iops, threads=64, files=128, total=1024 * MIB):
+    return [rec("wser-1file-t%d" % threads, "serial_probe", "rndwr", threads, 1, total, writes=one_iops,
+                fsync_freq=0, dev=devstat(w_s=one_iops, wkb=one_iops * 16)),
+            rec("wser-%dfiles-t%d" % (files, threads), "serial_probe", "rndwr", threads, files, total,
+                writes=many_iops, fsync_freq=0, dev=devstat(w_s=many_iops, wkb=many_iops * 16))]
+
+
+def test_serialization_detected_below_half_the_many_files_rate():
+    d = D.diagnose(serial_pair(9000, 40000))["write_serialization"]
+    assert (d["status"], d["conclusion"]) == ("warn", "serialized")
+    assert d["evidence"]["ratio"] == 0.225 and d["evidence"]["files"] == 128 and d["evidence"]["threads"] == 64
+    assert "one big tablespace file will hit that ceiling" in d["sentence"]
+    d = D.diagnose(serial_pair(30000, 40000))["write_serialization"]
+    assert (d["status"], d["conclusion"]) == ("pass", "parallel")
+
+
+def test_serialization_recorded_pair_and_pairing_rules():
+    d = D.diagnose(recorded("writes"))["write_serialization"]
+    assert d["workloads"] == ["wser-1file-t8", "wser-32files-t8"]
+    assert d["evidence"]["one_file_iops"] > 0 and d["evidence"]["many_files_iops"] > 0
+    assert d["conclusion"] in ("parallel", "serialized")
+    # different total sizes (cache-sized 1 file vs over-cache 128 files) are not a pair
+    one, many = serial_pair(9000, 40000)
+    many = copy.deepcopy(many)
+    many["total_size"] = 4 * 1024 * MIB
+    assert D.diagnose([one, many])["write_serialization"]["status"] == "n/a"
+
+
+# --------------------------------------------------------------------------- 4. write cache
+
+def wc_records(c1_ms, v1_ms, t1_iops, tn_iops, tn=64):
+    return [rec("cache-rndwr-t1", "cache", "rndwr", 1, writes=t1_iops, p50_ms=c1_ms, working_set="cache",
+                dev=devstat(w_s=t1_iops, wkb=16 * t1_iops)),
+            rec("cache-rndwr-t%d" % tn, "cache", "rndwr", tn, writes=tn_iops, p50_ms=c1_ms, working_set="cache",
+                dev=devstat(w_s=tn_iops, wkb=16 * tn_iops)),
+            rec("over_cache-rndwr-t1", "over_cache", "rndwr", 1, 128, writes=1000.0 / v1_ms, p50_ms=v1_ms,
+                working_set="over_cache", dev=devstat(w_s=1000.0 / v1_ms, wkb=16000.0 / v1_ms))]
+
+
+@pytest.mark.parametrize("c1, v1, t1, tn, conclusion, status, words", [
+    (0.05, 0.06, 15000, 120000, "write-back", "pass", "p50 <= 0.2 ms"),                  # fast ack
+    (0.4, 4.0, 2500, 3000, "write-back", "pass", "cache set <= 0.5x of over-cache"),      # cache far faster
+    (5.0, 5.5, 200, 2400, "write-through", "warn", "suffer badly"),                       # media latency
+    (0.5, 0.55, 2000, 2600, "write-back", "pass", "probably write-back"),                 # barely gains
+    (0.5, 0.55, 2000, 16000, "unclear", "info", "unclear"),
+])
+def test_write_cache_conclusions(c1, v1, t1, tn, conclusion, status, words):
+    d = D.diagnose(wc_records(c1, v1, t1, tn))["write_cache"]
+    assert (d["conclusion"], d["status"]) == (conclusion, status), d["sentence"]
+    assert words in d["sentence"]
+    ev = d["evidence"]
+    assert ev["cache_t1_p50_ms"] == c1 and ev["over_cache_t1_p50_ms"] == v1
+    assert ev["tn_threads"] == 64 and ev["thread_gain"] == round(tn / t1, 3)
+    assert ev["thresholds"] == {"wb_fast_ms": 0.2, "wt_slow_ms": 1.0, "wb_set_ratio": 0.5, "wb_thread_gain": 2.0}
+
+
+def test_write_cache_recorded_quick_like_set():
+    d = D.diagnose(recorded("writes"))["write_cache"]
+    ev = d["evidence"]
+    # cache-sized set has only 1 thread: the thread gain comes from the over-cache set (1 -> 4)
+    assert ev["cache_t1_p50_ms"] > 0 and ev["over_cache_t1_p50_ms"] > 0 and ev["tn_threads"] == 4
+    assert d["workloads"] == ["cache-rndwr-t1", "over_cache-rndwr-t1", "over_cache-rndwr-t4"]
+    assert d["conclusion"] in ("write-back", "write-through", "unclear")
+
+
+# --------------------------------------------------------------------------- 5. tipping point
+
+def sweep(points, bound_field="p99_ms"):
+    out = []
+    for t, iops, p99, util in points:
+        aw = p99 / 3.0
+        out.append(rec("over_cache-rndrd-t%d" % t, "over_cache", "rndrd", t, 128, 1024 * MIB, reads=iops,
+                       p50_ms=p99 / 4, p99_ms=p99, working_set="over_cache",
+                       dev=devstat(r_s=iops, rkb=16 * iops, r_await=aw, aqu=iops * aw / 1000.0, util=util)))
+    return out
+
+
+SWEEP = [(1, 800, 2.0, 60), (2, 1600, 2.5, 90), (4, 3100, 3.0, 100), (8, 6000, 6.0, 100),
+         (16, 9000, 20.0, 100), (32, 9500, 60.0, 100), (64, 9600, 130.0, 100)]
+
+
+def test_tipping_point_bound_saturation_util_and_little():
+    ws = sweep(SWEEP)
+    d = D.diagnose(list(reversed(ws)))["tipping_point"]            # record order does not matter
+    ev = d["evidence"]
+    assert [s["threads"] for s in ev["steps"]] == [1, 2, 4, 8, 16, 32, 64]
+    assert ev["max_threads_within_bound"] == 16 and ev["max_iops_within_bound"] == 9000
+    assert ev["saturation_threads"] == 16                           # 16 -> 32 gains < 10 %
+    assert ev["util_full_threads"] == 4 and ev["iops_gain_after_util_full"] == round(9600 / 3100, 3)
+    assert ev["little_ratio"] == 1.0 and ev["little_ok"] is True
+    assert (d["status"], d["conclusion"]) == ("pass", "within_bound")
+    s = d["sentence"]
+    assert "p99 stays under 50 ms up to 16 threads" in s and "best 9000 IOPS at 16 threads" in s
+    assert "%util reached 100 at 4 threads" in s and "Little's law" in s
+    # a tighter bound from the role variable
+    d = D.diagnose(ws, latency_bound_ms=5)["tipping_point"]
+    assert d["evidence"]["max_threads_within_bound"] == 4 and d["evidence"]["bound_ms"] == 5
+
+
+def test_tipping_point_over_bound_from_the_start_and_little_disagreement():
+    ws = sweep([(1, 100, 80.0, 100), (2, 150, 90.0, 100), (4, 160, 120.0, 100)])
+    ws[1]["metrics"]["dev_aqu_sz"] *= 3        # device figures that disagree (other I/O)
+    ws[2]["metrics"]["dev_aqu_sz"] *= 3
+    d = D.diagnose(ws)["tipping_point"]
+    assert (d["status"], d["conclusion"]) == ("warn", "exceeds_bound")
+    assert "p99 is over 50 ms already at 1 thread" in d["sentence"]
+    assert d["evidence"]["little_ok"] is False and "device figures disagree" in d["sentence"]
+    assert D.diagnose(ws)["bounded_max"]["conclusion"] == "exceeds_bound"
+
+
+def test_tipping_point_recorded_sweep_is_sorted_and_complete():
+    d = D.diagnose(recorded("sweep"))["tipping_point"]
+    steps = d["evidence"]["steps"]
+    assert [s["threads"] for s in steps] == [1, 2, 4, 8]
+    for s in steps:
+        assert s["iops"] > 0 and s["p99_ms"] > 0 and s["aqu_sz"] is not None and s["await_ms"] is not None
+        assert s["util_pct"] is not None and s["little_ratio"] is not None
+    assert d["conclusion"] == "within_bound"
+    assert 0.5 <= d["evidence"]["little_ratio"] <= 2.0     # own loop device: figures agree
+
+
+def test_no_sweep_with_two_thread_counts():
+    assert D.diagnose(sweep(SWEEP[:2]))["tipping_point"]["status"] == "n/a"
+
+
+# --------------------------------------------------------------------------- 6. bounded maximum
+
+SEARCH = {"knob": "threads", "bound_ms": 20.0, "percentile": "p99", "stopped": "bound_exceeded",
+          "steps": [{"threads": 1, "iodepth": 1, "iops": 900.0, "p99_us": 1900.0, "elapsed_s": 5.0},
+                    {"threads": 8, "iodepth": 1, "iops": 6100.0, "p99_us": 9800.0, "elapsed_s": 5.0},
+                    {"threads": 16, "iodepth": 1, "iops": 9100.0, "p99_us": 18700.0, "elapsed_s": 5.0},
+                    {"threads": 32, "iodepth": 1, "iops": 9700.0, "p99_us": 41000.0, "elapsed_s": 5.0}],
+          "best": {"threads": 16, "iodepth": 1, "iops": 9100.0, "p99_us": 18700.0}}
+
+
+def test_bounded_max_reads_the_search_section():
+    w = rec("search-rndrd", "search", "rndrd", 1, 128, reads=9100, p99_ms=18.7,
+            dev=devstat(r_s=9100, rkb=9100 * 16), bench_extra={"search": SEARCH})
+    d = D.diagnose([w] + sweep(SWEEP))["bounded_max"]
+    ev = d["evidence"]
+    assert ev["source"] == "search" and ev["bound_ms"] == 20.0 and ev["knob"] == "threads"
+    assert ev["iops"] == 9100.0 and ev["p99_ms"] == 18.7 and len(ev["steps"]) == 4
+    assert d["sentence"] == ("Latency-bounded maximum (iobench search, search-rndrd): 9100 IOPS at 16 threads "
+                             "with p99 18.7 ms <= 20 ms.")
+    # without best: computed from the steps
+    s2 = dict(SEARCH)
+    s2.pop("best")
+    w2 = copy.deepcopy(w)
+    w2["result"]["bench"]["search"] = s2
+    assert D.diagnose([w2])["bounded_max"]["evidence"]["iops"] == 9100.0
+    # best as an index into steps; an incomplete step (interrupted) never counts as best
+    s3 = copy.deepcopy(SEARCH)
+    s3["best"] = 1
+    w2["result"]["bench"]["search"] = s3
+    assert D.diagnose([w2])["bounded_max"]["evidence"]["iops"] == 6100.0
+    s3["best"] = None
+    s3["steps"][2]["complete"] = False
+    for st in s3["steps"]:
+        st["pct_us"] = st.pop("p99_us")          # another percentile searched
+    d = D.diagnose([w2])["bounded_max"]
+    assert (d["evidence"]["iops"], d["evidence"]["p99_ms"]) == (6100.0, 9.8)
+    s3["steps"] = s3["steps"][3:]
+    assert D.diagnose([w2])["bounded_max"]["conclusion"] == "exceeds_bound"
+
+
+def test_bounded_max_from_the_sweep_without_search():
+    d = D.diagnose(sweep(SWEEP))["bounded_max"]
+    assert d["evidence"]["source"] == "sweep" and d["evidence"]["iops"] == 9000 and d["evidence"]["threads"] == 16
+    assert D.diagnose(recorded("writes"))["bounded_max"]["status"] == "n/a"
+
+
+# --------------------------------------------------------------------------- 7. database pattern
+
+DB = {"config": {"readers": 16, "page_size": 16384, "log_block_size": 4096, "flusher_threads": 1,
+                 "group_commit_max": 16, "working_set": 1073741824},
+      "transactions": {"count": 120000, "per_sec": 2000.0},
+      "commits": {"count": 36000, "per_sec": 600.0, "txn_per_commit": 3.33,
+                  "latency_us": {"min": 200, "mean": 900, "p50": 800, "p90": 1500, "p95": 2000, "p99": 4100,
+                                 "p99.9": 9000, "max": 15000}},
+      "log_writes": {"count": 36000, "bytes": 147456000, "per_sec": 600.0},
+      "page_reads": {"count": 960000, "per_sec": 16000.0,
+                     "latency_us": {"p50": 180, "p90": 400, "p95": 600, "p99": 1200, "p99.9": 3500, "max": 9000}},
+      "page_writes": {"count": 48000, "per_sec": 800.0,
+                      "latency_us": {"p50": 200, "p90": 500, "p95": 700, "p99": 1500, "p99.9": 4000, "max": 9500}}}
+
+
+def test_db_pattern_reads_the_db_section():
+    w = rec("db-pattern", "db", "rndrw", 17, 128, reads=16000, writes=1400, dev=devstat(r_s=16000, rkb=256000),
+            bench_extra={"db": DB})
+    d = D.diagnose([w])["db_pattern"]
+    assert (d["status"], d["conclusion"]) == ("info", "measured")
+    ev = d["evidence"]
+    assert (ev["commits_per_sec"], ev["commit_p50_ms"], ev["commit_p99_ms"], ev["commit_p999_ms"]) == (
+        600.0, 0.8, 4.1, 9.0)
+    assert (ev["page_read_p50_ms"], ev["page_read_p99_ms"], ev["page_write_per_sec"]) == (0.18, 1.2, 800.0)
+    assert d["sentence"] == ("Database pattern (db-pattern): 600 commits/s (2000 transactions/s); commit latency "
+                             "p50 0.8 ms, p99 4.10 ms, p99.9 9 ms; page reads p50 0.18 ms, p99 1.20 ms, p99.9 "
+                             "3.50 ms; page writes 800/s.")
+    assert D.diagnose(recorded("writes"))["db_pattern"]["status"] == "n/a"
+
+
+# --------------------------------------------------------------------------- 8. read-ahead
+
+def test_readahead_recorded_pair_is_significant():
+    d = D.diagnose(recorded("readahead"))["readahead"]
+    assert (d["status"], d["conclusion"]) == ("warn", "significant")
+    assert d["evidence"]["ratio"] >= 1.5 and d["workloads"] == ["ra-seqrd-buffered", "ra-seqrd-direct"]
+    assert "read-ahead does work a database's own O_DIRECT I/O would not get" in d["sentence"]
+
+
+def test_readahead_small_and_unproven():
+    def pair(buf_mibps, dio_mibps, buf_dev_kb):
+        b = rec("ra-seqrd-buffered", "readahead", "seqrd", reads=buf_mibps * 64, direct=False, dataset="ra-1x4G",
+                dev=devstat(r_s=buf_dev_kb / 256, rkb=buf_dev_kb, rareq=256))
+        d = rec("ra-seqrd-direct", "readahead", "seqrd", reads=dio_mibps * 64, dataset="ra-1x4G",
+                dev=devstat(r_s=dio_mibps * 64, rkb=dio_mibps * 1024))
+        return [b, d]
+    d = D.diagnose(pair(300, 280, 300 * 1024))["readahead"]
+    assert (d["status"], d["conclusion"]) == ("pass", "small") and d["evidence"]["ratio"] == round(300 / 280.0, 3)
+    assert "device requests 256 kB vs 16 kB" in d["sentence"]
+    d = D.diagnose(pair(3000, 280, 100 * 1024))["readahead"]
+    assert d["conclusion"] == "unproven" and "the page cache served it" in d["sentence"]
+    # different data sets are not a pair
+    b, x = pair(300, 280, 300 * 1024)
+    x["dataset"] = "other"
+    assert D.diagnose([b, x])["readahead"]["status"] == "n/a"
+
+
+# --------------------------------------------------------------------------- shape, rules, filter
+
+def test_every_entry_has_the_documented_shape():
+    for ws in (recorded("writes"), recorded("sweep"), [], [{"id": "junk"}], ["not a dict"]):
+        out = D.diagnose(ws)
+        assert list(out) == list(D.NAMES)
+        for name, e in out.items():
+            assert set(e) == {"status", "conclusion", "sentence", "evidence", "workloads"}
+            assert e["status"] in D.STATUSES and e["conclusion"] in D.CONCLUSIONS[name]
+            assert e["sentence"].endswith(".") and "\n" not in e["sentence"]
+            json.dumps(e, allow_nan=False)
+
+
+def test_diagnostic_rules_validate():
+    good = [{"diagnostic": "cache_proof", "expect": "pass"},
+            {"diagnostic": "write_cache", "expect": ["write-back", "unclear"]},
+            {"diagnostic": "write_amplification", "metric": "evidence.max_ratio", "max": 3},
+            {"diagnostic": "tipping_point", "metric": "evidence.max_iops_within_bound", "min": 10000,
+             "name": "iops-under-50ms"}]
+    assert validate_rules(good) == []
+    errs = validate_rules([{"diagnostic": "cache_prof", "expect": "pass"},
+                           {"diagnostic": "cache_proof", "expect": "write-back"},
+                           {"diagnostic": "cache_proof", "workload": "over_cache", "expect": "pass"},
+                           {"diagnostic": "cache_proof"},
+                           {"expect": "pass"},
+                           {"diagnostic": "write_cache", "min": 1},
+                           {"diagnostic": "write_cache", "metric": "evidence.(", "max": 1}])
+    assert errs[0] == ("fleetqual_thresholds[0].diagnostic: unknown diagnostic 'cache_prof' (did you mean "
+                       "cache_proof?); known: " + ", ".join(D.NAMES))
+    assert errs[1].startswith("fleetqual_thresholds[1].expect: 'write-back' is not a status or conclusion of "
+                              "cache_proof; known: pass, warn, fail, unproven, info, n/a, disk, cache")
+    assert errs[2].startswith("fleetqual_thresholds[2].workload: not allowed in a diagnostic rule")
+    assert errs[3] == ("fleetqual_thresholds[3]: diagnostic rule sets no test; give expect (e.g. pass) or "
+                       "metric with min/max")
+    assert errs[4].startswith("fleetqual_thresholds[4].expect: only valid with diagnostic")
+    assert any(e.startswith("fleetqual_thresholds[5]: min/max in a diagnostic rule need metric") for e in errs)
+    assert any(e.startswith("fleetqual_thresholds[6].metric: JMESPath 'evidence.(' does not parse") for e in errs)
+    assert rule_name(good[1], "expect") == "diagnostic:write_cache=write-back|unclear"
+    assert rule_name(good[2], "max") == "max(evidence.max_ratio)@diagnostic:write_amplification"
+    assert rule_name(good[3], "min") == "iops-under-50ms"
+
+
+def test_judge_checks_diagnostic_rules_once_per_host():
+    ws = sweep(SWEEP) + wc_records(5.0, 5.5, 200, 2400)
+    rules = [{"diagnostic": "write_cache", "expect": "write-back"},
+             {"diagnostic": "tipping_point", "metric": "evidence.max_iops_within_bound", "min": 5000},
+             {"diagnostic": "tipping_point", "metric": "evidence.max_threads_within_bound", "min": 32},
+             {"diagnostic": "readahead", "metric": "evidence.ratio", "max": 2},
+             {"workload": "over_cache", "min_iops": 1}]
+    j = judge(ws, rules)
+    diag = [c for c in j["checks"] if c["kind"] == "diagnostic"]
+    assert [(c["rule"], c["status"]) for c in diag] == [
+        ("diagnostic:write_cache=write-back", "fail"),
+        ("min(evidence.max_iops_within_bound)@diagnostic:tipping_point", "pass"),
+        ("min(evidence.max_threads_within_bound)@diagnostic:tipping_point", "fail"),
+        ("max(evidence.ratio)@diagnostic:readahead", "fail")]
+    assert all(c["workload"] is None for c in diag)
+    assert j["verdict"] == "FAIL"
+    assert j["reasons"][0].startswith("diagnostic write_cache is warn/write-through, expected one of write-back: "
+                                      "Write cache: write-through")
+    assert j["reasons"][1].startswith("diagnostic tipping_point: evidence.max_threads_within_bound 16 < limit 32")
+    assert j["reasons"][2].startswith("diagnostic readahead: evidence.ratio has no value (limit <= 2)")
+    assert not any("matched no workload" in w for w in j["warnings"])
+    # given diagnostics are used as they are (the role computes them once)
+    j2 = judge(ws, rules[:1], diagnostics={"write_cache": {"status": "pass", "conclusion": "write-back"}})
+    assert j2["verdict"] == "PASS"
+
+
+def test_filter_and_store_expression():
+    from ansible_collections.fleetqual.storage.plugins.filter.fleetqual import FilterModule
+    from ansible.errors import AnsibleFilterError
+    f = FilterModule().filters()
+    out = f["diagnostics"](sweep(SWEEP), latency_bound_ms=5)
+    assert out["tipping_point"]["evidence"]["bound_ms"] == 5
+    j = f["judge"](sweep(SWEEP), [{"diagnostic": "tipping_point", "expect": "within_bound"}], diagnostics=out)
+    assert j["verdict"] == "PASS" and j["diagnostics"] is out
+    with pytest.raises(AnsibleFilterError, match=r"latency_bound_ms \(fleetqual_latency_bound_ms\) must be a number"):
+        f["diagnostics"]([], latency_bound_ms=0)
+    with pytest.raises(AnsibleFilterError, match="must be a number of milliseconds > 0"):
+        f["diagnostics"]([], latency_bound_ms="fast")
+    assert f["diagnostics"](sweep(SWEEP), latency_bound_ms="5")["tipping_point"]["evidence"]["bound_ms"] == 5
+    with pytest.raises(AnsibleFilterError, match="options.colour: unknown option"):
+        f["diagnostics"]([], options={"colour": 1})
+    with open(os.path.join(ROOT, "roles", "qualify", "tasks", "store.yml")) as fh:
+        store = fh.read()
+    assert "fleetqual.storage.diagnostics(latency_bound_ms=fleetqual_latency_bound_ms | default(50))" in store
+    assert "diagnostics=_fleetqual_diagnostics" in store and 'diagnostics: "{{ _fleetqual_diagnostics }}"' in store
+
+
+# --------------------------------------------------------------------------- profiles
+
+def fake_records(plan_list):
+    """Plausible records for every workload of a plan (disk-backed, device agrees)."""
+    out = []
+    for w in plan_list:
+        reads = 1000.0 if w["mode"] in ("rndrd", "seqrd", "rndrw") else 0.0
+        writes = 1000.0 if w["mode"] in ("rndwr", "seqwr", "seqrewr", "rndrw") else 0.0
+        r = rec(w["id"], w["workload"], w["mode"], w["threads"], w["file_num"], w["total_size"],
+                w["block_size"], w["direct"], reads=reads, writes=writes, p99_ms=w["threads"] * 1.0,
+                dev=devstat(r_s=reads, rkb=reads * 16, w_s=writes, wkb=writes * 16))
+        r.update({k: v for k, v in w.items() if k not in r or k in ("working_set", "dataset")})
+        out.append(r)
+    return out
+
+
+@pytest.mark.parametrize("profile, measured", [
+    ("quick", {"cache_proof", "write_amplification", "write_cache"}),
+    ("compliance", {"cache_proof", "write_amplification", "write_cache", "write_serialization"}),
+    ("standard", {"cache_proof", "write_amplification", "write_cache", "write_serialization"}),
+    ("san", {"cache_proof", "write_amplification", "write_cache", "write_serialization", "tipping_point",
+             "bounded_max", "readahead"}),
+])
+def test_profiles_run_the_workloads_their_diagnostics_need(profile, measured):
+    with open(os.path.join(ROOT, "roles", "qualify", "defaults", "main", "profiles.yml")) as fh:
+        profiles = yaml.safe_load(fh)["fleetqual_profiles"]
+    p = P.plan(profile, "256M", 8000, profiles=profiles)
+    out = D.diagnose(fake_records(p))
+    assert {n for n, e in out.items() if e["status"] != "n/a"} == measured
+    if profile == "quick":
+        assert P.expected_duration_s(p) <= 40
+    if profile == "san":
+        assert [s["threads"] for s in out["tipping_point"]["evidence"]["steps"]] == [1, 2, 4, 8, 16, 32, 64]
+        assert out["write_serialization"]["workloads"] == ["wser-1file-t64", "wser-128files-t64"]
+        assert out["readahead"]["workloads"] == ["ra-seqrd-buffered", "ra-seqrd-direct"]
+
+
+# --------------------------------------------------------------------------- report
+
+def _fleet(records_by_host):
+    recs = {}
+    for host, ws in records_by_host.items():
+        j = judge(ws, [])
+        recs[host] = {"host": host, "groups": ["db"], "workloads": ws, "verdict": j["verdict"],
+                      "reasons": j["reasons"], "checks": j["checks"], "diagnostics": j["diagnostics"]}
+    return recs, fleet.aggregate(recs)
+
+
+def test_report_shows_every_sentence_in_terminal_html_md_and_json(tmp_path):
+    recs, f = _fleet({"db1": recorded("cache_proof"), "db2": sweep(SWEEP) + serial_pair(9000, 40000),
+                      "db3": recorded("readahead")})
+    h = {x["host"]: x for x in f["hosts"]}
+    assert h["db1"]["diagnostics"]["cache_proof"]["status"] == "fail"
+    lines = report.detail_lines(f, width=100)
+    assert all(len(line) <= 100 for line in lines)
+    text = " ".join(" ".join(line.split()) for line in lines)
+    files = report.write_reports(f, str(tmp_path), formats=("json", "html", "md"), records=recs)
+    html_text = open(files["html"]).read()
+    md_text = open(files["md"]).read()
+    fj = json.load(open(files["json"]))
+    sentences = [(host, d["sentence"]) for host in ("db1", "db2", "db3")
+                 for d in h[host]["diagnostics"].values() if d["status"] != "n/a"]
+    assert len(sentences) >= 6
+    import html as htmlmod
+    for host, s in sentences:
+        assert s in text, s
+        assert htmlmod.escape(s, quote=True) in html_text or htmlmod.escape(s, quote=False) in html_text, s
+        assert report.md_cell(s) in md_text, s
+        assert s in [d["sentence"] for d in {x["host"]: x for x in fj["hosts"]}[host]["diagnostics"].values()]
+    # failing hosts first, with a status mark
+    assert lines[lines.index("diagnostics db1:") + 1].startswith("  [FAIL] Cache proof failed")
+    assert '<table id="diagnostics">' in html_text and "## Diagnostics" in md_text
+    # the table itself is unchanged: still within 100 columns
+    assert all(len(line) <= 100 for line in report.render_table(f, width=100).splitlines())
+
+
+def test_report_limits_terminal_diagnostics_to_a_few_hosts_and_computes_missing_ones():
+    recs = {"h%d" % i: {"host": "h%d" % i, "workloads": sweep(SWEEP), "verdict": "PASS", "reasons": [],
+                        "checks": []} for i in range(30)}      # records without diagnostics (older role)
+    f = fleet.aggregate(recs)
+    assert f["hosts"][0]["diagnostics"]["tipping_point"]["conclusion"] == "within_bound"
+    lines = report.detail_lines(f, width=100, limit=5)
+    assert sum(1 for line in lines if line.startswith("diagnostics ")) == 5
+    assert lines[-1] == "... diagnostics of 25 more hosts in report.html, report.md and fleet.json"
+    assert fleet.aggregate({"x": {"host": "x", "workloads": [], "verdict": "ERROR"}})["hosts"][0]["diagnostics"] == {}
+
+
+# --------------------------------------------------------------------------- real runs
+
+@pytest.fixture(scope="module")
+def binary():
+    b, why = rr.build_binary()
+    if not b:
+        pytest.skip(why)
+    return b
+
+
+@pytest.fixture(scope="module")
+def own_disk():
+    """(dir, shared): a loop device of its own when possible (root)."""
+    with rr.isolated_dir() as (d, shared, why):
+        yield d, shared, why
+
+
+@pytest.mark.slow
+def test_real_buffered_reread_of_a_cached_file_is_flagged(binary, own_disk):
+    d, _, _ = own_disk
+    direct = rr.workload(binary, d, rr.spec("over_cache-rndrd-t2", "over_cache", "rndrd", 2, 4, 32 * MIB, time=3))
+    rr.workload(binary, d, rr.spec("warm", "over_cache", "rndrd", 1, 1, 8 * MIB, direct=False, time=1))
+    reread = rr.workload(binary, d, rr.spec("over_cache-rndrd-t1", "over_cache", "rndrd", 1, 1, 8 * MIB,
+                                            direct=False, time=2), keep_cache=True, prepare=False)
+    if direct["metrics"]["dev_r_s"] is None:
+        pytest.skip("no device statistics here: %s" % direct["result"]["collector"])
+    diag = D.diagnose([direct, reread])
+    per = diag["cache_proof"]["evidence"]["workloads"]
+    assert per["over_cache-rndrd-t1"]["bytes_ratio"] < 0.8 and per["over_cache-rndrd-t2"]["bytes_ratio"] >= 0.8
+    j = judge([direct, reread], [], diagnostics=diag)
+    assert j["verdict"] == "FAIL" and [c["workload"] for c in j["checks"] if c["rule"] == "cache_proof"] == [
+        "over_cache-rndrd-t1"]
+
+
+@pytest.mark.slow
+def test_real_fsync_every_write_amplifies_more_than_none(binary, own_disk):
+    d, shared, why = own_disk
+    if shared:
+        pytest.skip("needs a device of its own (other I/O on a shared disk swamps the ratio): %s" % why)
+    sync = rr.workload(binary, d, rr.spec("fsync1", "x", "rndwr", 1, 4, 32 * MIB, block_size=4096, fsync_freq=1))
+    nosync = rr.workload(binary, d, rr.spec("nofsync", "x", "rndwr", 1, 4, 32 * MIB, block_size=4096,
+                                            fsync_freq=0, fsync_end=False))
+    per = D.diagnose([sync, nosync])["write_amplification"]["evidence"]["workloads"]
+    assert per["fsync1"]["bytes_ratio"] > per["nofsync"]["bytes_ratio"] > 0.5, per
+
+
+@pytest.mark.slow
+def test_real_thread_sweep_table_is_sorted_with_device_figures(binary, own_disk):
+    d, shared, _ = own_disk
+    ws = [rr.workload(binary, d, rr.spec("over_cache-rndrd-t%d" % t, "over_cache", "rndrd", t, 4, 32 * MIB))
+          for t in (4, 1, 2)]
+    tp = D.diagnose(ws)["tipping_point"]
+    steps = tp["evidence"]["steps"]
+    assert [s["threads"] for s in steps] == [1, 2, 4]
+    assert all(s["iops"] > 0 and s["p99_ms"] > 0 for s in steps)
+    if not shared:
+        assert all(s["aqu_sz"] is not None and s["little_ratio"] is not None for s in steps)
+    assert tp["conclusion"] == "within_bound"      # a local disk stays far under 50 ms
+
+
+@pytest.mark.slow
+def test_real_readahead_buffered_pass_beats_direct_pass(binary, own_disk):
+    d, _, _ = own_disk
+    ra = dict(file_num=1, total_size=64 * MIB, requests=4096, time=10, dataset="ra-1x64M")
+    buf = rr.workload(binary, d, rr.spec("ra-seqrd-buffered", "readahead", "seqrd", 1, direct=False, **ra))
+    dio = rr.workload(binary, d, rr.spec("ra-seqrd-direct", "readahead", "seqrd", 1, **ra), prepare=False)
+    assert buf["metrics"]["read_count"] == dio["metrics"]["read_count"] == 4096      # one pass each
+    r = D.diagnose([buf, dio])["readahead"]
+    assert r["workloads"] == ["ra-seqrd-buffered", "ra-seqrd-direct"]
+    assert r["conclusion"] == "significant" and r["evidence"]["ratio"] >= 1.5, r["sentence"]
