@@ -56,6 +56,15 @@ def fmt_num(value):
     return "%.2g" % value
 
 
+def dig(d, *path):
+    """d[path[0]][path[1]]... or None as soon as a level is missing or not a mapping."""
+    for key in path:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(key)
+    return d
+
+
 def type_name(value):
     if value is None:
         return "null"

@@ -30,6 +30,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils._common import (
+    dig,
     as_number,
     fmt_num,
     is_number,
@@ -90,14 +91,6 @@ OVER_CACHE_LABELS = ("over_cache",)
 
 
 # --------------------------------------------------------------------------- helpers
-
-def _get(d, *path):
-    for key in path:
-        if not isinstance(d, dict):
-            return None
-        d = d.get(key)
-    return d
-
 
 def _num(v):
     t = type(v)
@@ -204,10 +197,10 @@ class _W(object):
 
     def kb_s(self, op):
         """Benchmark KiB/s of an op, from the JSON (bytes / elapsed or mib_per_sec)."""
-        mib = _num(_get(self.bench, "ops", op, "mib_per_sec"))
+        mib = _num(dig(self.bench, "ops", op, "mib_per_sec"))
         if mib is not None:
             return mib * 1024.0
-        nbytes, el = _num(_get(self.bench, "ops", op, "bytes")), self.get("elapsed_s")
+        nbytes, el = _num(dig(self.bench, "ops", op, "bytes")), self.get("elapsed_s")
         if nbytes is not None and el:
             return nbytes / el / 1024.0
         return None
@@ -222,18 +215,18 @@ class _W(object):
         return self.rec.get("working_set") == "cache" or self.label == "cache"
 
     def device(self):
-        dev = _get(self.rec, "result", "iostat", "avg", "device")
+        dev = dig(self.rec, "result", "iostat", "avg", "device")
         if isinstance(dev, str) and dev:
             return dev
-        devs = _get(self.rec, "result", "collector", "devices")
+        devs = dig(self.rec, "result", "collector", "devices")
         if isinstance(devs, list) and devs:
             return "+".join(str(d) for d in devs)
         return None
 
     def no_device_reason(self):
-        source = _get(self.rec, "result", "collector", "source") or "none"
-        reason = _get(self.rec, "result", "collector", "reason")
-        fs = _get(self.bench, "environment", "filesystem")
+        source = dig(self.rec, "result", "collector", "source") or "none"
+        reason = dig(self.rec, "result", "collector", "reason")
+        fs = dig(self.bench, "environment", "filesystem")
         text = "collector %s" % source
         if fs:
             text += ", filesystem %s" % fs
@@ -740,7 +733,7 @@ def _bounded_max(ws, o, tipping):
 # --------------------------------------------------------------------------- 7. database pattern
 
 def _lat_ms(d, pct):
-    v = _num(_get(d, "latency_us", pct))
+    v = _num(dig(d, "latency_us", pct))
     return None if v is None else v / 1000.0
 
 
@@ -867,9 +860,9 @@ def cache_proof_failures(diagnostics):
     cp = (diagnostics or {}).get("cache_proof") if isinstance(diagnostics, dict) else None
     if not isinstance(cp, dict):
         return []
-    per = _get(cp, "evidence", "workloads") or {}
+    per = dig(cp, "evidence", "workloads") or {}
     out = []
-    for wid in _get(cp, "evidence", "failed") or []:
+    for wid in dig(cp, "evidence", "failed") or []:
         ev = per.get(wid) or {}
         out.append((wid, ev))
     return out

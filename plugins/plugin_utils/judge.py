@@ -64,6 +64,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils._common import (
+    dig,
     READ_MODES,
     WRITE_MODES,
     fmt_num,
@@ -86,22 +87,14 @@ PASS, FAIL, ERROR = "PASS", "FAIL", "ERROR"
 _LIMIT_LABEL = {"min_iops": ("IOPS", ""), "min_mibps": ("MiB/s", "")}
 
 
-def _get(d, *path):
-    for key in path:
-        if not isinstance(d, dict):
-            return None
-        d = d.get(key)
-    return d
-
-
 # --------------------------------------------------------------------------- evidence
 
 def _device_name(record):
     result = record.get("result") if isinstance(record, dict) else None
-    dev = _get(result, "iostat", "avg", "device")
+    dev = dig(result, "iostat", "avg", "device")
     if isinstance(dev, str) and dev:
         return dev
-    devs = _get(result, "collector", "devices")
+    devs = dig(result, "collector", "devices")
     if isinstance(devs, list) and devs:
         return "+".join(str(d) for d in devs)
     return None
@@ -109,7 +102,7 @@ def _device_name(record):
 
 def _does(record, mode_set, op):
     mode = record.get("mode")
-    count = _get(record, "result", "bench", "ops", op, "count")
+    count = dig(record, "result", "bench", "ops", op, "count")
     if is_number(count):
         return count > 0
     return mode in mode_set
@@ -124,8 +117,8 @@ def evidence(record, metrics, focus=None):
     m = metrics or {}
     dev_keys = [k for k in m if k.startswith("dev_") and not k.endswith("_ratio")]
     if not any(m.get(k) is not None for k in dev_keys):
-        source = _get(record, "result", "collector", "source")
-        reason = _get(record, "result", "collector", "reason")
+        source = dig(record, "result", "collector", "source")
+        reason = dig(record, "result", "collector", "reason")
         text = "no device statistics (collector: %s" % (source or "none")
         return text + ("; %s)" % reason if reason else ")")
     reads = _does(record, READ_MODES, "read")
@@ -203,9 +196,9 @@ def _integrity(record, wid, metrics):
         return out
     errors = metrics.get("errors")
     if errors:
-        by_kind = _get(bench, "errors", "by_kind") or {}
+        by_kind = dig(bench, "errors", "by_kind") or {}
         kinds = ", ".join("%s %s" % (k, v) for k, v in sorted(by_kind.items()) if v) if isinstance(by_kind, dict) else ""
-        first = _get(bench, "errors", "first")
+        first = dig(bench, "errors", "first")
         msg = "%s: %s I/O error%s during the run" % (wid, errors, "" if errors == 1 else "s")
         if kinds:
             msg += " (%s)" % kinds
@@ -394,7 +387,7 @@ def judge(workloads, rules, expected_ids=None, error=None, diagnostics=None, opt
         integrity = _integrity(rec, wid, metrics)
         checks.extend(integrity)
         if any(c["rule"] in ("no_metrics", "skipped") for c in integrity) or not isinstance(
-                _get(rec, "result", "bench"), dict):
+                dig(rec, "result", "bench"), dict):
             continue
         if wid in proof_failed:
             checks.append(_cache_proof_check(wid, proof_failed[wid]))

@@ -30,6 +30,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils._common import (
+    dig,
     OPS,
     PCT_SOURCE,
     PCTS,
@@ -60,20 +61,12 @@ METRIC_KEYS = (
 )
 
 
-def _get(d, *path):
-    for key in path:
-        if not isinstance(d, dict):
-            return None
-        d = d.get(key)
-    return d
-
-
 def op_count(record_or_bench, op):
     """Number of ``op`` operations iobench reported, or None when unknown."""
     bench = record_or_bench
     if isinstance(bench, dict) and "result" in bench:
-        bench = _get(bench, "result", "bench")
-    count = _get(bench, "ops", op, "count")
+        bench = dig(bench, "result", "bench")
+    count = dig(bench, "ops", op, "count")
     return count if is_int(count) else as_number(count)
 
 
@@ -95,12 +88,12 @@ def workload_metrics(record):
     if not isinstance(record, dict):
         return m
     result = record.get("result") if "result" in record else record
-    bench = _get(result, "bench")
+    bench = dig(result, "bench")
     if not isinstance(bench, dict):
         bench = {}
 
     for op in OPS:
-        opd = _get(bench, "ops", op)
+        opd = dig(bench, "ops", op)
         if not isinstance(opd, dict):
             continue
         count = as_number(opd.get("count"))
@@ -117,18 +110,18 @@ def workload_metrics(record):
                 m["%s_%s_ms" % (op, pct)] = v / 1000.0 if v is not None else None
 
     m["iops"] = _sum(m["read_iops"], m["write_iops"])
-    m["mibps"] = _sum(as_number(_get(bench, "ops", "read", "mib_per_sec")),
-                      as_number(_get(bench, "ops", "write", "mib_per_sec")))
+    m["mibps"] = _sum(as_number(dig(bench, "ops", "read", "mib_per_sec")),
+                      as_number(dig(bench, "ops", "write", "mib_per_sec")))
     m["elapsed_s"] = as_number(bench.get("elapsed_s"))
 
-    avg = _get(result, "iostat", "avg")
+    avg = dig(result, "iostat", "avg")
     if isinstance(avg, dict):
         for key, col in DEVICE_FIELDS:
             m[key] = as_number(avg.get(col))
     m["dev_read_ratio"] = _ratio(m["dev_r_s"], m["read_iops"])
     m["dev_write_ratio"] = _ratio(m["dev_w_s"], m["write_iops"])
 
-    errors = _get(bench, "errors", "total")
+    errors = dig(bench, "errors", "total")
     m["errors"] = int(errors) if as_number(errors) is not None else None
     m["interrupted"] = bool(bench.get("interrupted")) if bench else False
     return m
