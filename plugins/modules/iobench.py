@@ -46,10 +46,14 @@ options:
     type: path
     required: true
   mode:
-    description: Workload (C(--mode)), with sysbench fileio's names.
+    description:
+      - Workload (C(--mode)), with sysbench fileio's names.
+      - V(dbpattern) mimics an InnoDB-style server (O(threads) page readers committing
+        transactions through one group-commit log writer, O(db_flushers) page flushers); the
+        result carries a C(db) section. See the C(db_*) options.
     type: str
     required: true
-    choices: [seqwr, seqrewr, seqrd, rndrd, rndwr, rndrw]
+    choices: [seqwr, seqrewr, seqrd, rndrd, rndwr, rndrw, dbpattern]
   file_num:
     description: Number of files (C(--file-num)).
     type: int
@@ -124,6 +128,51 @@ options:
   rw_ratio:
     description: Read/write ratio for O(mode=rndrw) (C(--rw-ratio)), greater than 0.
     type: float
+  search:
+    description:
+      - Latency-bounded maximum search (C(--search)), which runs steps 1, 2, 4, ... up to O(search_max) of
+        the knob and keep the highest IOPS whose p99 stays under O(search_bound_ms). The result
+        carries a C(search) section; its C(ops)/C(total) describe the best step.
+      - Only with O(mode) V(rndrd), V(rndwr) or V(rndrw). V(iodepth) needs O(engine=io_uring).
+      - The searched knob is not passed (O(threads) resp. O(iodepth) must stay 1), nor is O(time)
+        (each step runs O(search_step_time) seconds), nor O(requests).
+    type: str
+    choices: [threads, iodepth]
+  search_bound_ms:
+    description: Latency bound of the search in milliseconds (C(--search-bound-ms)), greater than 0. Binary default 50.
+    type: float
+  search_max:
+    description: Last value of the searched knob (C(--search-max)); 1..1024 for threads, 1..4096 for iodepth. Binary default 64.
+    type: int
+  search_step_time:
+    description: Measured seconds per search step (C(--search-step-time)), 1 to 3600. Binary default 5.
+    type: int
+  search_percentile:
+    description: Percentile compared with the bound (C(--search-percentile)). Binary default p99.
+    type: str
+    choices: [p50, p90, p95, p99, p99.9]
+  db_reads_per_txn:
+    description: O(mode=dbpattern) page reads per transaction before its commit (C(--db-reads-per-txn)). Binary default 4.
+    type: int
+  db_log_block:
+    description:
+      - O(mode=dbpattern) bytes written to the redo log per group commit (C(--db-log-block)), a
+        multiple of 512 not larger than O(block_size); same syntax as O(block_size). Binary default 4K.
+    type: raw
+  db_log_size:
+    description:
+      - O(mode=dbpattern) size of the redo log file C(ib_logfile.iobench), written circularly
+        (C(--db-log-size)); created and filled by iobench in O(dir), removed by cleanup. Binary default 64M.
+    type: raw
+  db_flushers:
+    description: O(mode=dbpattern) page flusher threads doing random page writes (C(--db-flushers)), 0 to 64. Binary default 1.
+    type: int
+  db_flush_rate:
+    description: O(mode=dbpattern) page writes per second over all flushers (C(--db-flush-rate)); 0 = as fast as they go.
+    type: float
+  db_group_commit_max:
+    description: O(mode=dbpattern) transactions per group commit at most (C(--db-group-commit-max)); 0 = no limit.
+    type: int
   keep_cache:
     description: Do not drop the page cache of the test files before the run (C(--keep-cache)).
     type: bool
@@ -200,6 +249,30 @@ EXAMPLES = r"""
     collect: procfs
     timeout: 120
 
+- name: Highest IOPS with p99 under 20 ms, searching the thread count (1, 2, 4, ... 64)
+  fleetqual.storage.iobench:
+    dir: /var/tmp/fleetqual
+    mode: rndrd
+    total_size: 8G
+    direct: true
+    search: threads
+    search_bound_ms: 20
+    search_max: 64
+    search_step_time: 5
+    timeout: 300
+  register: bounded
+
+- name: InnoDB-like database pattern, 16 page readers, one flusher at 500 pages/s
+  fleetqual.storage.iobench:
+    dir: /var/tmp/fleetqual
+    mode: dbpattern
+    total_size: 8G
+    direct: true
+    threads: 16
+    db_flush_rate: 500
+    time: 60
+  register: db
+
 - name: Show what would run
   fleetqual.storage.iobench:
     dir: /var/tmp/fleetqual
@@ -240,6 +313,12 @@ bench:
   description:
     - The iobench JSON document (schema_version 1, docs/contracts.md section 2), as written by the
       binary. Empty when the binary wrote none.
+    - With O(search), C(search) holds the steps and the best step (docs/diagnostics.md section 6)
+      and C(window), C(ops), C(total) describe the best step (the last one when none kept the
+      bound), so the iostat/vmstat samples are those of that step.
+    - With O(mode=dbpattern), C(db) holds transactions, group commits, commit latency and page
+      read/write latency (docs/diagnostics.md section 7); C(ops.read) are the page reads,
+      C(ops.write) the page writes and C(ops.fsync) the log fdatasyncs.
   returned: when the binary ran
   type: dict
   sample: {schema_version: 1, window: {start_epoch: 1763760000.123, end_epoch: 1763760060.13},
@@ -336,7 +415,7 @@ from ansible_collections.fleetqual.storage.plugins.module_utils.sysstat import (
     select_window, iostat_average, vmstat_average,
 )
 
-MODES = ["seqwr", "seqrewr", "seqrd", "rndrd", "rndwr", "rndrw"]
+MODES = ["seqwr", "seqrewr", "seqrd", "rndrd", "rndwr", "rndrw", "dbpattern"]
 KILL_GRACE_S = 30
 
 ARGUMENT_SPEC = dict(
@@ -360,6 +439,17 @@ ARGUMENT_SPEC = dict(
     warmup=dict(type="int"),
     seed=dict(type="int"),
     rw_ratio=dict(type="float"),
+    search=dict(type="str", choices=["threads", "iodepth"]),
+    search_bound_ms=dict(type="float"),
+    search_max=dict(type="int"),
+    search_step_time=dict(type="int"),
+    search_percentile=dict(type="str", choices=["p50", "p90", "p95", "p99", "p99.9"]),
+    db_reads_per_txn=dict(type="int"),
+    db_log_block=dict(type="raw"),
+    db_log_size=dict(type="raw"),
+    db_flushers=dict(type="int"),
+    db_flush_rate=dict(type="float"),
+    db_group_commit_max=dict(type="int"),
     keep_cache=dict(type="bool", default=False),
     prepare=dict(type="bool", default=True),
     cleanup=dict(type="bool", default=True),
@@ -411,21 +501,117 @@ def validate(params):
     if params["direct"] and sizes.get("block_size") and sizes["block_size"] % 512:
         errors.append("block_size %s is not a multiple of 512, which direct (O_DIRECT) needs"
                       % params["block_size"])
+    errors.extend(_validate_search(params))
+    errors.extend(_validate_db(params, sizes))
     return errors, sizes
+
+
+SEARCH_OPTS = ("search_bound_ms", "search_max", "search_step_time", "search_percentile")
+DB_OPTS = ("db_reads_per_txn", "db_log_block", "db_log_size", "db_flushers", "db_flush_rate", "db_group_commit_max")
+
+
+def _validate_search(p):
+    errors = []
+    knob = p.get("search")
+    if not knob:
+        given = [n for n in SEARCH_OPTS if p.get(n) is not None]
+        if given:
+            errors.append("%s need search (threads or iodepth)" % ", ".join(given))
+        return errors
+    if p["mode"] not in ("rndrd", "rndwr", "rndrw"):
+        errors.append("search needs mode rndrd, rndwr or rndrw, got %s" % p["mode"])
+    if knob == "iodepth" and p["engine"] != "io_uring":
+        errors.append("search iodepth needs engine io_uring")
+    if knob == "threads" and p["threads"] != 1:
+        errors.append("threads %d cannot be combined with search threads (the search sets it; leave threads at 1)"
+                      % p["threads"])
+    if knob == "iodepth" and p["iodepth"] != 1:
+        errors.append("iodepth %d cannot be combined with search iodepth (the search sets it; leave iodepth at 1)"
+                      % p["iodepth"])
+    for name in ("time", "requests"):
+        if p[name] is not None:
+            errors.append("%s cannot be combined with search (each step runs search_step_time seconds)" % name)
+    if p.get("search_bound_ms") is not None and not p["search_bound_ms"] > 0:
+        errors.append("search_bound_ms must be greater than 0, got %s" % p["search_bound_ms"])
+    top = 1024 if knob == "threads" else 4096
+    if p.get("search_max") is not None and not 1 <= p["search_max"] <= top:
+        errors.append("search_max must be between 1 and %d for search %s, got %d" % (top, knob, p["search_max"]))
+    if p.get("search_step_time") is not None and not 1 <= p["search_step_time"] <= 3600:
+        errors.append("search_step_time must be between 1 and 3600 seconds, got %d" % p["search_step_time"])
+    return errors
+
+
+def _validate_db(p, sizes):
+    errors = []
+    if p["mode"] != "dbpattern":
+        given = [n for n in DB_OPTS if p.get(n) is not None]
+        if given:
+            errors.append("%s need mode dbpattern" % ", ".join(given))
+        return errors
+    if p["engine"] != "sync":
+        errors.append("mode dbpattern runs with engine sync only")
+    if p["requests"]:
+        errors.append("requests cannot be combined with mode dbpattern (use time)")
+    if p["time"] == 0:
+        errors.append("time 0 is not valid with mode dbpattern")
+    for name in ("db_log_block", "db_log_size"):
+        if p.get(name) is not None:
+            try:
+                sizes[name] = parse_size(p[name], name)
+            except ValueError as e:
+                errors.append(str(e))
+    lb = sizes.get("db_log_block")
+    if lb is not None and (lb < 512 or lb % 512 or lb > 1 << 20):
+        errors.append("db_log_block must be a multiple of 512 bytes between 512 and 1M, got %s" % p["db_log_block"])
+    elif lb is not None and sizes.get("block_size") and lb > sizes["block_size"]:
+        errors.append("db_log_block %s must not be larger than block_size %s" % (p["db_log_block"], p["block_size"]))
+    ls = sizes.get("db_log_size")
+    if ls is not None and not (1 << 20) <= ls <= (64 << 30):
+        errors.append("db_log_size must be between 1M and 64G, got %s" % p["db_log_size"])
+    if p.get("db_reads_per_txn") is not None and not 1 <= p["db_reads_per_txn"] <= 1000000:
+        errors.append("db_reads_per_txn must be between 1 and 1000000, got %d" % p["db_reads_per_txn"])
+    if p.get("db_flushers") is not None and not 0 <= p["db_flushers"] <= 64:
+        errors.append("db_flushers must be between 0 and 64, got %d" % p["db_flushers"])
+    if p.get("db_flush_rate") is not None and p["db_flush_rate"] < 0:
+        errors.append("db_flush_rate must not be negative, got %s" % p["db_flush_rate"])
+    if p.get("db_group_commit_max") is not None and p["db_group_commit_max"] < 0:
+        errors.append("db_group_commit_max must not be negative, got %d" % p["db_group_commit_max"])
+    return errors
 
 
 def build_argv(params, sizes, output):
     """The iobench command line, as a list."""
     p = params
+    knob = p.get("search")
     argv = [p["binary"], "run",
             "--dir", p["dir"],
             "--mode", p["mode"],
             "--file-num", str(p["file_num"]),
             "--total-size", str(sizes["total_size"]),
-            "--block-size", str(sizes["block_size"]),
-            "--threads", str(p["threads"]),
-            "--engine", p["engine"],
-            "--iodepth", str(p["iodepth"])]
+            "--block-size", str(sizes["block_size"])]
+    if knob != "threads":
+        argv += ["--threads", str(p["threads"])]
+    argv += ["--engine", p["engine"]]
+    if knob != "iodepth":
+        argv += ["--iodepth", str(p["iodepth"])]
+    if knob:
+        argv += ["--search", knob]
+        for name, flag in (("search_bound_ms", "--search-bound-ms"), ("search_max", "--search-max"),
+                           ("search_step_time", "--search-step-time"), ("search_percentile", "--search-percentile")):
+            if p.get(name) is not None:
+                argv += [flag, repr(float(p[name])) if name == "search_bound_ms" else str(p[name])]
+    if p["mode"] == "dbpattern":
+        for name, flag in (("db_reads_per_txn", "--db-reads-per-txn"), ("db_log_block", "--db-log-block"),
+                           ("db_log_size", "--db-log-size"), ("db_flushers", "--db-flushers"),
+                           ("db_flush_rate", "--db-flush-rate"), ("db_group_commit_max", "--db-group-commit-max")):
+            if p.get(name) is None:
+                continue
+            if name in sizes:
+                argv += [flag, str(sizes[name])]
+            elif name == "db_flush_rate":
+                argv += [flag, repr(float(p[name]))]
+            else:
+                argv += [flag, str(p[name])]
     if p["direct"]:
         argv.append("--direct")
     if p["open_flags"]:

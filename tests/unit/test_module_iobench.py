@@ -423,3 +423,106 @@ def test_ansible_doc_renders():
     assert p.returncode == 0, p.stderr
     assert "collect_interval" in p.stdout and "RETURN VALUES" in p.stdout
     assert "ERROR" not in p.stderr and "WARNING" not in p.stderr, p.stderr
+
+
+# --------------------------------------------------------------------------- search and dbpattern
+
+def _params(**kw):
+    p = dict((k, v.get("default")) for k, v in mod.ARGUMENT_SPEC.items())
+    p.update(binary="/opt/b", dir="/d", total_size="1G")
+    p.update(kw)
+    return p
+
+
+def test_build_argv_search_threads_omits_the_knob():
+    p = _params(mode="rndrd", direct=True, search="threads", search_bound_ms=20, search_max=32,
+                search_step_time=3, search_percentile="p99.9", warmup=2)
+    errors, sizes = mod.validate(p)
+    assert errors == []
+    argv = mod.build_argv(p, sizes, "/t/r.json")
+    assert "--threads" not in argv and "--time" not in argv
+    assert argv[argv.index("--iodepth") + 1] == "1"
+    i = argv.index("--search")
+    assert argv[i:i + 10] == ["--search", "threads", "--search-bound-ms", "20.0", "--search-max", "32",
+                              "--search-step-time", "3", "--search-percentile", "p99.9"]
+
+
+def test_build_argv_search_iodepth():
+    p = _params(mode="rndrw", engine="io_uring", threads=4, search="iodepth")
+    errors, sizes = mod.validate(p)
+    assert errors == []
+    argv = mod.build_argv(p, sizes, "/t/r.json")
+    assert "--iodepth" not in argv and argv[argv.index("--threads") + 1] == "4"
+    assert argv[argv.index("--search") + 1] == "iodepth" and "--search-max" not in argv
+
+
+def test_build_argv_dbpattern():
+    p = _params(mode="dbpattern", threads=16, direct=True, time=60, db_reads_per_txn=8, db_log_block="8K",
+                db_log_size="128M", db_flushers=2, db_flush_rate=500, db_group_commit_max=4)
+    errors, sizes = mod.validate(p)
+    assert errors == []
+    argv = mod.build_argv(p, sizes, "/t/r.json")
+    i = argv.index("--db-reads-per-txn")
+    assert argv[i:i + 12] == ["--db-reads-per-txn", "8", "--db-log-block", "8192", "--db-log-size", str(128 << 20),
+                              "--db-flushers", "2", "--db-flush-rate", "500.0", "--db-group-commit-max", "4"]
+    assert argv[argv.index("--threads") + 1] == "16" and argv[argv.index("--mode") + 1] == "dbpattern"
+
+
+def test_validate_search_and_db_problems():
+    text = "\n".join(mod.validate(_params(mode="seqrd", search="iodepth", threads=1, time=10, requests=5,
+                                          search_bound_ms=0, search_max=5000, search_step_time=0))[0])
+    for words in ("search needs mode rndrd", "search iodepth needs engine io_uring", "time cannot be combined",
+                  "requests cannot be combined", "search_bound_ms must be greater than 0", "search_max must be between",
+                  "search_step_time"):
+        assert words in text, words
+    text = "\n".join(mod.validate(_params(mode="rndrd", search="threads", threads=8))[0])
+    assert "threads 8 cannot be combined with search threads" in text
+    text = "\n".join(mod.validate(_params(mode="rndrd", search_max=8, db_flushers=2))[0])
+    assert "search_max need search" in text and "db_flushers need mode dbpattern" in text
+    text = "\n".join(mod.validate(_params(mode="dbpattern", engine="io_uring", requests=10, db_log_block="1000",
+                                          db_log_size="1K", db_reads_per_txn=0, db_flushers=65, db_flush_rate=-1,
+                                          db_group_commit_max=-2))[0])
+    for words in ("engine sync only", "requests cannot be combined with mode dbpattern", "db_log_block must be",
+                  "db_log_size must be", "db_reads_per_txn", "db_flushers must be", "db_flush_rate", "db_group_commit_max"):
+        assert words in text, words
+    text = "\n".join(mod.validate(_params(mode="dbpattern", db_log_block="32K"))[0])
+    assert "db_log_block 32K must not be larger than block_size 16K" in text
+
+
+def test_real_run_search(iobench_binary, testdir, private_tmp):
+    r = run_module(dict(binary=iobench_binary, dir=testdir, mode="rndrd", file_num=4, total_size="16M", direct=True,
+                        search="threads", search_max=2, search_step_time=1, search_bound_ms=100000.0, collect="procfs",
+                        seed=5), tmpdir=private_tmp)
+    assert r.get("failed") is not True, r.get("msg")
+    assert r["rc"] == 0 and "--threads" not in r["argv"]
+    s = r["bench"]["search"]
+    assert s["knob"] == "threads" and s["bound_ms"] == 100000.0
+    assert [st["threads"] for st in s["steps"]] == [1, 2] or s["stopped"] == "no_gain"
+    assert s["stopped"] in ("max_reached", "no_gain") and s["best"] is not None
+    assert r["bench"]["threads"]["count"] == s["best"]["threads"]
+    assert r["vmstat"]["samples"]            # samples of the reported (best) step's window
+    _assert_in_window(r)
+    assert [f for f in os.listdir(testdir) if not f.startswith(".")] == []
+    assert os.listdir(private_tmp) == []
+
+
+def test_real_run_dbpattern(iobench_binary, testdir, private_tmp):
+    r = run_module(dict(binary=iobench_binary, dir=testdir, mode="dbpattern", file_num=4, total_size="16M",
+                        direct=True, threads=4, time=2, db_log_size="4M", db_flush_rate=100, collect="procfs"),
+                   tmpdir=private_tmp)
+    assert r.get("failed") is not True, r.get("msg")
+    assert r["rc"] == 0
+    db = r["bench"]["db"]
+    assert db["config"]["readers"] == 4 and db["config"]["log_block_size"] == 4096
+    assert db["commits"]["count"] > 0 and db["commits"]["txn_per_commit"] >= 1
+    assert db["page_reads"]["count"] == r["bench"]["ops"]["read"]["count"] > 0
+    # cleanup: true removed the test files and the log
+    assert os.listdir(testdir) == []
+    assert os.listdir(private_tmp) == []
+
+
+def test_db_log_block_larger_than_page_fails_before_running(iobench_binary, testdir):
+    r = run_module(small(iobench_binary, testdir, mode="dbpattern", block_size="4K", db_log_block="8K"))
+    assert r["failed"] is True and "argv" not in r
+    assert "db_log_block 8K must not be larger than block_size 4K" in r["msg"]
+    assert os.listdir(testdir) == []

@@ -7,11 +7,11 @@
 #include <strings.h>
 #include "iobench.h"
 
-static const char *mode_names[] = {"seqwr", "seqrewr", "seqrd", "rndrd", "rndwr", "rndrw"};
+static const char *mode_names[] = {"seqwr", "seqrewr", "seqrd", "rndrd", "rndwr", "rndrw", "dbpattern"};
 
 const char *mode_name(int m)
 {
-    if (m < 0 || m > MODE_RNDRW) return "none";
+    if (m < 0 || m > MODE_DBPATTERN) return "none";
     return mode_names[m];
 }
 
@@ -25,7 +25,7 @@ void usage(FILE *f)
 "  --file-num N            number of files test_file.0..N-1 (default 128)\n"
 "  --total-size SIZE       working set, split evenly over the files (default 2G)\n"
 "  --block-size SIZE       I/O size (default 16K); sizes take K/M/G/T or KiB/MiB/GiB/TiB\n"
-"  --mode MODE             seqwr|seqrewr|seqrd|rndrd|rndwr|rndrw (required for run)\n"
+"  --mode MODE             seqwr|seqrewr|seqrd|rndrd|rndwr|rndrw|dbpattern (required for run)\n"
 "  --rw-ratio R            reads per write for rndrw (default 1.5)\n"
 "  --threads N             1..1024 (default 1)\n"
 "  --engine sync|io_uring  (default sync)\n"
@@ -44,6 +44,20 @@ void usage(FILE *f)
 "  --keep-cache            do not drop the test files from the page cache before the run\n"
 "  --format json|text      (default json)\n"
 "  --output FILE           write the result to FILE instead of stdout\n"
+"\nlatency-bounded maximum search (modes rndrd, rndwr, rndrw):\n"
+"  --search threads|iodepth   step the knob 1,2,4,..,max; keep the highest IOPS within the bound\n"
+"  --search-bound-ms MS       latency bound of the percentile (default 50)\n"
+"  --search-max N             last value of the knob (default 64)\n"
+"  --search-step-time S       measured seconds per step (default 5)\n"
+"  --search-percentile P      p50|p90|p95|p99|p99.9 (default p99)\n"
+"  --search-min-gain PCT      stop (no_gain) after two steps each gaining less (default 5, 0 = off)\n"
+"\ndatabase pattern (--mode dbpattern; --threads = page readers):\n"
+"  --db-reads-per-txn N       page reads per transaction (default 4)\n"
+"  --db-log-block SIZE        redo log write per group commit (default 4K)\n"
+"  --db-log-size SIZE         size of " DB_LOG_NAME " (default 64M)\n"
+"  --db-flushers N            page flusher threads (default 1, 0 = none)\n"
+"  --db-flush-rate N          page writes/s over all flushers (default 0 = unthrottled)\n"
+"  --db-group-commit-max N    transactions per group commit at most (default 0 = readers)\n"
 "  --help, --version\n");
 }
 
@@ -112,7 +126,9 @@ static const struct { const char *alias, *name; } aliases[] = {
 static const char *valued[] = {
     "dir", "file-num", "total-size", "block-size", "mode", "rw-ratio", "threads", "engine",
     "iodepth", "open-flags", "fsync-freq", "fsync-mode", "time", "requests", "warmup", "seed",
-    "report-interval", "format", "output", NULL};
+    "report-interval", "format", "output",
+    "search", "search-bound-ms", "search-max", "search-step-time", "search-percentile", "search-min-gain",
+    "db-reads-per-txn", "db-log-block", "db-log-size", "db-flushers", "db-flush-rate", "db-group-commit-max", NULL};
 /* boolean options (optionally =on|off) */
 static const char *booleans[] = {
     "prepare", "cleanup", "direct", "fsync-all", "fsync-end", "keep-cache",
@@ -141,7 +157,18 @@ int cli_parse(int argc, char **argv, options_t *o)
     o->time_s = -1;
     o->report_interval_s = 1;
     o->format = FMT_JSON;
-    int have_time = 0, have_iodepth = 0;
+    int have_time = 0, have_iodepth = 0, have_threads = 0, have_search_opt = 0, have_db_opt = 0;
+    const char *search_opt = NULL, *db_opt = NULL;
+    o->search_bound_ms = 50;
+    o->search_max = 64;
+    o->search_step_time_s = 5;
+    o->search_min_gain = 5;
+    o->search_pct = 99;
+    o->search_pct_name = "p99";
+    o->db_reads_per_txn = 4;
+    o->db_log_block = 4096;
+    o->db_log_size = 64ull << 20;
+    o->db_flushers = 1;
 
     if (argc < 2) { usage(stderr); die_usage("missing command (prepare, run or cleanup)"); }
     for (int i = 1; i < argc; i++) {
@@ -193,9 +220,9 @@ int cli_parse(int argc, char **argv, options_t *o)
         }
         else if (!strcmp(name, "mode")) {
             o->mode = MODE_NONE;
-            for (int m = 0; m <= MODE_RNDRW; m++) if (!strcmp(val, mode_names[m])) o->mode = m;
+            for (int m = 0; m <= MODE_DBPATTERN; m++) if (!strcmp(val, mode_names[m])) o->mode = m;
             if (o->mode == MODE_NONE)
-                die_usage("--mode: unknown mode '%s' (use seqwr, seqrewr, seqrd, rndrd, rndwr, rndrw)", val);
+                die_usage("--mode: unknown mode '%s' (use seqwr, seqrewr, seqrd, rndrd, rndwr, rndrw, dbpattern)", val);
         }
         else if (!strcmp(name, "rw-ratio")) {
             o->rw_ratio = parse_dbl(flag, val);
@@ -207,6 +234,7 @@ int cli_parse(int argc, char **argv, options_t *o)
             if (errno || *end || !*val || t < 1 || t > MAX_THREADS)
                 die_usage("--threads must be between 1 and %d, got %s", MAX_THREADS, val);
             o->threads = (int)t;
+            have_threads = 1;
         }
         else if (!strcmp(name, "engine")) {
             if (!strcmp(val, "sync") || !strcmp(val, "psync")) o->engine = ENGINE_SYNC;
@@ -247,6 +275,66 @@ int cli_parse(int argc, char **argv, options_t *o)
             else die_usage("--format: unknown format '%s' (use json or text)", val);
         }
         else if (!strcmp(name, "output")) { if (!*val) die_usage("--output must not be empty"); o->output = val; }
+        else if (!strcmp(name, "search")) {
+            if (!strcmp(val, "threads")) o->search = SEARCH_THREADS;
+            else if (!strcmp(val, "iodepth")) o->search = SEARCH_IODEPTH;
+            else die_usage("--search: unknown knob '%s' (use threads or iodepth)", val);
+        }
+        else if (!strncmp(name, "search-", 7)) {
+            have_search_opt = 1;
+            search_opt = !strcmp(name, "search-bound-ms") ? "--search-bound-ms" : !strcmp(name, "search-max") ? "--search-max"
+                       : !strcmp(name, "search-step-time") ? "--search-step-time"
+                       : !strcmp(name, "search-min-gain") ? "--search-min-gain" : "--search-percentile";
+            if (!strcmp(name, "search-bound-ms")) {
+                o->search_bound_ms = parse_dbl(flag, val);
+                if (!(o->search_bound_ms > 0) || o->search_bound_ms > 3.6e6)
+                    die_usage("--search-bound-ms must be greater than 0 (and at most 3600000), got %s", val);
+            } else if (!strcmp(name, "search-max")) {
+                o->search_max = (int)parse_u64(flag, val, MAX_IODEPTH);
+                if (o->search_max < 1) die_usage("--search-max must be at least 1, got %s", val);
+            } else if (!strcmp(name, "search-min-gain")) {
+                o->search_min_gain = parse_dbl(flag, val);
+                if (o->search_min_gain < 0 || o->search_min_gain > 1000)
+                    die_usage("--search-min-gain must be between 0 (off) and 1000 percent, got %s", val);
+            } else if (!strcmp(name, "search-step-time")) {
+                o->search_step_time_s = parse_dbl(flag, val);
+                if (!(o->search_step_time_s >= 0.1) || o->search_step_time_s > 3600)
+                    die_usage("--search-step-time must be between 0.1 and 3600 seconds, got %s", val);
+            } else {
+                static const struct { const char *n; double p; } pcts[] = {
+                    {"p50", 50}, {"p90", 90}, {"p95", 95}, {"p99", 99}, {"p99.9", 99.9}};
+                int ok = 0;
+                for (size_t k = 0; k < sizeof pcts / sizeof pcts[0]; k++)
+                    if (!strcmp(val, pcts[k].n)) { o->search_pct = pcts[k].p; o->search_pct_name = pcts[k].n; ok = 1; }
+                if (!ok) die_usage("--search-percentile: unknown percentile '%s' (use p50, p90, p95, p99, p99.9)", val);
+            }
+        }
+        else if (!strncmp(name, "db-", 3)) {
+            have_db_opt = 1;
+            static char dbflag[80];
+            snprintf(dbflag, sizeof dbflag, "%s", flag);
+            db_opt = dbflag;
+            if (!strcmp(name, "db-reads-per-txn")) {
+                o->db_reads_per_txn = parse_u64(flag, val, 1000000);
+                if (o->db_reads_per_txn < 1) die_usage("--db-reads-per-txn must be between 1 and 1000000, got %s", val);
+            } else if (!strcmp(name, "db-log-block")) {
+                o->db_log_block = parse_sz(flag, val);
+                if (o->db_log_block < 512 || o->db_log_block % 512 || o->db_log_block > (1u << 20))
+                    die_usage("--db-log-block must be a multiple of 512 bytes between 512 and 1M, got %s", val);
+            } else if (!strcmp(name, "db-log-size")) {
+                o->db_log_size = parse_sz(flag, val);
+                if (o->db_log_size < (1u << 20) || o->db_log_size > (64ull << 30))
+                    die_usage("--db-log-size must be between 1M and 64G, got %s", val);
+            } else if (!strcmp(name, "db-flushers")) {
+                o->db_flushers = (int)parse_u64(flag, val, 64);
+            } else if (!strcmp(name, "db-flush-rate")) {
+                o->db_flush_rate = parse_dbl(flag, val);
+                if (o->db_flush_rate < 0 || o->db_flush_rate > 1e7)
+                    die_usage("--db-flush-rate must be between 0 (unthrottled) and 10000000 pages/s, got %s", val);
+            } else {
+                o->db_group_max = (int)parse_u64(flag, val, 1000000);
+            }
+        }
         else if (!strcmp(name, "prepare")) o->do_prepare = parse_bool(flag, val);
         else if (!strcmp(name, "cleanup")) o->do_cleanup = parse_bool(flag, val);
         else if (!strcmp(name, "direct")) o->direct = parse_bool(flag, val);
@@ -261,7 +349,7 @@ int cli_parse(int argc, char **argv, options_t *o)
     if (o->command != CMD_RUN && (o->do_prepare || o->do_cleanup))
         die_usage("--prepare/--cleanup are only valid with the run command");
     if (o->command == CMD_RUN && o->mode == MODE_NONE)
-        die_usage("--mode is required for run (seqwr, seqrewr, seqrd, rndrd, rndwr, rndrw)");
+        die_usage("--mode is required for run (seqwr, seqrewr, seqrd, rndrd, rndwr, rndrw, dbpattern)");
     if (o->file_num * o->block_size / o->block_size != o->file_num || o->total_size < o->file_num * o->block_size)
         die_usage("--total-size (%llu bytes) must be at least --file-num x --block-size (%llu x %llu)",
                   (unsigned long long)o->total_size, (unsigned long long)o->file_num,
@@ -272,6 +360,39 @@ int cli_parse(int argc, char **argv, options_t *o)
                   (unsigned long long)o->block_size);
     if (o->engine == ENGINE_SYNC && have_iodepth && o->iodepth > 1)
         die_usage("--iodepth %d needs --engine io_uring (the sync engine has one request in flight per thread)", o->iodepth);
+    if (o->search) {
+        if (o->command != CMD_RUN) die_usage("--search is only valid with the run command");
+        if (o->mode != MODE_RNDRD && o->mode != MODE_RNDWR && o->mode != MODE_RNDRW)
+            die_usage("--search needs --mode rndrd, rndwr or rndrw, got %s", mode_name(o->mode));
+        if (o->requests) die_usage("--requests cannot be combined with --search (each step runs --search-step-time seconds)");
+        if (have_time) die_usage("--time cannot be combined with --search (use --search-step-time, seconds per step)");
+        if (o->search == SEARCH_IODEPTH && o->engine != ENGINE_URING)
+            die_usage("--search iodepth needs --engine io_uring (the sync engine has one request in flight per thread)");
+        if (o->search == SEARCH_THREADS && have_threads && o->threads != 1)
+            die_usage("--threads %d cannot be combined with --search threads (the search sets the thread count)", o->threads);
+        if (o->search == SEARCH_IODEPTH && have_iodepth && o->iodepth != 1)
+            die_usage("--iodepth %d cannot be combined with --search iodepth (the search sets the depth)", o->iodepth);
+        if (o->search == SEARCH_THREADS && o->search_max > MAX_THREADS)
+            die_usage("--search-max must be between 1 and %d for --search threads, got %d", MAX_THREADS, o->search_max);
+        o->time_s = o->search_step_time_s;
+        have_time = 1;
+    } else if (have_search_opt) {
+        die_usage("%s needs --search threads|iodepth", search_opt);
+    }
+    if (o->mode == MODE_DBPATTERN) {
+        if (o->requests) die_usage("--requests cannot be combined with --mode dbpattern (use --time)");
+        if (o->engine != ENGINE_SYNC) die_usage("--engine io_uring is not supported by --mode dbpattern (use --engine sync)");
+        if (o->db_log_block > o->block_size)
+            die_usage("--db-log-block %llu must not be larger than --block-size %llu (the page size)",
+                      (unsigned long long)o->db_log_block, (unsigned long long)o->block_size);
+        if (o->db_log_size < 16 * o->db_log_block)
+            die_usage("--db-log-size must be at least 16 x --db-log-block");
+        if (o->db_log_size % o->db_log_block)
+            die_usage("--db-log-size must be a multiple of --db-log-block (%llu)", (unsigned long long)o->db_log_block);
+        if (have_time && o->time_s == 0) die_usage("--time 0 is not valid with --mode dbpattern (no limit needs --requests, which dbpattern has not)");
+    } else if (have_db_opt) {
+        die_usage("%s needs --mode dbpattern", db_opt);
+    }
     if (!have_time) o->time_s = o->requests ? 0 : 10;
     if (o->time_s == 0 && o->requests == 0 && o->command == CMD_RUN)
         die_usage("--time 0 needs --requests (the run would never end)");

@@ -1,5 +1,6 @@
 /* Safety checks, prepare and cleanup. Nothing here follows a symlink, and nothing but
- * test_file.N (N a plain decimal number) and .iobench-marker is ever written or removed. */
+ * test_file.N (N a plain decimal number), .iobench-marker and the dbpattern log ib_logfile.iobench
+ * is ever written or removed. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -306,6 +307,19 @@ int do_cleanup(const options_t *o, uint64_t *removed)
         names[n++] = strdup(de->d_name);
     }
     closedir(d);
+    if (!rc) {   /* the dbpattern redo log, ib_logfile.iobench, is ours too */
+        struct stat st;
+        if (fstatat(dfd, DB_LOG_NAME, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+            if (!S_ISREG(st.st_mode)) {
+                err_msg("--dir %s: %s is not a regular file (symlink?); refusing to clean up, nothing removed",
+                        o->dir, DB_LOG_NAME);
+                rc = EXIT_ENV;
+            } else {
+                if (n == cap) { cap *= 2; names = realloc(names, cap * sizeof *names); }
+                names[n++] = strdup(DB_LOG_NAME);
+            }
+        }
+    }
     if (!rc) {
         for (size_t i = 0; i < n; i++) {
             if (unlinkat(dfd, names[i], 0) == 0) (*removed)++;

@@ -15,7 +15,8 @@
 enum { EXIT_OK = 0, EXIT_INTERNAL = 1, EXIT_USAGE = 2, EXIT_ENV = 3, EXIT_IOERR = 4, EXIT_INTR = 5 };
 
 enum { CMD_NONE = 0, CMD_PREPARE, CMD_RUN, CMD_CLEANUP };
-enum { MODE_NONE = -1, MODE_SEQWR = 0, MODE_SEQREWR, MODE_SEQRD, MODE_RNDRD, MODE_RNDWR, MODE_RNDRW };
+enum { MODE_NONE = -1, MODE_SEQWR = 0, MODE_SEQREWR, MODE_SEQRD, MODE_RNDRD, MODE_RNDWR, MODE_RNDRW, MODE_DBPATTERN };
+enum { SEARCH_NONE = 0, SEARCH_THREADS, SEARCH_IODEPTH };
 enum { ENGINE_SYNC = 0, ENGINE_URING };
 enum { FSYNC_FSYNC = 0, FSYNC_FDATASYNC };
 enum { FMT_JSON = 0, FMT_TEXT };
@@ -27,6 +28,8 @@ enum { OP_READ = 0, OP_WRITE = 1, OP_FSYNC = 2, OP_KINDS = 3 };
 #define MARKER_NAME ".iobench-marker"
 #define MARKER_MAGIC "iobench test directory marker v1"
 #define FILE_PREFIX "test_file."
+#define DB_LOG_NAME "ib_logfile.iobench"   /* dbpattern redo log; removed by cleanup */
+#define SEARCH_MAX_STEPS 32
 
 typedef struct options {
     int command;
@@ -55,6 +58,22 @@ typedef struct options {
     int format;
     const char *output;
     int debug_offsets_hash;   /* hidden: hash the offset sequence per thread */
+    uint64_t stream_base;     /* internal: rng stream of thread 0 (search steps use fresh streams) */
+    /* --search (latency-bounded maximum) */
+    int search;               /* SEARCH_NONE / THREADS / IODEPTH */
+    double search_bound_ms;
+    int search_max;
+    double search_step_time_s;
+    double search_min_gain;   /* percent; 0 = never stop for no_gain */
+    double search_pct;        /* 99 */
+    const char *search_pct_name;   /* "p99" */
+    /* --mode dbpattern */
+    uint64_t db_reads_per_txn;
+    uint64_t db_log_block;
+    uint64_t db_log_size;
+    int db_flushers;
+    double db_flush_rate;     /* pages/s over all flushers, 0 = unthrottled */
+    int db_group_max;         /* 0 = unlimited (readers) */
 } options_t;
 
 /* ---- size.c ---- */
@@ -166,7 +185,11 @@ typedef struct thread {
     uint64_t offsets_hash;
     uint64_t last_done_ns;
     uint64_t wseq;             /* stamp counter for write buffers */
+    int role;                  /* dbpattern: DB_READER / DB_LOGWRITER / DB_FLUSHER */
+    opstat_t *xst;             /* dbpattern readers: commit wait latency */
+    uint64_t txns;             /* dbpattern readers: committed transactions in the window */
 } __attribute__((aligned(128))) thread_t;   /* no false sharing between threads */
+enum { DB_NONE = 0, DB_READER, DB_LOGWRITER, DB_FLUSHER };   /* no false sharing between threads */
 
 typedef struct bench {
     options_t *o;
@@ -183,6 +206,8 @@ typedef struct bench {
     int setup_failed;          /* a thread could not set up its engine */
     char setup_err[320];
     pthread_mutex_t setup_lock;
+    int nth;                   /* threads started (readers + log writer + flushers for dbpattern) */
+    struct dbstate *db;        /* dbpattern shared state (db.c) */
 } bench_t;
 
 extern atomic_int g_stop;       /* set by SIGINT/SIGTERM handler */
@@ -264,6 +289,37 @@ int fsync_file(thread_t *t, int fileidx, int measure);
 void after_write(thread_t *t, int fileidx);
 void fsync_end_all(thread_t *t);
 
+void bench_free(bench_t *b);
+int stop_requested(const bench_t *b);
+
+/* ---- db.c: --mode dbpattern ---- */
+typedef struct dbresult {
+    uint64_t commits, txns_in_commits, log_writes, log_bytes;
+} dbresult_t;
+int db_open_log(const options_t *o, int *fd_out);     /* create/fill ib_logfile.iobench; exit code */
+struct dbstate *db_alloc(const options_t *o, int log_fd);   /* main: b->db, b->nth = readers + 1 + flushers */
+int db_setup(bench_t *b);                             /* run_bench, after thread_init: roles, commit slots */
+void db_thread(thread_t *t);
+void db_result(const bench_t *b, dbresult_t *r);
+void db_free(bench_t *b);
+
+/* ---- search.c: --search ---- */
+typedef struct search_step {
+    int threads, iodepth;
+    double iops, p99_us, pct_us, elapsed_s;
+    uint64_t ops;
+    int complete;
+} search_step_t;
+typedef struct search_res {
+    int nsteps;
+    search_step_t steps[SEARCH_MAX_STEPS];
+    int best;                  /* index into steps, -1 = none within the bound */
+    int reported;              /* step whose bench is reported in ops/total/... */
+    const char *stopped;
+    bench_t *bench;            /* the reported step's bench (its o is a private copy) */
+} search_res_t;
+int run_search(options_t *o, int *fds, search_res_t *sr);
+
 /* ---- engines ---- */
 void *engine_sync_thread(thread_t *t);
 void *engine_uring_thread(thread_t *t);
@@ -281,6 +337,7 @@ typedef struct report {
     int exit_code;
     int interrupted;
     int signal;
+    search_res_t *search;      /* --search result, or NULL */
 } report_t;
 void write_json(FILE *f, report_t *r);
 void write_text(FILE *f, report_t *r);

@@ -1,5 +1,6 @@
 /* JSON output, schema_version 1 (docs/iobench-json.md). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include "summary.h"
 
@@ -49,9 +50,125 @@ static void write_config(FILE *f, const options_t *o)
     jnum(f, o->warmup_s, 3);
     fprintf(f, ", \"seed\": %llu, \"report_interval_s\": ", (unsigned long long)o->seed);
     jnum(f, o->report_interval_s, 3);
-    fprintf(f, ", \"keep_cache\": %s, \"prepare\": %s, \"cleanup\": %s, \"format\": \"%s\"},\n",
+    fprintf(f, ", \"keep_cache\": %s, \"prepare\": %s, \"cleanup\": %s, \"format\": \"%s\"",
             o->keep_cache ? "true" : "false", o->do_prepare ? "true" : "false", o->do_cleanup ? "true" : "false",
             o->format == FMT_TEXT ? "text" : "json");
+    if (o->search) {
+        fprintf(f, ",\n             \"search\": \"%s\", \"search_bound_ms\": ", o->search == SEARCH_THREADS ? "threads" : "iodepth");
+        jnum(f, o->search_bound_ms, 3);
+        fprintf(f, ", \"search_max\": %d, \"search_step_time_s\": ", o->search_max);
+        jnum(f, o->search_step_time_s, 3);
+        fprintf(f, ", \"search_percentile\": \"%s\", \"search_min_gain_pct\": ", o->search_pct_name);
+        jnum(f, o->search_min_gain, 3);
+    }
+    if (o->mode == MODE_DBPATTERN) {
+        fprintf(f, ",\n             \"db_reads_per_txn\": %llu, \"db_log_block\": %llu, \"db_log_size\": %llu, "
+                "\"db_flushers\": %d, \"db_flush_rate\": ", (unsigned long long)o->db_reads_per_txn,
+                (unsigned long long)o->db_log_block, (unsigned long long)o->db_log_size, o->db_flushers);
+        jnum(f, o->db_flush_rate, 3);
+        fprintf(f, ", \"db_group_commit_max\": %d", o->db_group_max);
+    }
+    fprintf(f, "},\n");
+}
+
+static const struct { const char *k; double p; } DBP[] = {
+    {"p50", 50}, {"p90", 90}, {"p95", 95}, {"p99", 99}, {"p99.9", 99.9}};
+
+static void db_lat(FILE *f, const merged_t *m, int with_min_mean)
+{
+    fprintf(f, "\"latency_us\": {");
+    if (with_min_mean) {
+        fprintf(f, "\"min\": ");
+        jnum(f, m->n ? (double)m->min / 1e3 : 0, 3);
+        fprintf(f, ", \"mean\": ");
+        jnum(f, m->n ? m->mean / 1e3 : 0, 3);
+        fprintf(f, ", ");
+    }
+    for (size_t i = 0; i < sizeof DBP / sizeof DBP[0]; i++) {
+        fprintf(f, "\"%s\": ", DBP[i].k);
+        jnum(f, op_percentile(m, DBP[i].p) / 1e3, 3);
+        fprintf(f, ", ");
+    }
+    fprintf(f, "\"max\": ");
+    jnum(f, m->n ? (double)m->max / 1e3 : 0, 3);
+    fputc('}', f);
+}
+
+static void write_db(FILE *f, report_t *r, const summary_t *s)
+{
+    const options_t *o = r->o;
+    bench_t *b = r->b;
+    double el = s->elapsed_s;
+    dbresult_t dr;
+    db_result(b, &dr);
+    merged_t *cm = calloc(1, sizeof *cm);
+    uint64_t txns = 0;
+    if (!cm) { fprintf(f, "  \"db\": null,\n"); return; }
+    for (int i = 0; i < b->nth; i++)
+        if (b->th[i].role == DB_READER) { merged_add(cm, b->th[i].xst); txns += b->th[i].txns; }
+    fprintf(f, "  \"db\": {\n    \"config\": {\"readers\": %d, \"page_size\": %llu, \"log_block_size\": %llu, "
+            "\"flusher_threads\": %d, \"group_commit_max\": %d, \"working_set\": %llu, \"reads_per_txn\": %llu, "
+            "\"flush_rate\": ", o->threads, (unsigned long long)o->block_size, (unsigned long long)o->db_log_block,
+            o->db_flushers, o->db_group_max > 0 ? o->db_group_max : o->threads,
+            (unsigned long long)(o->file_size * o->file_num), (unsigned long long)o->db_reads_per_txn);
+    jnum(f, o->db_flush_rate, 3);
+    fprintf(f, ", \"log_file\": \"%s\", \"log_size\": %llu},\n", DB_LOG_NAME, (unsigned long long)o->db_log_size);
+    fprintf(f, "    \"transactions\": {\"count\": %llu, \"per_sec\": ", (unsigned long long)txns);
+    jnum(f, el > 0 ? (double)txns / el : 0, 3);
+    fprintf(f, "},\n    \"commits\": {\"count\": %llu, \"per_sec\": ", (unsigned long long)dr.commits);
+    jnum(f, el > 0 ? (double)dr.commits / el : 0, 3);
+    fprintf(f, ", \"txn_per_commit\": ");
+    jnum(f, dr.commits ? (double)dr.txns_in_commits / (double)dr.commits : 0, 3);
+    fprintf(f, ",\n      ");
+    db_lat(f, cm, 1);
+    fprintf(f, "},\n    \"log_writes\": {\"count\": %llu, \"bytes\": %llu, \"per_sec\": ",
+            (unsigned long long)dr.log_writes, (unsigned long long)dr.log_bytes);
+    jnum(f, el > 0 ? (double)dr.log_writes / el : 0, 3);
+    static const char *names[] = {"page_reads", "page_writes"};
+    for (int k = 0; k < 2; k++) {
+        const merged_t *m = &s->op[k == 0 ? OP_READ : OP_WRITE];
+        fprintf(f, "},\n    \"%s\": {\"count\": %llu, \"per_sec\": ", names[k], (unsigned long long)m->n);
+        jnum(f, el > 0 ? (double)m->n / el : 0, 3);
+        fprintf(f, ",\n      ");
+        db_lat(f, m, 0);
+    }
+    fprintf(f, "}\n  },\n");
+    free(cm);
+}
+
+static void write_search(FILE *f, const report_t *r)
+{
+    const search_res_t *sr = r->search;
+    const options_t *o = r->o;
+    int other = strcmp(o->search_pct_name, "p99") != 0;
+    fprintf(f, "  \"search\": {\"knob\": \"%s\", \"percentile\": \"%s\", \"bound_ms\": ",
+            o->search == SEARCH_THREADS ? "threads" : "iodepth", o->search_pct_name);
+    jnum(f, o->search_bound_ms, 3);
+    fprintf(f, ", \"stopped\": \"%s\",\n    \"steps\": [", sr->stopped);
+    for (int i = 0; i < sr->nsteps; i++) {
+        const search_step_t *st = &sr->steps[i];
+        fprintf(f, "%s\n      {\"threads\": %d, \"iodepth\": %d, \"iops\": ", i ? "," : "", st->threads, st->iodepth);
+        jnum(f, st->iops, 3);
+        fprintf(f, ", \"p99_us\": ");
+        jnum(f, st->p99_us, 3);
+        if (other) { fprintf(f, ", \"%s_us\": ", o->search_pct_name); jnum(f, st->pct_us, 3); }
+        fprintf(f, ", \"elapsed_s\": ");
+        jnum(f, st->elapsed_s, 3);
+        fputc('}', f);
+    }
+    fprintf(f, "%s],\n    \"best\": ", sr->nsteps ? "\n    " : "");
+    if (sr->best >= 0) {
+        const search_step_t *st = &sr->steps[sr->best];
+        fprintf(f, "{\"threads\": %d, \"iodepth\": %d, \"iops\": ", st->threads, st->iodepth);
+        jnum(f, st->iops, 3);
+        fprintf(f, ", \"p99_us\": ");
+        jnum(f, st->p99_us, 3);
+        if (other) { fprintf(f, ", \"%s_us\": ", o->search_pct_name); jnum(f, st->pct_us, 3); }
+        fputc('}', f);
+    } else {
+        fputs("null", f);
+    }
+    fprintf(f, "},\n");
 }
 
 static void write_op(FILE *f, const char *name, const merged_t *m, double elapsed, int last)
@@ -156,10 +273,14 @@ void write_json(FILE *f, report_t *r)
     fprintf(f, ", \"mib_per_sec\": ");
     jnum(f, el > 0 ? (double)rwb / 1048576.0 / el : 0, 3);
     fprintf(f, "},\n");
+    if (r->ran && r->search) write_search(f, r);
+    else fprintf(f, "  \"search\": null,\n");
+    if (r->ran && r->b->db) write_db(f, r, &s);
+    else fprintf(f, "  \"db\": null,\n");
 
     /* threads */
-    int n = r->ran ? o->threads : 0;
-    fprintf(f, "  \"threads\": {\"count\": %d, \"events\": {\"avg\": ", o->threads);
+    int n = r->ran ? r->b->nth : 0;
+    fprintf(f, "  \"threads\": {\"count\": %d, \"events\": {\"avg\": ", r->ran ? r->b->nth : o->threads);
     jnum(f, s.ev_avg, 3);
     fprintf(f, ", \"stddev\": ");
     jnum(f, s.ev_std, 3);
@@ -173,6 +294,7 @@ void write_json(FILE *f, report_t *r)
         fprintf(f, "%s{\"id\": %d, \"events\": %llu, \"time_s\": ", i ? ", " : "", i,
                 (unsigned long long)(t->st[0].n + t->st[1].n + t->st[2].n));
         jnum(f, (double)t->busy_ns / 1e9, 6);
+        if (t->role) fprintf(f, ", \"role\": \"%s\"", t->role == DB_READER ? "reader" : t->role == DB_LOGWRITER ? "log_writer" : "flusher");
         if (o->debug_offsets_hash) fprintf(f, ", \"offsets_hash\": \"%016llx\"", (unsigned long long)t->offsets_hash);
         fputc('}', f);
     }

@@ -67,6 +67,11 @@ static int real_main(int argc, char **argv)
                 (unsigned long long)o.block_size, env.logical_block_size, o.dir);
         return EXIT_USAGE;
     }
+    if (o.direct && o.command == CMD_RUN && o.mode == MODE_DBPATTERN && o.db_log_block % env.logical_block_size != 0) {
+        err_msg("--db-log-block %llu is not a multiple of the logical block size %u of the device under --dir %s (needed by --direct)",
+                (unsigned long long)o.db_log_block, env.logical_block_size, o.dir);
+        return EXIT_USAGE;
+    }
     if (o.output) {
         g_out_existed = access(o.output, F_OK) == 0;
         int ofd = open(o.output, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);   /* truncated only when writing */
@@ -119,29 +124,50 @@ static int real_main(int argc, char **argv)
     int *fds = NULL;
     rc = open_test_files(&o, &fds);
     if (rc) return rc;
+    int log_fd = -1;
+    if (o.mode == MODE_DBPATTERN) {
+        rc = db_open_log(&o, &log_fd);
+        if (rc) { close_test_files(&o, fds); return rc; }
+    }
     if (!o.keep_cache) env.page_cache_dropped = drop_cache(&o, fds);
-    bench_t *b = calloc(1, sizeof *b);
-    if (!b) return EXIT_INTERNAL;
-    b->o = &o;
-    b->fds = fds;
-    rc = run_bench(b);
-    if (rc) return rc;
-    if (b->setup_failed) {
-        err_msg("%s", b->setup_err);
-        close_test_files(&o, fds);
-        return EXIT_ENV;
+    static search_res_t sr;
+    bench_t *b = NULL;
+    if (o.search) {
+        rc = run_search(&o, fds, &sr);
+        if (rc) { close_test_files(&o, fds); return rc; }
+        b = sr.bench;
+        rep.search = &sr;
+        rep.o = b->o;                 /* config describes the reported step (threads / iodepth) */
+    } else {
+        b = calloc(1, sizeof *b);
+        if (!b) return EXIT_INTERNAL;
+        b->o = &o;
+        b->fds = fds;
+        if (o.mode == MODE_DBPATTERN) {
+            b->db = db_alloc(&o, log_fd);
+            if (!b->db) return EXIT_INTERNAL;
+            b->nth = o.threads + 1 + o.db_flushers;
+        }
+        rc = run_bench(b);
+        if (rc) return rc;
+        if (b->setup_failed) {
+            err_msg("%s", b->setup_err);
+            close_test_files(&o, fds);
+            return EXIT_ENV;
+        }
     }
     uint64_t errs = 0;
-    for (int i = 0; i < o.threads; i++) errs += b->th[i].err_total;
+    for (int i = 0; i < b->nth; i++) errs += b->th[i].err_total;
     rep.b = b;
     rep.ran = 1;
     rep.signal = atomic_load(&g_signal);
     rep.interrupted = rep.signal != 0;
     close_test_files(&o, fds);
+    if (log_fd >= 0) close(log_fd);
     b->fds = NULL;
     rep.exit_code = rep.interrupted ? EXIT_INTR : errs ? EXIT_IOERR : EXIT_OK;
     if (errs) {
-        for (int i = 0; i < o.threads; i++)
+        for (int i = 0; i < b->nth; i++)
             if (b->th[i].err_total) { err_msg("I/O errors during the run (%llu); first: %s",
                                               (unsigned long long)errs, b->th[i].first_err); break; }
     }
@@ -152,12 +178,8 @@ static int real_main(int argc, char **argv)
         else if (rep.exit_code == 0) rep.exit_code = crc;
     }
     if (emit(&o, &rep) != 0) return EXIT_INTERNAL;
-    for (int i = 0; i < o.threads; i++) {
-        thread_t *t = &b->th[i];
-        free(t->iv); free(t->fsync_ctr); free(t->dirty);
-    }
-    free(b->th);
-    free(b->arena);
-    free(b);
+    options_t *so = o.search ? b->o : NULL;
+    bench_free(b);
+    free(so);
     return rep.exit_code;
 }

@@ -15,8 +15,7 @@ double op_percentile(const merged_t *m, double p)
 
 void summarize(bench_t *b, summary_t *s)
 {
-    const options_t *o = b->o;
-    int n = o->threads;
+    int n = b->nth ? b->nth : b->o->threads;
     memset(s, 0, sizeof *s);
     for (int i = 0; i < n; i++)
         for (int k = 0; k < OP_KINDS; k++) merged_add(&s->op[k], &b->th[i].st[k]);

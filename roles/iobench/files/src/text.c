@@ -1,5 +1,6 @@
 /* Human-readable output in the shape of sysbench fileio's report. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include "summary.h"
 
@@ -95,6 +96,51 @@ void write_text(FILE *f, report_t *r)
         fprintf(f, "Threads fairness:\n");
         fprintf(f, "    events (avg/stddev):           %.4f/%.2f\n", s.ev_avg, s.ev_std);
         fprintf(f, "    execution time (avg/stddev):   %.4f/%.2f\n\n", s.time_avg, s.time_std);
+        if (r->search) {
+            const search_res_t *sr = r->search;
+            fprintf(f, "Latency-bounded search (%s, %s <= %.3f ms): stopped: %s\n",
+                    o->search == SEARCH_THREADS ? "threads" : "iodepth", o->search_pct_name, o->search_bound_ms, sr->stopped);
+            fprintf(f, "    %8s %8s %12s %12s %12s %9s\n", "threads", "iodepth", "IOPS", "p99 (ms)",
+                    o->search_pct_name, "time (s)");
+            for (int i = 0; i < sr->nsteps; i++) {
+                const search_step_t *st = &sr->steps[i];
+                fprintf(f, "    %8d %8d %12.2f %12.3f %12.3f %9.2f%s%s\n", st->threads, st->iodepth, st->iops,
+                        st->p99_us / 1e3, st->pct_us / 1e3, st->elapsed_s, i == sr->best ? "  <- best" : "",
+                        i == sr->reported && i != sr->best ? "  (reported above)" : "");
+            }
+            if (sr->best < 0) fprintf(f, "    no step kept %s under %.3f ms\n", o->search_pct_name, o->search_bound_ms);
+            fputc('\n', f);
+        }
+        if (r->b->db) {
+            const bench_t *b = r->b;
+            dbresult_t dr;
+            db_result(b, &dr);
+            merged_t *cm = calloc(1, sizeof *cm);
+            uint64_t txns = 0;
+            for (int i = 0; cm && i < b->nth; i++)
+                if (b->th[i].role == DB_READER) { merged_add(cm, b->th[i].xst); txns += b->th[i].txns; }
+            fprintf(f, "Database pattern (%d readers, %d flushers, %llu reads per transaction, log block %llu bytes):\n",
+                    o->threads, o->db_flushers, (unsigned long long)o->db_reads_per_txn, (unsigned long long)o->db_log_block);
+            fprintf(f, "    transactions:                 %llu (%.2f per sec.)\n", (unsigned long long)txns, (double)txns / el);
+            fprintf(f, "    group commits (fdatasync):    %llu (%.2f per sec.), %.2f transactions per commit\n",
+                    (unsigned long long)dr.commits, (double)dr.commits / el,
+                    dr.commits ? (double)dr.txns_in_commits / (double)dr.commits : 0.0);
+            fprintf(f, "    log writes:                   %llu (%.2f MiB)\n", (unsigned long long)dr.log_writes,
+                    (double)dr.log_bytes / 1048576.0);
+            fprintf(f, "    page reads/s:                 %.2f\n", (double)s.op[0].n / el);
+            fprintf(f, "    page writes/s:                %.2f\n\n", (double)s.op[1].n / el);
+            fprintf(f, "    latency (ms)          p50        p95        p99      p99.9        max\n");
+            const merged_t *ms[3] = {cm, &s.op[0], &s.op[1]};
+            static const char *ln[3] = {"commit", "page read", "page write"};
+            for (int k = 0; k < 3; k++) {
+                if (!ms[k]) continue;
+                fprintf(f, "    %-12s %10.3f %10.3f %10.3f %10.3f %10.3f\n", ln[k], op_percentile(ms[k], 50) / 1e6,
+                        op_percentile(ms[k], 95) / 1e6, op_percentile(ms[k], 99) / 1e6, op_percentile(ms[k], 99.9) / 1e6,
+                        ms[k]->n ? (double)ms[k]->max / 1e6 : 0.0);
+            }
+            fputc('\n', f);
+            free(cm);
+        }
         if (s.err_total) {
             fprintf(f, "Errors: %llu\n", (unsigned long long)s.err_total);
             for (int k = 0; k < ERR_KINDS; k++)

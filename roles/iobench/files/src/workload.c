@@ -58,9 +58,13 @@ void record_error(thread_t *t, int kind, int fileidx, uint64_t off, const char *
     if (t->err_total == 1) {
         t->first_err_kind = kind;
         t->first_err_t = now_ns();
-        snprintf(t->first_err, sizeof t->first_err, "thread %d: %s %s/" FILE_PREFIX "%d at offset %llu: %s",
-                 t->id, what, t->b->o->dir, fileidx, (unsigned long long)off,
-                 err ? strerror(err) : "short transfer");
+        if (fileidx < 0)   /* dbpattern log */
+            snprintf(t->first_err, sizeof t->first_err, "thread %d: %s %s/" DB_LOG_NAME " at offset %llu: %s",
+                     t->id, what, t->b->o->dir, (unsigned long long)off, err ? strerror(err) : "short transfer");
+        else
+            snprintf(t->first_err, sizeof t->first_err, "thread %d: %s %s/" FILE_PREFIX "%d at offset %llu: %s",
+                     t->id, what, t->b->o->dir, fileidx, (unsigned long long)off,
+                     err ? strerror(err) : "short transfer");
     }
 }
 
@@ -156,16 +160,17 @@ static void *thread_main(void *arg)
     thread_t *t = arg;
     bench_t *b = t->b;
     pthread_barrier_wait(&b->barrier);
-    if (b->o->engine == ENGINE_URING) engine_uring_thread(t);
+    if (b->db) db_thread(t);
+    else if (b->o->engine == ENGINE_URING) engine_uring_thread(t);
     else engine_sync_thread(t);
     return NULL;
 }
 
 static size_t round4k(size_t x) { return (x + 4095) & ~(size_t)4095; }
 
-static uint64_t wpool_slots(const options_t *o)
+static uint64_t wpool_slots(const options_t *o, int nth)
 {
-    size_t budget = o->threads <= 16 ? (2u << 20) : o->threads <= 64 ? (512u << 10) : (128u << 10);
+    size_t budget = nth <= 16 ? (2u << 20) : nth <= 64 ? (512u << 10) : (128u << 10);
     uint64_t s = budget / o->block_size;
     if (s > 128) s = 128;
     if (s < 4) s = 4;
@@ -181,9 +186,9 @@ static int arena_init(bench_t *b)
 {
     const options_t *o = b->o;
     size_t bufsz = (size_t)o->block_size * (size_t)o->iodepth;
-    b->arena_stride = round4k(bufsz) + round4k((size_t)wpool_slots(o) * (size_t)o->block_size);
+    b->arena_stride = round4k(bufsz) + round4k((size_t)wpool_slots(o, b->nth) * (size_t)o->block_size);
     size_t al = 2u << 20;
-    b->arena_size = ((size_t)o->threads * b->arena_stride + al - 1) / al * al;
+    b->arena_size = ((size_t)b->nth * b->arena_stride + al - 1) / al * al;
     if (posix_memalign((void **)&b->arena, al, b->arena_size) != 0) { b->arena = NULL; return -1; }
     if (!getenv("IOBENCH_NO_HUGE_BUFFERS")) madvise(b->arena, b->arena_size, MADV_HUGEPAGE);
     return 0;
@@ -195,8 +200,8 @@ static int thread_init(bench_t *b, thread_t *t, int id)
     memset(t, 0, sizeof *t);
     t->id = id;
     t->b = b;
-    rng_seed(t->rng, o->seed, (uint64_t)id);
-    int n = o->threads;
+    rng_seed(t->rng, o->seed, o->stream_base + (uint64_t)id);
+    int n = b->nth;
     if (o->requests) {
         t->req_limit = o->requests / (uint64_t)n + ((uint64_t)id < o->requests % (uint64_t)n ? 1 : 0);
     }
@@ -207,8 +212,8 @@ static int thread_init(bench_t *b, thread_t *t, int id)
     t->fsync_ctr = calloc(o->file_num, sizeof *t->fsync_ctr);
     t->dirty = calloc(o->file_num, 1);
     size_t bufsz = (size_t)o->block_size * (size_t)o->iodepth;
-    size_t poolsz = (size_t)wpool_slots(o) * (size_t)o->block_size;
-    t->wpool_slots = wpool_slots(o);
+    size_t poolsz = (size_t)wpool_slots(o, n) * (size_t)o->block_size;
+    t->wpool_slots = wpool_slots(o, n);
     t->buf = b->arena + (size_t)id * b->arena_stride;
     t->wpool = t->buf + round4k(bufsz);
     if (!t->fsync_ctr || !t->dirty || !t->buf || !t->wpool) return -1;
@@ -222,7 +227,8 @@ static int thread_init(bench_t *b, thread_t *t, int id)
 int run_bench(bench_t *b)
 {
     const options_t *o = b->o;
-    int n = o->threads;
+    if (!b->nth) b->nth = o->threads;
+    int n = b->nth;
     b->blocks_per_file = o->file_size / o->block_size;
     b->total_blocks = b->blocks_per_file * o->file_num;
     b->ival_ns = (uint64_t)(o->report_interval_s * 1e9);
@@ -232,6 +238,7 @@ int run_bench(bench_t *b)
     if (arena_init(b) != 0) { err_msg("out of memory for I/O buffers"); return EXIT_INTERNAL; }
     for (int i = 0; i < n; i++)
         if (thread_init(b, &b->th[i], i) != 0) { err_msg("out of memory for thread %d buffers", i); return EXIT_INTERNAL; }
+    if (b->db && db_setup(b) != 0) { err_msg("out of memory for the dbpattern state"); return EXIT_INTERNAL; }
     pthread_barrier_init(&b->barrier, NULL, (unsigned)n + 1);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -264,7 +271,19 @@ int run_bench(bench_t *b)
     return 0;
 }
 
-int stop_requested(const bench_t *b);
+void bench_free(bench_t *b)
+{
+    if (!b) return;
+    for (int i = 0; b->th && i < b->nth; i++) {
+        thread_t *t = &b->th[i];
+        free(t->iv); free(t->fsync_ctr); free(t->dirty); free(t->xst);
+    }
+    db_free(b);
+    free(b->th);
+    free(b->arena);
+    free(b);
+}
+
 int stop_requested(const bench_t *b)
 {
     return atomic_load_explicit(&g_stop, memory_order_relaxed) ||
