@@ -12,9 +12,10 @@ import math
 from ansible_collections.fleetqual.storage.plugins.module_utils.size import human_size, parse_size  # noqa: F401
 
 # iobench modes (sysbench fileio names)
-MODES = ("seqwr", "seqrewr", "seqrd", "rndrd", "rndwr", "rndrw")
-READ_MODES = ("seqrd", "rndrd", "rndrw")
-WRITE_MODES = ("seqwr", "seqrewr", "rndwr", "rndrw")
+MODES = ("seqwr", "seqrewr", "seqrd", "rndrd", "rndwr", "rndrw", "dbpattern")
+# dbpattern: page reads, page writes (flushers) and the log's fdatasyncs
+READ_MODES = ("seqrd", "rndrd", "rndrw", "dbpattern")
+WRITE_MODES = ("seqwr", "seqrewr", "rndwr", "rndrw", "dbpattern")
 
 OPS = ("read", "write", "fsync")
 PCTS = ("p50", "p90", "p95", "p99", "p999")

@@ -92,7 +92,17 @@ MODULE_PARAMS = (
     "mode", "file_num", "total_size", "block_size", "threads", "engine", "iodepth", "direct",
     "open_flags", "fsync_freq", "fsync_all", "fsync_end", "fsync_mode", "time", "requests",
     "warmup", "seed", "rw_ratio", "keep_cache",
+    # latency-bounded search (iobench --search): no time/requests, steps of search_step_time
+    "search", "search_bound_ms", "search_max", "search_step_time", "search_percentile",
+    # mode dbpattern (iobench --db-*)
+    "db_reads_per_txn", "db_log_block", "db_log_size", "db_flushers", "db_flush_rate",
+    "db_group_commit_max",
 )
+SEARCH_KNOBS = ("threads", "iodepth")
+SEARCH_PERCENTILES = ("p50", "p90", "p95", "p99", "p99.9")
+SEARCH_DEFAULTS = {"search_max": 64, "search_step_time": 5}
+DB_LOG_SIZE_DEFAULT = 64 * 1024 * 1024
+RANDOM_MODES = ("rndrd", "rndwr", "rndrw")
 SPEC_KEYS = ("id", "workload", "description", "working_set") + MODULE_PARAMS
 PROFILE_KEYS = ("description", "extends", "defaults", "matrix")
 # keys that identify a workload and cannot be defaulted or overridden
@@ -146,7 +156,7 @@ def _check_value(key, value, path, errors):
             bad("must be one of %s (or give total_size instead), got %r" % (", ".join(WORKING_SETS), value))
             return None
         return value
-    if key in ("total_size", "block_size"):
+    if key in ("total_size", "block_size", "db_log_block", "db_log_size"):
         try:
             n = parse_size(value)
         except ValueError as exc:
@@ -169,6 +179,31 @@ def _check_value(key, value, path, errors):
     if key in ("file_num", "iodepth"):
         if not is_int(value) or value < 1:
             bad("must be an integer >= 1, got %r" % (value,))
+            return None
+        return value
+    if key == "search":
+        if value not in SEARCH_KNOBS:
+            bad("must be one of %s, got %r" % (", ".join(SEARCH_KNOBS), value))
+            return None
+        return value
+    if key == "search_percentile":
+        if value not in SEARCH_PERCENTILES:
+            bad("must be one of %s, got %r" % (", ".join(SEARCH_PERCENTILES), value))
+            return None
+        return value
+    if key in ("search_bound_ms", "db_flush_rate"):
+        if not is_number(value) or value < 0 or (key == "search_bound_ms" and value == 0):
+            bad("must be a number %s, got %r" % ("> 0" if key == "search_bound_ms" else ">= 0", value))
+            return None
+        return value
+    if key in ("search_max", "search_step_time", "db_reads_per_txn"):
+        if not is_int(value) or value < 1:
+            bad("must be an integer >= 1, got %r" % (value,))
+            return None
+        return value
+    if key in ("db_flushers", "db_group_commit_max"):
+        if not is_int(value) or value < 0:
+            bad("must be an integer >= 0, got %r" % (value,))
             return None
         return value
     if key in ("time", "warmup", "requests", "seed", "fsync_freq"):
@@ -444,8 +479,32 @@ def _build(profile_or_matrix, cache_size, mem_total_mb, overrides, profiles, mat
         if "working_set" not in merged and "total_size" not in merged:
             errors.append("%s: missing working_set (cache | over_cache) or total_size" % path)
             continue
-        if merged.get("time", 0) == 0 and merged.get("requests", 0) == 0:
+        if "search" in merged:
+            # a search runs steps of search_step_time; iobench refuses --time/--requests
+            if merged["mode"] not in RANDOM_MODES:
+                errors.append("%s.search: needs a random mode (%s), mode is %s"
+                              % (path, ", ".join(RANDOM_MODES), merged["mode"]))
+                continue
+            if merged["search"] == "iodepth" and merged.get("engine") != "io_uring":
+                errors.append("%s.search: iodepth is searched with engine: io_uring" % path)
+                continue
+            if "requests" in checked:
+                errors.append("%s: a search is bounded by its steps; remove requests" % path)
+                continue
+            merged.pop("time", None)
+            merged.pop("requests", None)
+            for k, v in SEARCH_DEFAULTS.items():
+                merged.setdefault(k, v)
+        elif any(k.startswith("search_") for k in merged):
+            errors.append("%s: %s given without search" % (
+                path, ", ".join(sorted(k for k in merged if k.startswith("search_")))))
+            continue
+        elif merged.get("time", 0) == 0 and merged.get("requests", 0) == 0:
             errors.append("%s: time and requests are both 0; the run would never end" % path)
+            continue
+        if merged["mode"] != "dbpattern" and any(k.startswith("db_") for k in merged):
+            errors.append("%s: %s only apply to mode dbpattern" % (
+                path, ", ".join(sorted(k for k in merged if k.startswith("db_")))))
             continue
         if merged["direct"] and merged["block_size"] % 512:
             errors.append("%s.block_size: %d is not a multiple of 512, which O_DIRECT (direct: true) needs"
@@ -643,17 +702,36 @@ def largest_working_set(plan_list):
 
 def required_space(plan_list):
     """Bytes of all distinct data sets of the plan: the free space needed when data sets
-    are kept until the end of the run (prepared once, shared by their workloads)."""
+    are kept until the end of the run (prepared once, shared by their workloads). A
+    dbpattern workload adds its log file (db_log_size, iobench's default 64 MiB)."""
     sizes = {}
     for w in plan_list or []:
-        sizes[w.get("dataset") or dataset_name(w)] = int(w.get("total_size") or 0)
+        name = w.get("dataset") or dataset_name(w)
+        log = int(w.get("db_log_size") or DB_LOG_SIZE_DEFAULT) if w.get("mode") == "dbpattern" else 0
+        sizes[name] = max(sizes.get(name, 0), int(w.get("total_size") or 0) + log)
     return sum(sizes.values())
+
+
+def search_steps(w):
+    """Number of steps a search runs: 1, 2, 4, ... up to search_max, plus max itself."""
+    top = int(w.get("search_max") or SEARCH_DEFAULTS["search_max"])
+    steps, k = 0, 1
+    while k < top:
+        steps, k = steps + 1, k * 2
+    return steps + 1
+
+
+def workload_duration_s(w):
+    """Planned seconds of one workload: warmup + time, or warmup + steps x step time."""
+    if w.get("search"):
+        return int(w.get("warmup") or 0) + search_steps(w) * int(w.get("search_step_time") or 0)
+    return int(w.get("time") or 0) + int(w.get("warmup") or 0)
 
 
 def expected_duration_s(plan_list):
     """Sum of ``warmup + time`` over the plan, in seconds (prepare/cleanup not included;
     a workload bounded by ``requests`` with ``time: 0`` counts its warmup only)."""
-    return sum(int(w.get("time") or 0) + int(w.get("warmup") or 0) for w in plan_list or [])
+    return sum(workload_duration_s(w) for w in plan_list or [])
 
 
 def _duration_text(seconds):
@@ -688,7 +766,12 @@ def workload_line(w):
                                               "" if w["fsync_freq"] == 1 else "s"))
     if w.get("engine") and w["engine"] != "sync":
         parts.append("%s iodepth %s" % (w["engine"], w.get("iodepth", 1)))
-    if w.get("time"):
+    if w.get("search"):
+        parts.append("search %s 1..%s for p%s <= %s ms, %d steps x %s s + %s s warmup" % (
+            w["search"], w.get("search_max"), str(w.get("search_percentile", "p99"))[1:],
+            fmt_num(w.get("search_bound_ms", 50)), search_steps(w), w.get("search_step_time"),
+            w.get("warmup", 0)))
+    elif w.get("time"):
         parts.append("%s s + %s s warmup" % (w["time"], w.get("warmup", 0)))
     else:
         parts.append("%s requests + %s s warmup" % (w.get("requests"), w.get("warmup", 0)))
@@ -708,4 +791,4 @@ def plan_summary(plan_list):
 
 __all__ = ["plan", "validate_profile", "validate_inputs", "module_args", "largest_working_set",
            "required_space", "dataset_name", "expected_duration_s",
-           "plan_summary", "workload_line", "human_size", "fmt_num", "PlanError", "MODULE_PARAMS"]
+           "plan_summary", "workload_line", "workload_duration_s", "search_steps", "human_size", "fmt_num", "PlanError", "MODULE_PARAMS"]

@@ -28,8 +28,10 @@ def check_shape(p):
     assert [w["index"] for w in p] == list(range(1, len(p) + 1))
     assert all(w["of"] == len(p) for w in p)
     for w in p:
+        # a search is bounded by its steps instead of a time
+        bound = ("search_max", "search_step_time") if "search" in w else ("time",)
         for key in ("id", "workload", "mode", "threads", "file_num", "total_size", "block_size",
-                    "direct", "time", "warmup", "index", "of", "working_set", "sizing"):
+                    "direct", "warmup", "index", "of", "working_set", "sizing") + bound:
             assert key in w, (w["id"], key)
         assert isinstance(w["total_size"], int) and isinstance(w["block_size"], int)
         assert w["total_size"] % w["file_num"] == 0 or w["working_set"] == "explicit"
@@ -86,7 +88,8 @@ def test_san_adds_sweep_and_mixes_without_repeating_standard(profiles):
     assert ids(p)[11:] == ["over_cache-rndrd-t2", "over_cache-rndrd-t4", "over_cache-rndrd-t8",
                            "over_cache-rndrd-t16", "over_cache-rndrd-t32",
                            "ra-seqrd-buffered", "ra-seqrd-direct",
-                           "mix-rndrw-t64-r90", "mix-rndrw-t64-r80", "mix-rndrw-t64-r50"]
+                           "mix-rndrw-t64-r90", "mix-rndrw-t64-r80", "mix-rndrw-t64-r50",
+                           "search-rndrd", "db-pattern"]
     # the read-ahead pair: one pass over the same file, buffered and O_DIRECT
     buf, dio = p[16], p[17]
     assert buf["dataset"] == dio["dataset"] and (buf["direct"], dio["direct"]) == (False, True)
@@ -169,7 +172,8 @@ def test_datasets_are_shared_by_workloads_on_the_same_files(profiles):
     assert sorted(by_ds) == ["cache-1x128M", "log-1x1G", "over_cache-128x8M", "over_cache-1x1G",
                              "readahead-1x4G"]
     assert all(len(v) == 1 for v in by_ds.values())
-    assert P.required_space(p) == 128 * MIB + GIB + GIB + GIB + 4 * GIB
+    # the over-cache set also holds db-pattern's 64 MiB log file
+    assert P.required_space(p) == 128 * MIB + GIB + (GIB + 64 * MIB) + GIB + 4 * GIB
     assert P.largest_working_set(p) == 4 * GIB   # the read-ahead file
     assert P.dataset_name({"workload": "x", "file_num": 3, "total_size": 3 * 1000}) == "x-3x1000"
 
@@ -267,7 +271,7 @@ def test_overrides_apply_to_every_workload(profiles):
 
 
 def test_module_args_keeps_only_module_parameters(profiles):
-    w = P.plan("san", "256M", 4096, profiles=profiles)[-1]
+    [w] = [w for w in P.plan("san", "256M", 4096, profiles=profiles) if w["id"] == "mix-rndrw-t64-r50"]
     args = P.module_args(w)
     assert set(args) <= set(P.MODULE_PARAMS)
     assert args["rw_ratio"] == 1 and "id" not in args and "index" not in args and "working_set" not in args
@@ -438,3 +442,47 @@ def test_validate_inputs_custom_matrix_and_paths(profiles):
         assert err.startswith("fleetqual_test_dir: ") and word in err
     assert P.validate_inputs({}) == []
     assert P.validate_inputs([]) == ["inputs: must be a mapping of variable name -> value, got list"]
+
+
+# ---------------------------------------------------------------- search and dbpattern
+
+def test_search_workload_drops_time_and_counts_its_steps():
+    [w] = P.plan([{"workload": "search", "mode": "rndrd", "working_set": "over_cache",
+                   "search": "threads", "search_bound_ms": 20, "search_max": 6,
+                   "search_step_time": 3, "warmup": 2}], cache_size="16M")
+    assert "time" not in w and "requests" not in w
+    assert P.search_steps(w) == 4            # 1, 2, 4, then the max 6
+    assert P.workload_duration_s(w) == 2 + 4 * 3
+    assert P.expected_duration_s([w]) == 14
+    assert "search threads 1..6 for p99 <= 20 ms, 4 steps x 3 s" in P.workload_line(w)
+    assert P.module_args(w)["search"] == "threads" and "time" not in P.module_args(w)
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"mode": "seqrd", "search": "threads"}, "search: needs a random mode"),
+    ({"mode": "rndrd", "search": "iodepth"}, "iodepth is searched with engine: io_uring"),
+    ({"mode": "rndrd", "search": "threads", "requests": 100}, "remove requests"),
+    ({"mode": "rndrd", "search_bound_ms": 5}, "search_bound_ms given without search"),
+    ({"mode": "rndrd", "search": "depth"}, "search: must be one of threads, iodepth"),
+    ({"mode": "rndrd", "search": "threads", "search_bound_ms": 0}, "search_bound_ms: must be a number > 0"),
+    ({"mode": "rndrd", "db_flushers": 2}, "db_flushers only apply to mode dbpattern"),
+])
+def test_search_and_db_options_are_validated(spec, message):
+    entry = dict({"workload": "x", "working_set": "cache"}, **spec)
+    with pytest.raises(P.PlanError) as exc:
+        P.plan([entry], cache_size="16M")
+    assert message in str(exc.value)
+
+
+def test_dbpattern_space_includes_its_log_file():
+    plan = P.plan([{"workload": "db", "mode": "dbpattern", "threads": 4, "working_set": "cache",
+                    "db_log_size": "8M", "time": 2}], cache_size="16M")
+    assert plan[0]["mode"] == "dbpattern"
+    assert P.required_space(plan) == 8 * 2 ** 20 + 8 * 2 ** 20
+
+
+def test_san_runs_a_search_and_the_database_pattern(profiles):
+    san = P.plan("san", profiles=profiles, cache_size="256M", mem_total_mb=4096)
+    by_id = {w["id"]: w for w in san}
+    assert by_id["search-rndrd"]["search"] == "threads" and "time" not in by_id["search-rndrd"]
+    assert by_id["db-pattern"]["mode"] == "dbpattern" and by_id["db-pattern"]["threads"] == 16
