@@ -32,26 +32,31 @@ static uint64_t rank_for(uint64_t total, double p)
     return (uint64_t)r;
 }
 
-double hist_percentile_bits(const uint64_t *h, uint32_t n, int bits, uint64_t total, double p)
+static uint64_t count64(const void *h, uint32_t i) { return ((const uint64_t *)h)[i]; }
+static uint64_t count32(const void *h, uint32_t i) { return ((const uint32_t *)h)[i]; }
+
+/* The value of the bucket holding the rank-th smallest sample; used at report time only,
+ * for both the run histograms (64-bit counts) and the interval ones (32-bit counts). */
+static double percentile_walk(const void *h, uint64_t (*count)(const void *, uint32_t),
+                              uint32_t n, int bits, uint64_t total, double p)
 {
     if (total == 0) return 0;
     uint64_t rank = rank_for(total, p), cum = 0;
     for (uint32_t i = 0; i < n; i++) {
-        cum += h[i];
+        cum += count(h, i);
         if (cum >= rank) return hist_value_bits(i, bits);
     }
     return hist_value_bits(n - 1, bits);
 }
 
+double hist_percentile_bits(const uint64_t *h, uint32_t n, int bits, uint64_t total, double p)
+{
+    return percentile_walk(h, count64, n, bits, total, p);
+}
+
 double hist_percentile32(const uint32_t *h, uint32_t n, int bits, uint64_t total, double p)
 {
-    if (total == 0) return 0;
-    uint64_t rank = rank_for(total, p), cum = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        cum += h[i];
-        if (cum >= rank) return hist_value_bits(i, bits);
-    }
-    return hist_value_bits(n - 1, bits);
+    return percentile_walk(h, count32, n, bits, total, p);
 }
 
 void merged_add(merged_t *m, const opstat_t *s)

@@ -12,24 +12,28 @@ double epoch_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-void err_msg(const char *fmt, ...)
+/* One line on stderr, formatted whole first so concurrent threads do not interleave. */
+static void verr(const char *fmt, va_list ap)
 {
     char buf[1024];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    fprintf(stderr, "iobench: error: %s\n", buf);
+}
+
+void err_msg(const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    verr(fmt, ap);
     va_end(ap);
-    fprintf(stderr, "iobench: error: %s\n", buf);
 }
 
 void die_usage(const char *fmt, ...)
 {
-    char buf[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    verr(fmt, ap);
     va_end(ap);
-    fprintf(stderr, "iobench: error: %s\n", buf);
     exit(EXIT_USAGE);
 }
 
