@@ -82,3 +82,26 @@ def test_build_on_target_compiles_on_the_host_and_uses_no_controller_cache(playb
     with open(builds[0], "rb") as a, open(installed, "rb") as b:
         assert a.read() == b.read()
     assert run.record()["verdict"] == "PASS"
+
+
+def test_search_and_database_pattern_reach_the_diagnostics(playbook):
+    matrix = [
+        {"workload": "search", "id": "search-rndrd", "mode": "rndrd", "working_set": "cache",
+         "direct": True, "search": "threads", "search_bound_ms": 1000, "search_max": 4,
+         "search_step_time": 1, "warmup": 0},
+        {"workload": "db", "id": "db-pattern", "mode": "dbpattern", "threads": 4, "working_set": "cache",
+         "direct": True, "db_log_size": "4M", "time": 2, "warmup": 0},
+    ]
+    run = playbook({"fleetqual_matrix": matrix, "fleetqual_cache_size": "32M"})
+    assert run.rc == 0, run.out[-4000:]
+    rec = run.record()
+    assert rec["profile"] == "custom"
+    search = next(w for w in rec["workloads"] if w["id"] == "search-rndrd")["result"]["bench"]["search"]
+    assert [s["threads"] for s in search["steps"]] == [1, 2, 4]
+    assert search["stopped"] == "max_reached" and search["best"] is not None
+    bounded = rec["diagnostics"]["bounded_max"]
+    assert bounded["evidence"]["source"] == "search", bounded
+    db = rec["diagnostics"]["db_pattern"]
+    assert db["conclusion"] == "measured" and db["evidence"]["commits_per_sec"] > 0, db
+    assert "commits/s" in db["sentence"]
+    assert not os.path.exists(os.path.join(run.base, "test")), "the db log file must be cleaned up too"
