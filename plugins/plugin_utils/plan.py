@@ -77,6 +77,7 @@ VAR_NAMES = {
     "seed": "fleetqual_seed",
     "test_dir": "fleetqual_test_dir",
     "thresholds": "fleetqual_thresholds",
+    "latency_bound_ms": "fleetqual_latency_bound_ms",
 }
 
 BUILTIN_DEFAULTS = {"threads": 1, "block_size": 16384, "direct": True, "time": 60, "warmup": 5}
@@ -684,6 +685,10 @@ def validate_inputs(inputs, names=None):
         elif path.rstrip("/") in _UNSAFE_DIRS or path == "/":
             errors.append("%s: %r is a system directory; use a directory of its own such as /var/tmp/fleetqual"
                           % (where, path))
+    if nm["latency_bound_ms"] in inputs:
+        bound = inputs[nm["latency_bound_ms"]]
+        if not is_number(bound) or bound <= 0:
+            errors.append("%s: must be a number of milliseconds > 0, got %r" % (nm["latency_bound_ms"], bound))
     if nm["thresholds"] in inputs:
         errors.extend(validate_rules(inputs[nm["thresholds"]], var_name=nm["thresholds"]))
     return errors

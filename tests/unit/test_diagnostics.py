@@ -517,7 +517,7 @@ def test_filter_and_store_expression():
         f["diagnostics"]([], options={"colour": 1})
     with open(os.path.join(ROOT, "roles", "qualify", "tasks", "store.yml")) as fh:
         store = fh.read()
-    assert "fleetqual.storage.diagnostics(latency_bound_ms=fleetqual_latency_bound_ms | default(50))" in store
+    assert "fleetqual.storage.diagnostics(latency_bound_ms=fleetqual_latency_bound_ms)" in store
     assert "diagnostics=_fleetqual_diagnostics" in store and 'diagnostics: "{{ _fleetqual_diagnostics }}"' in store
 
 

@@ -486,3 +486,11 @@ def test_san_runs_a_search_and_the_database_pattern(profiles):
     by_id = {w["id"]: w for w in san}
     assert by_id["search-rndrd"]["search"] == "threads" and "time" not in by_id["search-rndrd"]
     assert by_id["db-pattern"]["mode"] == "dbpattern" and by_id["db-pattern"]["threads"] == 16
+
+
+@pytest.mark.parametrize("bound, ok", [(50, True), (0.5, True), (0, False), (-3, False), ("fast", False)])
+def test_validate_inputs_checks_the_latency_bound(bound, ok):
+    errors = P.validate_inputs({"fleetqual_latency_bound_ms": bound})
+    assert (errors == []) is ok, errors
+    if not ok:
+        assert errors[0].startswith("fleetqual_latency_bound_ms: must be a number of milliseconds > 0")
