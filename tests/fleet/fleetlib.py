@@ -1,0 +1,364 @@
+"""A fleet of real SSH hosts on this one machine, for the fleet tests and bench/bench_fleet.py.
+
+Each host is its own ``sshd -D`` (foreground, so the PID we hold *is* the daemon) listening
+on its own loopback address (127.0.0.11, 127.0.0.12, ...) and a free port, with a throwaway
+ed25519 host key, its own sshd_config / PidFile / authorized_keys / log, all under one
+temporary directory. One throwaway client key logs in as root.
+
+Process hygiene (no sshd may outlive the tests):
+
+* every sshd is started by us with ``Popen`` and tracked by PID;
+* ``PR_SET_PDEATHSIG`` = SIGKILL: if the Python process that started it dies, even by
+  SIGKILL, the kernel kills the daemon;
+* ``Fleet.close()`` (pytest finalizer), an ``atexit`` hook and a SIGTERM handler kill every
+  tracked daemon *and its descendants* (the per-connection sshd processes and the
+  commands they run), found by walking /proc from our PID: nothing is killed by name.
+
+Inventory: ``Fleet.inventory(dir, hosts)`` writes ``hosts.yml`` plus ``host_vars/`` and
+``group_vars/`` files; every host gets its own ``fleetqual_test_dir`` and
+``fleetqual_bin_dir``.
+"""
+import atexit
+import ctypes
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import yaml
+
+SSHD = "/usr/sbin/sshd"
+PR_SET_PDEATHSIG = 1
+SSH_ARGS = "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR"
+
+_LIVE = set()          # every SshdInstance whose daemon may still be running
+_LOCK = threading.Lock()
+
+
+def available():
+    """None when a fleet can be built here, else the reason it cannot."""
+    if os.geteuid() != 0:
+        return "the loopback sshd fleet needs root (sshd privilege separation, root login by key)"
+    if not os.access(SSHD, os.X_OK):
+        return "%s is missing (Debian package openssh-server)" % SSHD
+    for tool in ("/usr/bin/ssh-keygen", "/usr/bin/ssh"):
+        if not os.access(tool, os.X_OK):
+            return "%s is missing (openssh-client)" % tool
+    return None
+
+
+def _pdeathsig():
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def children_of(pid):
+    """Direct children of pid (from /proc/<pid>/task/*/children, else a /proc scan)."""
+    kids = set()
+    try:
+        for tid in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/children" % (pid, tid)) as fh:
+                kids.update(int(x) for x in fh.read().split())
+        return kids
+    except OSError:
+        pass
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open("/proc/%s/stat" % name) as fh:
+                    stat = fh.read()
+                if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                    kids.add(int(name))
+            except (OSError, IndexError, ValueError):
+                pass
+    return kids
+
+
+def descendants(pid):
+    seen, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for c in children_of(p):
+            if c not in seen:
+                seen.append(c)
+                todo.append(c)
+    return seen
+
+
+def _signal(pid, sig):
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def kill_tree(pid):
+    """SIGKILL pid and everything below it, and nothing else. The tree is frozen first
+    (SIGSTOP, repeated until no new PID appears) so nothing forks away while we kill."""
+    _signal(pid, signal.SIGSTOP)
+    frozen = []
+    while True:
+        new = [p for p in descendants(pid) if p not in frozen]
+        if not new:
+            break
+        for p in new:
+            _signal(p, signal.SIGSTOP)
+        frozen.extend(new)
+    for p in [pid] + frozen:
+        _signal(p, signal.SIGKILL)
+    return frozen
+
+
+def free_port(addr):
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((addr, 0))
+        return s.getsockname()[1]
+
+
+def port_open(addr, port, timeout=0.2):
+    try:
+        with socket.create_connection((addr, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+class SshdInstance:
+    def __init__(self, fleet, name, addr):
+        self.fleet, self.name, self.addr = fleet, name, addr
+        self.dir = os.path.join(fleet.base, "sshd", name)
+        self.port = None
+        self.proc = None
+        self.config = os.path.join(self.dir, "sshd_config")
+        self.log = os.path.join(self.dir, "sshd.log")
+        self.pidfile = os.path.join(self.dir, "sshd.pid")
+        self.authorized_keys = os.path.join(self.dir, "authorized_keys")
+        self.key_options = ""
+
+    @property
+    def pid(self):
+        return self.proc.pid if self.proc else None
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self, key_options="", timeout=15):
+        """Start (or restart) this host's sshd. key_options go in front of the client key in
+        authorized_keys, e.g. environment="PATH=..." (needs PermitUserEnvironment)."""
+        if self.running():
+            if key_options == self.key_options:
+                return self
+            self.stop()
+        os.makedirs(self.dir, mode=0o700, exist_ok=True)
+        hostkey = os.path.join(self.dir, "ssh_host_ed25519_key")
+        if not os.path.exists(hostkey):
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "fleet-" + self.name,
+                            "-f", hostkey], check=True)
+        self.key_options = key_options
+        with open(self.authorized_keys, "w") as fh:
+            fh.write(("%s %s" % (key_options, self.fleet.client_pub)).strip() + "\n")
+        self.port = free_port(self.addr)
+        with open(self.config, "w") as fh:
+            fh.write("\n".join([
+                "ListenAddress %s:%d" % (self.addr, self.port),
+                "HostKey %s" % hostkey,
+                "PidFile %s" % self.pidfile,
+                "AuthorizedKeysFile %s" % self.authorized_keys,
+                "PermitRootLogin prohibit-password",
+                "PubkeyAuthentication yes",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                "UsePAM no",
+                "StrictModes no",
+                "PermitUserEnvironment yes",
+                "UseDNS no",
+                "MaxStartups 200",
+                "MaxSessions 100",
+                "Subsystem sftp internal-sftp",
+                "LogLevel VERBOSE",
+                "",
+            ]))
+        # privilege separation directory of the distribution's sshd
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+        with _LOCK:
+            self.proc = subprocess.Popen([SSHD, "-D", "-f", self.config, "-E", self.log],
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL, preexec_fn=_pdeathsig)
+            _LIVE.add(self)
+        deadline = time.monotonic() + timeout
+        while not port_open(self.addr, self.port):
+            if self.proc.poll() is not None:
+                raise RuntimeError("sshd %s exited %s: %s" % (self.name, self.proc.returncode, self.read_log()[-2000:]))
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("sshd %s did not listen on %s:%d within %ds" % (self.name, self.addr, self.port, timeout))
+            time.sleep(0.05)
+        return self
+
+    def kill(self):
+        """SIGKILL this sshd and every process below it (sessions, modules, iobench)."""
+        killed = []
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                killed = [self.proc.pid] + kill_tree(self.proc.pid)
+            self.proc.wait(timeout=10)
+        with _LOCK:
+            _LIVE.discard(self)
+        return killed
+
+    stop = kill
+
+    def read_log(self):
+        try:
+            with open(self.log, errors="replace") as fh:
+                return fh.read()
+        except OSError:
+            return ""
+
+    def accepted_logins(self):
+        return self.read_log().count("Accepted publickey")
+
+
+class Fleet:
+    """Hosts named fq<N> on 127.0.0.<N>, N from 11 up."""
+
+    def __init__(self, base, python=None, pipelining=True):
+        self.base = base
+        self.pipelining = pipelining
+        self.python = python or sys.executable
+        self.instances = {}
+        os.makedirs(base, mode=0o700, exist_ok=True)
+        self.client_key = os.path.join(base, "client_ed25519")
+        if not os.path.exists(self.client_key):
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "fleet-client",
+                            "-f", self.client_key], check=True)
+        with open(self.client_key + ".pub") as fh:
+            self.client_pub = fh.read().strip()
+        # ssh ControlPersist sockets of this fleet only (short path: sun_path is 108 bytes)
+        self.control_dir = os.path.join("/tmp", "fqcp-%d-%d" % (os.getpid(), id(self) % 10000))
+        os.makedirs(self.control_dir, mode=0o700, exist_ok=True)
+        _install_exit_handlers()
+
+    @staticmethod
+    def addr_of(n):
+        return "127.0.0.%d" % n
+
+    def host(self, n, key_options=""):
+        """The running sshd of host fq<n> (started if needed)."""
+        name = "fq%d" % n
+        inst = self.instances.get(name)
+        if inst is None:
+            inst = self.instances[name] = SshdInstance(self, name, self.addr_of(n))
+        if not inst.running() or inst.key_options != key_options:
+            inst.start(key_options)
+        return inst
+
+    def dead_address(self):
+        """(addr, port) where nothing listens: a host that is unreachable from the start."""
+        for n in range(250, 200, -1):
+            addr = self.addr_of(n)
+            port = free_port(addr)
+            if not port_open(addr, port):
+                return addr, port
+        raise RuntimeError("no dead loopback address found")
+
+    def host_dirs(self, name, root):
+        return {"fleetqual_test_dir": os.path.join(root, name, "test"),
+                "fleetqual_bin_dir": os.path.join(root, name, "bin")}
+
+    def connection_vars(self, inst=None, addr=None, port=None):
+        return {
+            "ansible_host": inst.addr if inst else addr,
+            "ansible_port": inst.port if inst else port,
+            "ansible_user": "root",
+            "ansible_ssh_private_key_file": self.client_key,
+            "ansible_ssh_common_args": SSH_ARGS,
+            "ansible_python_interpreter": self.python,
+            # one SSH round trip per module instead of put + chmod + exec + rm (bench/RESULTS-fleet.md)
+            "ansible_ssh_pipelining": self.pipelining,
+        }
+
+    def inventory(self, path, hosts, group_vars=None, dirs_root=None):
+        """Write an inventory directory. hosts: list of dicts with keys name, group (default
+        'db'), inst (SshdInstance) or addr/port, vars (extra host_vars). Returns hosts.yml."""
+        os.makedirs(os.path.join(path, "host_vars"), exist_ok=True)
+        os.makedirs(os.path.join(path, "group_vars"), exist_ok=True)
+        dirs_root = dirs_root or os.path.join(path, "hostdirs")
+        groups = {}
+        for h in hosts:
+            groups.setdefault(h.get("group", "db"), {})[h["name"]] = None
+            hv = self.connection_vars(h.get("inst"), h.get("addr"), h.get("port"))
+            hv.update(self.host_dirs(h["name"], dirs_root))
+            hv.update(h.get("vars") or {})
+            with open(os.path.join(path, "host_vars", h["name"] + ".yml"), "w") as fh:
+                yaml.safe_dump(hv, fh, default_flow_style=False)
+        for group, gv in (group_vars or {}).items():
+            with open(os.path.join(path, "group_vars", group + ".yml"), "w") as fh:
+                yaml.safe_dump(gv, fh, default_flow_style=False)
+        inv = {"all": {"children": {g: {"hosts": hs} for g, hs in groups.items()}}}
+        hosts_yml = os.path.join(path, "hosts.yml")
+        with open(hosts_yml, "w") as fh:
+            yaml.safe_dump(inv, fh, default_flow_style=False)
+        return hosts_yml
+
+    def ansible_env(self):
+        """Environment of one ansible-playbook run: its own ControlPersist socket directory,
+        so no run reuses another run's SSH master connection (each run logs in afresh)."""
+        self._runs = getattr(self, "_runs", 0) + 1
+        cp = os.path.join(self.control_dir, str(self._runs))
+        os.makedirs(cp, mode=0o700, exist_ok=True)
+        return {"ANSIBLE_SSH_CONTROL_PATH_DIR": cp, "ANSIBLE_HOST_KEY_CHECKING": "False"}
+
+    def close(self):
+        for inst in list(self.instances.values()):
+            inst.kill()
+        shutil.rmtree(self.control_dir, ignore_errors=True)
+
+
+def _kill_all():
+    with _LOCK:
+        live = list(_LIVE)
+    for inst in live:
+        try:
+            inst.kill()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+
+
+_INSTALLED = []
+
+
+def _install_exit_handlers():
+    if _INSTALLED:
+        return
+    _INSTALLED.append(True)
+    atexit.register(_kill_all)
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        def on_term(signum, frame):
+            _kill_all()
+            raise SystemExit(128 + signum)
+        signal.signal(signal.SIGTERM, on_term)
+
+
+def sshd_pids_below(pid_list):
+    """Which of these PIDs are still alive (for the 'no sshd left' check)."""
+    alive = []
+    for pid in pid_list:
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as fh:
+                if b"sshd" in fh.read():
+                    alive.append(pid)
+        except OSError:
+            pass
+    return alive
+
+
+def load_json(path):
+    with open(path) as fh:
+        return json.load(fh)

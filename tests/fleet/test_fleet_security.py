@@ -1,0 +1,137 @@
+"""Security properties of the roles and playbooks, read from their YAML.
+
+* no task runs a shell: no ``shell``, ``raw`` or ``script``, and ``command`` only with an
+  ``argv`` list (never a free-form or ``cmd`` string that a template could split);
+* privilege escalation only where it is needed: ``become`` is truthy only on the package
+  installation and the binary install/deploy tasks, never on a play;
+* every file the roles create on a host or the controller has an explicit mode, and the
+  results and test directories are owner-only.
+
+The runtime side (results 0600 in a 0700 directory, test and data set directories 0700
+while iobench runs, binary root:root 0755 with the controller's checksum) is checked over
+SSH on the fleet in test_fleet_qualify.py.
+"""
+import glob
+import os
+
+import pytest
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TASK_FILES = sorted(glob.glob(os.path.join(ROOT, "roles", "*", "tasks", "*.yml"))
+                    + glob.glob(os.path.join(ROOT, "roles", "*", "handlers", "*.yml")))
+PLAYBOOKS = sorted(glob.glob(os.path.join(ROOT, "playbooks", "*.yml")))
+SHELL_MODULES = {"shell", "raw", "script", "ansible.builtin.shell", "ansible.builtin.raw",
+                 "ansible.builtin.script", "ansible.legacy.shell", "ansible.legacy.raw"}
+COMMAND_MODULES = {"command", "ansible.builtin.command", "ansible.legacy.command"}
+TASK_KEYWORDS = {"name", "when", "register", "loop", "loop_control", "vars", "become", "become_user",
+                 "delegate_to", "delegate_facts", "run_once", "changed_when", "failed_when", "check_mode",
+                 "tags", "notify", "block", "rescue", "always", "ignore_errors", "ignore_unreachable",
+                 "no_log", "environment", "until", "retries", "delay", "args", "timeout", "throttle",
+                 "listen", "any_errors_fatal", "diff", "module_defaults", "collections", "become_method"}
+# (file relative to the repo, task or block name) allowed to escalate
+BECOME_ALLOWED = {
+    ("roles/qualify/tasks/preflight.yml", "Install sysstat for iostat and vmstat"),
+    ("roles/iobench/tasks/build_target.yml", "Install build tools"),
+    ("roles/iobench/tasks/build_target.yml", "Build and install on the host"),
+    ("roles/iobench/tasks/deploy.yml", "Install the controller's build"),
+}
+
+
+def walk(tasks, path, parents=()):
+    for t in tasks or []:
+        if not isinstance(t, dict):
+            continue
+        yield path, t, parents
+        for key in ("block", "rescue", "always"):
+            if key in t:
+                yield from walk(t[key], path, parents + (t,))
+
+
+def all_tasks():
+    for path in TASK_FILES:
+        yield from walk(yaml.safe_load(open(path)), os.path.relpath(path, ROOT))
+    for path in PLAYBOOKS:
+        for play in yaml.safe_load(open(path)) or []:
+            for key in ("pre_tasks", "tasks", "post_tasks", "handlers"):
+                yield from walk(play.get(key), os.path.relpath(path, ROOT))
+
+
+def module_of(task):
+    keys = [k for k in task if k not in TASK_KEYWORDS and not k.startswith("with_")]
+    return keys[0] if keys else None
+
+
+def test_the_scan_sees_the_tasks():
+    names = [t.get("name") for _, t, _ in all_tasks()]
+    assert len(names) > 30 and "Copy iobench to the host" in names
+
+
+def test_no_task_runs_a_shell():
+    bad = ["%s: %s (%s)" % (p, t.get("name"), module_of(t)) for p, t, _ in all_tasks() if module_of(t) in SHELL_MODULES]
+    assert not bad, bad
+
+
+def test_command_only_with_an_argv_list():
+    seen = 0
+    for path, task, _ in all_tasks():
+        mod = module_of(task)
+        if mod in COMMAND_MODULES:
+            seen += 1
+            args = task[mod]
+            assert isinstance(args, dict) and isinstance(args.get("argv"), list), \
+                "%s: %r runs command without an argv list" % (path, task.get("name"))
+            assert "cmd" not in args and "_raw_params" not in args
+    assert seen >= 2
+
+
+def _truthy_become(task):
+    v = task.get("become")
+    return v is not None and v is not False and str(v).strip().lower() not in ("false", "no")
+
+
+def test_become_only_on_install_and_deploy_tasks():
+    found = {(p, t.get("name")) for p, t, _ in all_tasks() if _truthy_become(t)}
+    assert found == BECOME_ALLOWED, found ^ BECOME_ALLOWED
+    # and it is the role's switch (off when connecting as root), never a hard-coded yes
+    for p, t, _ in all_tasks():
+        if _truthy_become(t):
+            assert t["become"] == "{{ fleetqual_become }}", (p, t.get("name"))
+
+
+def test_no_play_escalates():
+    for path in PLAYBOOKS:
+        for play in yaml.safe_load(open(path)) or []:
+            assert not play.get("become"), (path, play.get("name"))
+
+
+def test_escalated_tasks_do_not_touch_results_or_test_files():
+    """Test files and results are written as the connecting user: no escalation on the
+    test_dir/iobench modules or on the controller-side result tasks."""
+    for path, task, parents in all_tasks():
+        mod = module_of(task) or ""
+        if mod.endswith(("test_dir", ".iobench")) or task.get("delegate_to") == "localhost":
+            assert not _truthy_become(task) and not any(_truthy_become(p) for p in parents), (path, task.get("name"))
+
+
+@pytest.mark.parametrize("module", ["ansible.builtin.file", "ansible.builtin.copy", "ansible.builtin.template"])
+def test_every_created_file_has_an_explicit_mode(module):
+    for path, task, _ in all_tasks():
+        if module_of(task) == module:
+            args = task[module]
+            if args.get("state") == "absent":
+                continue
+            assert "mode" in args, "%s: %r creates a file without an explicit mode" % (path, task.get("name"))
+
+
+def test_results_and_test_dirs_are_owner_only():
+    modes = {}
+    for path, task, _ in all_tasks():
+        mod = module_of(task)
+        if mod in ("ansible.builtin.file", "ansible.builtin.copy") and "fleetqual_results_dir" in str(task[mod]) \
+                or mod == "ansible.builtin.copy" and "results_file" in str(task[mod]):
+            modes[task.get("name")] = str(task[mod].get("mode"))
+    assert modes and all(m in ("0600", "0700") for m in modes.values()), modes
+    # the test directory is made by the test_dir module: 0700, marker 0600
+    src = open(os.path.join(ROOT, "plugins", "modules", "test_dir.py")).read()
+    assert "os.makedirs(path, mode=0o700)" in src and "os.mkdir(sub, 0o700)" in src
