@@ -76,6 +76,21 @@ def test_marker_written_and_cleanup_exact(ib, tmp_path):
     assert snapshot(str(tmp_path)) == before
 
 
+def test_created_files_are_owner_only(ib, tmp_path):
+    """Data files, the marker, the db log and the JSON result are 0600 whatever the umask."""
+    d = fresh(tmp_path)
+    out = tmp_path / "result.json"
+    old = os.umask(0o022)
+    try:
+        r = ib("run", "--prepare", "--dir", d, "--mode", "dbpattern", "--threads", "2", "--time", "1",
+               "--file-num", "2", "--total-size", "4M", "--db-log-size", "1M", "--output", out)
+    finally:
+        os.umask(old)
+    assert r.rc == 0, r
+    created = [d / ".iobench-marker", d / "test_file.0", d / "test_file.1", d / "ib_logfile.iobench", out]
+    assert {p.name: oct(p.stat().st_mode & 0o777) for p in created} == {p.name: "0o600" for p in created}
+
+
 def test_symlink_not_followed(ib, tmp_path):
     d = fresh(tmp_path)
     assert ib("prepare", "--dir", d, "--file-num", "2", "--total-size", "2M").rc == 0

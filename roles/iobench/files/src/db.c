@@ -86,7 +86,7 @@ int db_open_log(const options_t *o, int *fd_out)
                 return EXIT_ENV;
             }
         }
-        int fd = openat(dfd, DB_LOG_NAME, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+        int fd = openat(dfd, DB_LOG_NAME, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0) {
             err_msg("--dir %s: cannot create %s: %s", o->dir, DB_LOG_NAME, strerror(errno));
             close(dfd);

@@ -215,7 +215,7 @@ int do_prepare(const options_t *o, envinfo_t *env, prep_result_t *pr)
     }
     /* from here on we write */
     if (m == 0) {
-        int fd = openat(dfd, MARKER_NAME, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        int fd = openat(dfd, MARKER_NAME, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0) {
             err_msg("--dir %s: cannot create %s: %s", o->dir, MARKER_NAME, strerror(errno));
             close(dfd);
@@ -242,7 +242,7 @@ int do_prepare(const options_t *o, envinfo_t *env, prep_result_t *pr)
         (unsigned long long)o->file_num, (unsigned long long)(o->file_size >> 10), (unsigned long long)(work >> 20));
     for (uint64_t i = 0; i < o->file_num && !ret; i++) {
         snprintf(name, sizeof name, FILE_PREFIX "%llu", (unsigned long long)i);
-        int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+        int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0) {
             err_msg("--dir %s: cannot create %s: %s", o->dir, name, strerror(errno));
             ret = errno == ELOOP ? EXIT_ENV : EXIT_IOERR;

@@ -74,7 +74,7 @@ static int real_main(int argc, char **argv)
     }
     if (o.output) {
         g_out_existed = access(o.output, F_OK) == 0;
-        int ofd = open(o.output, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);   /* truncated only when writing */
+        int ofd = open(o.output, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);   /* truncated only when writing */
         g_out = ofd >= 0 ? fdopen(ofd, "w") : NULL;
         g_out_path = o.output;
         if (!g_out) { err_msg("--output %s: cannot open for writing: %s", o.output, strerror(errno)); return EXIT_ENV; }
