@@ -168,6 +168,10 @@ def validate_rules(rules, var_name=DEFAULT_VAR):
                                   % (path, key, "min_iops / min_mibps" if key == "min" else "max_<op>_<pct>_ms"))
         if has_metric and not has_bound:
             errors.append("%s.metric: needs min and/or max" % path)
+        if has_metric:
+            unknown = _unknown_record_field(rule["metric"])
+            if unknown:
+                errors.append("%s.metric: %s" % (path, unknown))
         if is_number(rule.get("min")) and is_number(rule.get("max")) and rule["min"] > rule["max"]:
             errors.append("%s: min %r is greater than max %r; no value can pass" % (path, rule["min"], rule["max"]))
         if not has_metric and not has_bound and not any(k in rule for k in LIMIT_KEYS):
@@ -175,6 +179,42 @@ def validate_rules(rules, var_name=DEFAULT_VAR):
                           "(op read|write|fsync, pct p50|p90|p95|p99|p999), metric with min/max, "
                           "or diagnostic with expect" % path)
     return errors
+
+
+def _leading_fields(node):
+    """Names of a JMESPath's leading plain fields: ``metrics.iops`` -> [metrics, iops]."""
+    if node.get("type") == "field":
+        return [node["value"]]
+    if node.get("type") == "subexpression":
+        out = []
+        for child in node.get("children", []):
+            if child.get("type") != "field":
+                break
+            out.append(child["value"])
+        return out
+    return []
+
+
+def _unknown_record_field(expr):
+    """A message when a metric JMESPath starts with a field no workload record has
+    (``metrics.no_such_metric``, ``metrcis.iops``), else None. Paths inside ``result``
+    (iobench's JSON, iostat, vmstat) are not checked: their keys are open-ended."""
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import METRIC_KEYS
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.plan import SPEC_KEYS
+
+    try:
+        fields = _leading_fields(compile_metric(expr).parsed)
+    except (jmespath_exceptions.JMESPathError, ValueError, TypeError):
+        return None  # reported as a parse error already
+    record_keys = set(SPEC_KEYS) | {"result", "metrics", "sizing", "dataset", "index", "of"}
+    if fields and fields[0] not in record_keys:
+        return "%r is not a field of the workload record; it has: %s" % (
+            fields[0], ", ".join(sorted(record_keys)))
+    if len(fields) > 1 and fields[0] == "metrics" and fields[1] not in METRIC_KEYS:
+        close = difflib.get_close_matches(fields[1], METRIC_KEYS, n=1)
+        return "unknown metric %r%s; metrics are: %s" % (
+            fields[1], " (did you mean %s?)" % close[0] if close else "", ", ".join(METRIC_KEYS))
+    return None
 
 
 def _check_diagnostic_rule(rule, path):

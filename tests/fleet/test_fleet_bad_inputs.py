@@ -8,7 +8,7 @@ of a two-host fleet (fq11, fq12, both with a live sshd). Each must:
 * open no SSH session: neither sshd logged an "Accepted publickey" during the run,
 * create nothing: no binary directory, no test directory, no results.
 
-10 cases (tests/integration covers the other kinds on localhost via extra vars: unknown
+11 cases (tests/integration covers the other kinds on localhost via extra vars: unknown
 profile name, unparsable fleetqual_cache_size, relative test dir, misspelt threshold key):
 
  1. negative fleetqual_cache_size (group_vars)
@@ -21,10 +21,8 @@ profile name, unparsable fleetqual_cache_size, relative test dir, misspelt thres
  8. a negative threshold limit (group_vars)
  9. a test dir with a ``..`` component (host_vars)
 10. a JMESPath threshold rule that does not parse (group_vars)
-
-plus one known gap, marked xfail (run against dead addresses, so it costs seconds): a
-JMESPath ``metric`` naming a metric that does not exist parses, so validation lets it
-through.
+11. a JMESPath ``metric`` that parses but names a metric no record has
+    (``metrics.no_such_metric``; group_vars; run against dead addresses, so it costs seconds)
 """
 import os
 
@@ -87,8 +85,6 @@ def test_bad_value_stops_before_any_host_is_touched(fleet, pair, tmp_path, where
     assert not os.path.exists(os.path.join(str(tmp_path), "results", "bad"))
 
 
-@pytest.mark.xfail(strict=False, reason="validate_rules checks that a JMESPath metric parses, not that it names "
-                                        "a metric of the workload record (plugins/plugin_utils/rules.py)")
 def test_jmespath_on_an_unknown_metric_is_refused(fleet, tmp_path):
     # on dead addresses: if validation lets it through, the run ends at once (unreachable)
     # instead of qualifying two hosts for nothing, and the message is not the validation one

@@ -122,3 +122,20 @@ def test_matching():
     assert not rule_matches({"workload": "over_cache", "threads": 1}, w)
     assert not rule_matches({"mode": "rndwr"}, w)
     assert not rule_matches({"id": "other"}, w)
+
+
+
+@pytest.mark.parametrize("expr, fragment", [
+    ("metrics.no_such_metric", "unknown metric 'no_such_metric'"),
+    ("metrics.dev_util_pc", "did you mean dev_util_pct?"),
+    ("metrcis.iops", "'metrcis' is not a field of the workload record"),
+])
+def test_metric_naming_a_field_no_record_has_is_refused(expr, fragment):
+    errors = validate_rules([{"metric": expr, "max": 1}])
+    assert len(errors) == 1 and errors[0].startswith("fleetqual_thresholds[0].metric: ") and fragment in errors[0], errors
+
+
+@pytest.mark.parametrize("expr", ["metrics.dev_util_pct", "result.bench.ops.read.latency_us.\"p99.99\"",
+                                  "result.vmstat.avg.wa", "threads", "max([metrics.read_p99_ms, metrics.write_p99_ms])"])
+def test_metric_paths_a_record_has_are_accepted(expr):
+    assert validate_rules([{"metric": expr, "max": 1}]) == []
