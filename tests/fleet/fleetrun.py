@@ -51,12 +51,7 @@ def run_playbook(fleet, inventory, base, run_id, extra_vars=None, args=(), timeo
         "fleetqual_run_id": run_id,
     }
     ev.update(extra_vars or {})
-    env = dict(os.environ,
-               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
-               ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
-               ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
-               PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
-    env.update(fleet.ansible_env())
+    env = playbook_run.ansible_env(fleet.ansible_env())
     # report files of a run without any host record (stopped by validation) go here too,
     # not to ./results of the checkout
     env["FLEETQUAL_REPORT_DIR"] = os.path.join(base, "results")

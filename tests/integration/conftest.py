@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from playbook_run import BIN, ROOT, Run
+from playbook_run import BIN, ROOT, Run, ansible_env
 
 
 @pytest.fixture(scope="session")
@@ -32,12 +32,7 @@ def playbook(tmp_path, build_cache):
             "fleetqual_run_id": run_id,
         }
         ev.update(extra_vars or {})
-        env = dict(os.environ,
-                   ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
-                   ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
-                   ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
-                   PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
-        env.update(env_extra or {})
+        env = ansible_env(env_extra)
         argv = [os.path.join(BIN, "ansible-playbook"), os.path.join(ROOT, "playbooks", "qualify.yml"),
                 "-i", inventory or os.path.join(ROOT, "inventory", "localhost.yml"),
                 "-e", json.dumps(ev)] + list(args)

@@ -7,6 +7,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BIN = os.path.dirname(sys.executable)
 
 
+def ansible_env(extra=None):
+    """Environment for running this checkout's playbook: its ansible.cfg, the collection
+    link, the venv's binaries first, no colour."""
+    env = dict(os.environ,
+               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
+               ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
+               ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+               PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
+    env.update(extra or {})
+    return env
+
+
 class Run:
     def __init__(self, proc, base, run_id):
         self.rc = proc.returncode

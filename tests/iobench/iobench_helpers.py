@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import tempfile
+import time
 
 import pytest
 
@@ -106,3 +107,30 @@ def seed_parent(parent):
         f.write("precious\n")
     with open(os.path.join(parent, "test_file.0"), "w") as f:
         f.write("not iobench's\n")
+
+
+def signal_mid_run(args, sig, delay=1.2, timeout=20):
+    """Start iobench, send sig after delay seconds, return (returncode, stdout, stderr).
+    The process never outlives the call."""
+    p = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(delay)
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=timeout)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    return p.returncode, out, err
+
+
+def fill_filesystem(mnt):
+    """Write a filler file in mnt until the filesystem is full (ENOSPC)."""
+    fd = os.open(os.path.join(mnt, "filler"), os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        while os.write(fd, b"\xa5" * (1 << 20)) > 0:
+            pass
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

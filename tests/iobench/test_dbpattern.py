@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from iobench_helpers import BIN, SMALL, make, mounted, run, snapshot
+from iobench_helpers import fill_filesystem, signal_mid_run, BIN, SMALL, make, mounted, run, snapshot
 
 DB_KEYS = {"config", "transactions", "commits", "log_writes", "page_reads", "page_writes"}
 DB_CONFIG_KEYS = {"readers", "page_size", "log_block_size", "flusher_threads", "group_commit_max", "working_set"}
@@ -186,16 +186,8 @@ def test_db_flags_need_dbpattern(ib, tmp_path, flag, val):
 def test_sigterm_mid_run_gives_valid_json(iobench, prepared):
     args = [iobench, "run", "--dir", prepared, *SMALL, "--mode", "dbpattern", "--db-log-size", "4M",
             "--threads", "8", "--time", "30", "--direct"]
-    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        time.sleep(1.2)
-        p.send_signal(signal.SIGTERM)
-        out, err = p.communicate(timeout=20)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    assert p.returncode == 5, err
+    rc, out, err = signal_mid_run(args, signal.SIGTERM, delay=1.2)
+    assert rc == 5, err
     j = json.loads(out)
     assert j["interrupted"] is True and j["signal"] == "SIGTERM"
     assert j["db"]["commits"]["count"] > 0 and j["elapsed_s"] < 10
@@ -222,17 +214,6 @@ def test_asan_dbpattern(prepared):
         assert r.rc == 0, r
 
 
-def _fill(mnt):
-    fd = os.open(os.path.join(mnt, "filler"), os.O_WRONLY | os.O_CREAT, 0o644)
-    try:
-        while os.write(fd, b"\xa5" * (1 << 20)) > 0:
-            pass
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def test_log_enospc_stops_readers_exit_4(ib):
     """The log writer fails: every reader stops (nothing can commit), the result is written, exit 4."""
     with mounted("tmpfs", "size=100m") as mnt:
@@ -244,7 +225,7 @@ def test_log_enospc_stops_readers_exit_4(ib):
         assert r.rc == 0, r
         subprocess.run(["fallocate", "--punch-hole", "--offset", "0", "--length", "2M", os.path.join(d, LOG)],
                        check=True)
-        _fill(mnt)
+        fill_filesystem(mnt)
         t0 = time.time()
         r = ib("run", "--dir", d, "--file-num", "2", "--total-size", "8M", "--mode", "dbpattern",
                "--db-log-size", "2M", "--time", "20", "--threads", "4", "--db-flushers", "0", timeout=30)

@@ -3,11 +3,10 @@ import json
 import os
 import signal
 import subprocess
-import time
 
 import pytest
 
-from iobench_helpers import BIN, SMALL, SRC, make, mounted, run
+from iobench_helpers import fill_filesystem, signal_mid_run, BIN, SMALL, make, mounted, run
 
 
 @pytest.mark.parametrize("sig,name", [(signal.SIGTERM, "SIGTERM"), (signal.SIGINT, "SIGINT")])
@@ -17,16 +16,8 @@ def test_signal_mid_run(iobench, prepared, sig, name, engine):
             "--engine", engine]
     if engine == "io_uring":
         args += ["--iodepth", "8"]
-    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        time.sleep(1.2)
-        p.send_signal(sig)
-        out, err = p.communicate(timeout=20)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    assert p.returncode == 5, err
+    rc, out, err = signal_mid_run(args, sig, delay=1.2)
+    assert rc == 5, err
     j = json.loads(out)
     assert j["interrupted"] is True and j["signal"] == name and j["exit_code"] == 5
     assert 0.5 < j["elapsed_s"] < 10
@@ -44,14 +35,7 @@ def test_enospc_during_run_counted_exit_4(iobench):
         for i in range(2):
             subprocess.run(["fallocate", "--punch-hole", "--offset", "0", "--length", "8M",
                             os.path.join(d, "test_file.%d" % i)], check=True)
-        fd = os.open(os.path.join(mnt, "filler"), os.O_WRONLY | os.O_CREAT, 0o644)
-        try:
-            while os.write(fd, b"\xa5" * (1 << 20)) > 0:
-                pass
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
+        fill_filesystem(mnt)
         r = run(iobench, "run", "--dir", d, "--file-num", "2", "--total-size", "16M", "--mode", "seqwr",
                 "--requests", "1024", "--threads", "2")
         assert r.rc == 4, r

@@ -2,8 +2,6 @@
 has its exit code and message and leaves the parent tree byte-identical."""
 import os
 
-import pytest
-
 from iobench_helpers import SMALL, mounted, seed_parent, snapshot
 
 

@@ -3,11 +3,10 @@ import json
 import os
 import signal
 import subprocess
-import time
 
 import pytest
 
-from iobench_helpers import BIN, SMALL, make, mounted, run
+from iobench_helpers import signal_mid_run, BIN, SMALL, make, mounted, run
 
 SEARCH_KEYS = {"knob", "percentile", "bound_ms", "stopped", "steps", "best"}
 STEP_KEYS = {"threads", "iodepth", "iops", "p99_us", "elapsed_s"}
@@ -113,16 +112,8 @@ def test_text_format(ib, prepared):
 def test_signal_mid_search_gives_valid_json(iobench, prepared, sig, name):
     args = [iobench, "run", "--dir", prepared, *SMALL, "--mode", "rndrd", "--direct", "--search", "threads",
             "--search-step-time", "1", "--search-bound-ms", "100000", "--search-min-gain", "0"]
-    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        time.sleep(1.5)
-        p.send_signal(sig)
-        out, err = p.communicate(timeout=20)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    assert p.returncode == 5, err
+    rc, out, err = signal_mid_run(args, sig, delay=1.5)
+    assert rc == 5, err
     j = json.loads(out)
     assert j["interrupted"] is True and j["signal"] == name and j["exit_code"] == 5
     s = j["search"]
