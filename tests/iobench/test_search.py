@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from iobench_helpers import signal_mid_run, BIN, SMALL, make, mounted, run
+from iobench_helpers import fill_filesystem, signal_mid_run, BIN, SMALL, make, mounted, run
 
 SEARCH_KEYS = {"knob", "percentile", "bound_ms", "stopped", "steps", "best"}
 STEP_KEYS = {"threads", "iodepth", "iops", "p99_us", "elapsed_s"}
@@ -187,14 +187,7 @@ def test_io_error_stops_search_exit_4(ib):
         for i in range(2):
             subprocess.run(["fallocate", "--punch-hole", "--offset", "0", "--length", "8M",
                             os.path.join(d, "test_file.%d" % i)], check=True)
-        fd = os.open(os.path.join(mnt, "filler"), os.O_WRONLY | os.O_CREAT, 0o644)
-        try:
-            while os.write(fd, b"\xa5" * (1 << 20)) > 0:
-                pass
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
+        fill_filesystem(mnt)
         r = ib("run", "--dir", d, "--file-num", "2", "--total-size", "16M", "--mode", "rndwr", "--search", "threads",
                "--search-step-time", "0.3", "--search-bound-ms", "100000")
         assert r.rc == 4, r
