@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Install what the collection's demo and tests need, and nothing that is already there.
 #   scripts/setup.sh          runtime: compiler, sysstat, Python venv with ansible-core
-#   scripts/setup.sh --test   also fio, sysbench, sshd, sanitizer runtimes, chromium, ...
+#   scripts/setup.sh --test   also sshd, chromium, xmllint, filesystem tools; fio and sysbench for bench/
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 runtime_pkgs=(gcc make libc6-dev sysstat python3-venv)
-test_pkgs=(fio sysbench openssh-server clang libclang-rt-14-dev chromium libxml2-utils
+test_pkgs=(fio sysbench openssh-server chromium libxml2-utils
            e2fsprogs util-linux dmsetup procps)
 pkgs=("${runtime_pkgs[@]}")
 [ "${1:-}" = "--test" ] && pkgs+=("${test_pkgs[@]}")
