@@ -134,3 +134,11 @@ def fill_filesystem(mnt):
         pass
     finally:
         os.close(fd)
+
+
+def assert_usage_error(r, flag, never_created):
+    """Exit 2, nothing on stdout, one `iobench: error:` line naming the flag, and the
+    directory the run would have used was not created."""
+    assert r.rc == 2, r
+    assert r.out == "" and flag in r.err and r.err.startswith("iobench: error:"), r.err
+    assert not never_created.exists()

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from iobench_helpers import fill_filesystem, signal_mid_run, BIN, SMALL, make, mounted, run, snapshot
+from iobench_helpers import assert_usage_error, fill_filesystem, signal_mid_run, BIN, SMALL, make, mounted, run, snapshot
 
 DB_KEYS = {"config", "transactions", "commits", "log_writes", "page_reads", "page_writes"}
 DB_CONFIG_KEYS = {"readers", "page_size", "log_block_size", "flusher_threads", "group_commit_max", "working_set"}
@@ -171,10 +171,7 @@ def test_log_not_created_without_marker(ib, tmp_path):
 ], ids=lambda v: v if isinstance(v, str) else None)
 def test_bad_flags_exit_2(ib, tmp_path, extra, flag):
     d = tmp_path / "never-created"
-    r = ib("run", "--dir", d, "--mode", "dbpattern", *extra)
-    assert r.rc == 2, r
-    assert r.out == "" and flag in r.err and r.err.startswith("iobench: error:"), r.err
-    assert not d.exists()
+    assert_usage_error(ib("run", "--dir", d, "--mode", "dbpattern", *extra), flag, d)
 
 
 @pytest.mark.parametrize("flag,val", [("--db-flushers", "1"), ("--db-reads-per-txn", "2"), ("--db-log-block", "4K")])

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from iobench_helpers import fill_filesystem, signal_mid_run, BIN, SMALL, make, mounted, run
+from iobench_helpers import assert_usage_error, fill_filesystem, signal_mid_run, BIN, SMALL, make, mounted, run
 
 SEARCH_KEYS = {"knob", "percentile", "bound_ms", "stopped", "steps", "best"}
 STEP_KEYS = {"threads", "iodepth", "iops", "p99_us", "elapsed_s"}
@@ -144,10 +144,7 @@ def test_signal_mid_search_gives_valid_json(iobench, prepared, sig, name):
 ], ids=lambda v: v if isinstance(v, str) else None)
 def test_bad_flags_exit_2(ib, tmp_path, extra, flag):
     d = tmp_path / "never-created"
-    r = ib("run", "--dir", d, "--mode", "rndrd", *extra)
-    assert r.rc == 2, r
-    assert r.out == "" and flag in r.err and r.err.startswith("iobench: error:"), r.err
-    assert not d.exists()
+    assert_usage_error(ib("run", "--dir", d, "--mode", "rndrd", *extra), flag, d)
 
 
 def test_search_needs_random_mode(ib, tmp_path):

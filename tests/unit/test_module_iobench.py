@@ -397,20 +397,25 @@ def test_real_run_on_tmpfs_has_no_device(iobench_binary, tmp_path):
         subprocess.call(["umount", mnt])
 
 
+def ansible_module(args):
+    """`ansible localhost -m fleetqual.storage.iobench -a ARGS` -> (process, status word, result).
+    The default callback prints "localhost | CHANGED => {json}"."""
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_LOCALHOST_WARNING="0",
+               ANSIBLE_NOCOLOR="1", ANSIBLE_PYTHON_INTERPRETER=sys.executable)
+    p = subprocess.run([os.path.join(VENV_BIN, "ansible"), "localhost", "-m", "fleetqual.storage.iobench", "-a", args],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, env=env, timeout=120)
+    head, _, body = p.stdout.partition(" => ")
+    return p, head.strip().rsplit(" ", 1)[-1], json.loads(body) if body else None
+
+
 @pytest.mark.slow
 def test_through_ansible_cli(iobench_binary, testdir):
     """`ansible localhost -m fleetqual.storage.iobench` (AnsiballZ, collection loader)."""
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_LOCALHOST_WARNING="0",
-               ANSIBLE_NOCOLOR="1", ANSIBLE_PYTHON_INTERPRETER=sys.executable)
-    args = "binary=%s dir=%s mode=rndwr file_num=2 total_size=8M block_size=4K direct=true time=2 warmup=0" % (
-        iobench_binary, testdir)
-    p = subprocess.run([os.path.join(VENV_BIN, "ansible"), "localhost", "-m", "fleetqual.storage.iobench", "-a", args],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, env=env, timeout=120)
+    p, status, res = ansible_module(
+        "binary=%s dir=%s mode=rndwr file_num=2 total_size=8M block_size=4K direct=true time=2 warmup=0"
+        % (iobench_binary, testdir))
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
-    # default callback: "localhost | CHANGED => {json}"
-    head, _, body = p.stdout.partition(" => ")
-    assert head.strip().endswith("CHANGED"), p.stdout[:500]
-    res = json.loads(body)
+    assert status == "CHANGED", p.stdout[:500]
     assert res["rc"] == 0 and res["changed"] is True
     assert res["bench"]["config"]["mode"] == "rndwr"
     assert res["vmstat"]["samples"]
@@ -420,15 +425,10 @@ def test_through_ansible_cli(iobench_binary, testdir):
 def test_interrupted_run_is_kept_not_failed_through_ansible(iobench_binary, testdir):
     """Exit 5 (interrupted, here by the module's timeout) through the real executor: the
     partial result must come back as data, not as an 'Unknown error' failure."""
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_LOCALHOST_WARNING="0",
-               ANSIBLE_NOCOLOR="1", ANSIBLE_PYTHON_INTERPRETER=sys.executable)
-    args = "binary=%s dir=%s mode=rndrd file_num=2 total_size=8M block_size=4K time=60 warmup=0 timeout=2" % (
-        iobench_binary, testdir)
-    p = subprocess.run([os.path.join(VENV_BIN, "ansible"), "localhost", "-m", "fleetqual.storage.iobench", "-a", args],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, env=env, timeout=120)
-    head, _, body = p.stdout.partition(" => ")
-    assert p.returncode == 0 and head.strip().endswith("CHANGED"), p.stdout[:800] + p.stderr[-800:]
-    res = json.loads(body)
+    p, status, res = ansible_module(
+        "binary=%s dir=%s mode=rndrd file_num=2 total_size=8M block_size=4K time=60 warmup=0 timeout=2"
+        % (iobench_binary, testdir))
+    assert p.returncode == 0 and status == "CHANGED", p.stdout[:800] + p.stderr[-800:]
     assert res["rc"] == 5 and res["bench"]["interrupted"] is True and res["timed_out"] is True
 
 
