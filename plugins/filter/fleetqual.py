@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Thin Jinja2 filters over plugins/plugin_utils (plan, metrics, rules, judge, diagnostics).
@@ -8,10 +7,6 @@ fleetqual.storage.<name>). The logic lives in plugin_utils so the qualify_report
 callback uses the very same code.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import diagnostics as _diagnostics
@@ -19,6 +14,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils import judge as 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import metrics as _metrics
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import plan as _plan
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import rules as _rules
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import validate as _validate
 from ansible_collections.fleetqual.storage.plugins.plugin_utils._common import human_size as _human_size
 
 
@@ -43,7 +39,7 @@ def plan(profile_or_matrix, cache_size=_plan.DEFAULT_CACHE_SIZE, mem_total_mb=No
 
 
 def validate_profile(profiles, profile, matrix=None, cache_size=_plan.DEFAULT_CACHE_SIZE, overrides=None):
-    return _plan.validate_profile(profiles, profile, matrix=matrix, cache_size=cache_size, overrides=overrides)
+    return _validate.validate_profile(profiles, profile, matrix=matrix, cache_size=cache_size, overrides=overrides)
 
 
 def validate_rules(rules, var_name=_rules.DEFAULT_VAR):
@@ -73,7 +69,7 @@ def human_size(nbytes):
     return _human_size(nbytes)
 
 
-class FilterModule(object):
+class FilterModule:
     """fleetqual.storage filters."""
 
     def filters(self):
@@ -86,7 +82,7 @@ class FilterModule(object):
             "iobench_args": _plan.module_args,
             "validate_profile": validate_profile,
             "validate_rules": validate_rules,
-            "validate_inputs": _plan.validate_inputs,
+            "validate_inputs": _validate.validate_inputs,
             "workload_metrics": _metrics.workload_metrics,
             "workload_record": _metrics.workload_record,
             "judge": judge,

@@ -1,7 +1,6 @@
-# -*- coding: utf-8 -*-
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Diagnostics that explain a disk (issue #6), computed once from a host's workload records.
+"""Diagnostics that explain a disk, computed once from a host's workload records.
 
 ``diagnose(workloads, options=None)`` returns ``{name: entry}`` for every name of
 :data:`NAMES`, each entry::
@@ -21,24 +20,18 @@ workload (always), and threshold rules of kind ``diagnostic`` test any entry
 (``expect`` a status or conclusion, or ``metric`` over the entry); see docs/diagnostics.md.
 
 Used by the role (filter ``fleetqual.storage.diagnostics`` in store.yml, result stored
-as the host record's ``diagnostics``), by the judge and by the fleet report. Pure Python,
-never raises on odd input.
+as the host record's ``diagnostics``), by the judge and by the fleet report. Reads only
+each record's ``metrics`` (``metrics.py``, the one reader of the benchmark's JSON) and its
+plan keys. Pure Python, never raises on odd input.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
-from ansible_collections.fleetqual.storage.plugins.plugin_utils._common import (
-    dig,
-    as_number,
-    fmt_num,
-    is_number,
-)
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import workload_metrics
+from ansible_collections.fleetqual.storage.plugins.plugin_utils._common import dig
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import fmt_k, fmt_ms, fmt_num, fmt_pct, fmt_x
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import as_number, is_number, median, ratio
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import STABILITY_MIN_INTERVALS, record_metrics
 
 NAMES = ("cache_proof", "write_amplification", "write_serialization", "write_cache",
-         "tipping_point", "bounded_max", "db_pattern", "readahead")
+         "tipping_point", "bounded_max", "db_pattern", "readahead", "stability")
 
 TITLES = {
     "cache_proof": "cache proof",
@@ -49,6 +42,7 @@ TITLES = {
     "bounded_max": "latency-bounded maximum",
     "db_pattern": "database pattern",
     "readahead": "read-ahead",
+    "stability": "stability",
 }
 
 STATUSES = ("pass", "warn", "fail", "unproven", "info", "n/a")
@@ -62,6 +56,7 @@ CONCLUSIONS = {
     "bounded_max": ("within_bound", "exceeds_bound", "n/a"),
     "db_pattern": ("measured", "n/a"),
     "readahead": ("significant", "small", "unproven", "n/a"),
+    "stability": ("slowed", "steady", "n/a"),
 }
 
 DEFAULTS = {
@@ -80,11 +75,14 @@ DEFAULTS = {
     # tipping point / bounded maximum
     "latency_bound_ms": 50.0,
     "sweep_min_steps": 3,
-    "saturation_gain": 0.10,    # doubling threads gaining less than 10 % IOPS: saturated
+    "saturation_gain": 0.10,    # IOPS rising more than 10 % past 100 %util: a parallel device
+    "knee_share": 0.9,          # the knee: fewest threads reaching 90 % of the sweep's best IOPS
     "util_full_pct": 99.0,
     "little_tolerance": 0.5,    # |aqu-sz / (IOPS x await) - 1| above this: figures disagree
     # read-ahead: buffered MiB/s / O_DIRECT MiB/s at or over this = significant
     "readahead_ratio": 1.5,
+    # stability: last third of a run's intervals this share below its first third = slowed
+    "stability_drop": 0.2,
 }
 
 OVER_CACHE_LABELS = ("over_cache",)
@@ -92,62 +90,18 @@ OVER_CACHE_LABELS = ("over_cache",)
 
 # --------------------------------------------------------------------------- helpers
 
-def _num(v):
-    t = type(v)
-    if t is float:
-        return v if v - v == 0.0 else None     # NaN and inf fail this
-    if t is int:
-        return v
-    return as_number(v)
 
 
-def _ratio(a, b):
-    if a is None or b is None or b <= 0:
-        return None
-    return a / b
 
 
 def _r(v, digits=3):
     return None if v is None else round(v, digits)
 
 
-def _x(v):
-    """Ratio text: 0.42x, 2.2x, 13x."""
-    if v is None:
-        return "n/a"
-    if v >= 10:
-        return "%.0fx" % v
-    if v >= 1:
-        return "%.1fx" % v
-    return "%.2gx" % v
 
 
-def _ms(v):
-    if v is None:
-        return "n/a"
-    if v == int(v) and v >= 1:
-        return "%d ms" % v
-    if v >= 100:
-        return "%.0f ms" % v
-    if v >= 10:
-        return "%.1f ms" % v
-    if v >= 1:
-        return "%.2f ms" % v
-    return "%.3g ms" % v
 
 
-def _k(v):
-    """IOPS / rate text: 812, 12.3k, 1.23M."""
-    if v is None:
-        return "n/a"
-    a = abs(v)
-    if a >= 1e6:
-        return "%.2fM" % (v / 1e6)
-    if a >= 1e4:
-        return "%.1fk" % (v / 1e3)
-    if a >= 100:
-        return "%.0f" % v
-    return fmt_num(round(v, 1) if a >= 1 else v)
 
 
 def _entry(status, conclusion, sentence, evidence=None, workloads=None):
@@ -163,44 +117,41 @@ def _na(name, why):
     return _entry("n/a", "n/a", "%s: not measured (%s)." % (_cap(TITLES[name]), why))
 
 
-class _W(object):
-    """A workload record with its metrics and the figures diagnostics need."""
+class _W:
+    """A workload record with its metrics (the only figures diagnostics read)."""
 
-    __slots__ = ("rec", "id", "m", "bench", "mode", "threads", "direct", "block", "file_num", "total", "label",
+    __slots__ = ("rec", "id", "m", "mode", "threads", "direct", "block", "file_num", "total", "label",
                  "ok", "fkey")
 
     def __init__(self, rec, index):
         self.rec = rec
         self.id = str(rec.get("id") or "workload[%d]" % index)
-        m = rec.get("metrics")
-        self.m = m if isinstance(m, dict) else workload_metrics(rec)
-        result = rec.get("result")
-        bench = result.get("bench") if isinstance(result, dict) else None
-        self.bench = bench if isinstance(bench, dict) else {}
-        cfg = self.bench.get("config")
-        cfg = cfg if isinstance(cfg, dict) else {}
-        self.mode = rec.get("mode") or cfg.get("mode")
-        self.threads = _num(rec.get("threads")) or _num(cfg.get("threads"))
+        self.m = record_metrics(rec)
+        self.mode = rec.get("mode")
+        self.threads = as_number(rec.get("threads")) or as_number((self.m.get("concurrency") or {}).get("threads"))
         self.direct = rec.get("direct")
-        if self.direct is None:
-            self.direct = cfg.get("direct")
-        self.block = _num(rec.get("block_size")) or _num(cfg.get("block_size"))
-        self.file_num = _num(rec.get("file_num")) or _num(cfg.get("file_num"))
-        self.total = _num(rec.get("total_size")) or _num(cfg.get("total_size"))
+        self.block = as_number(rec.get("block_size"))
+        self.file_num = as_number(rec.get("file_num"))
+        self.total = as_number(rec.get("total_size"))
         self.label = rec.get("workload")
-        self.ok = (not self.m.get("errors")) and not self.m.get("interrupted") and bool(self.bench) \
+        result = rec.get("result")
+        self.ok = (not self.m.get("errors")) and not self.m.get("interrupted") and bool(self.m.get("measured")) \
             and not (isinstance(result, dict) and result.get("failed"))
         self.fkey = None
 
+    @property
+    def measured(self):
+        return bool(self.m.get("measured"))
+
     def get(self, key):
-        return _num(self.m.get(key))
+        return as_number(self.m.get(key))
 
     def kb_s(self, op):
-        """Benchmark KiB/s of an op, from the JSON (bytes / elapsed or mib_per_sec)."""
-        mib = _num(dig(self.bench, "ops", op, "mib_per_sec"))
+        """Benchmark KiB/s of an op (its MiB/s, else its bytes over the run)."""
+        mib = self.get("%s_mibps" % op)
         if mib is not None:
             return mib * 1024.0
-        nbytes, el = _num(dig(self.bench, "ops", op, "bytes")), self.get("elapsed_s")
+        nbytes, el = self.get("bench_%s_bytes" % op), self.get("elapsed_s")
         if nbytes is not None and el:
             return nbytes / el / 1024.0
         return None
@@ -215,23 +166,19 @@ class _W(object):
         return self.rec.get("working_set") == "cache" or self.label == "cache"
 
     def device(self):
-        dev = dig(self.rec, "result", "iostat", "avg", "device")
-        if isinstance(dev, str) and dev:
-            return dev
-        devs = dig(self.rec, "result", "collector", "devices")
-        if isinstance(devs, list) and devs:
-            return "+".join(str(d) for d in devs)
-        return None
+        return self.m.get("device")
 
     def no_device_reason(self):
         source = dig(self.rec, "result", "collector", "source") or "none"
         reason = dig(self.rec, "result", "collector", "reason")
-        fs = dig(self.bench, "environment", "filesystem")
+        fs = self.m.get("filesystem")
         text = "collector %s" % source
         if fs:
             text += ", filesystem %s" % fs
         if reason:
             text += ": %s" % reason
+        if self.m.get("device_note"):
+            text += "; %s" % self.m["device_note"]
         return text
 
     def p(self, op, pct):
@@ -267,14 +214,14 @@ def cache_proof_of(w, opts=None):
           "dev_r_s": None, "dev_rkb_s": None, "dev_rareq_sz_kb": None,
           "block_kb": _r(w.block / 1024.0, 1) if w.block else None,
           "ops_ratio": None, "bytes_ratio": None, "min_ratio": tol, "direct": w.direct,
-          "device": w.device()}
+          "device": w.device(), "dev_source": w.m.get("dev_source")}
     if not w.has_device() or w.get("dev_r_s") is None and w.get("dev_rkb_s") is None:
         ev["reason"] = w.no_device_reason()
         return dict(status="unproven", conclusion="unproven", evidence=ev,
                     text="%s: unproven, no device statistics (%s)" % (w.id, ev["reason"]))
     dev_rs, dev_kbs = w.get("dev_r_s"), w.get("dev_rkb_s")
     ev.update(dev_r_s=_r(dev_rs, 1), dev_rkb_s=_r(dev_kbs, 1), dev_rareq_sz_kb=_r(w.get("dev_rareq_sz_kb"), 2))
-    ops_ratio, bytes_ratio = _ratio(dev_rs, bench_rps), _ratio(dev_kbs, bench_kbs)
+    ops_ratio, bytes_ratio = ratio(dev_rs, bench_rps), ratio(dev_kbs, bench_kbs)
     ev.update(ops_ratio=_r(ops_ratio), bytes_ratio=_r(bytes_ratio))
     # bytes decide (merging lowers r/s, not bytes); r/s alone only when bytes are unknown
     decisive = bytes_ratio if bytes_ratio is not None else ops_ratio
@@ -285,10 +232,10 @@ def cache_proof_of(w, opts=None):
     if decisive < tol:
         text = ("%s: served from a cache, not the disk: device %s read %s kB/s (%s r/s) for the "
                 "benchmark's %s kB/s (%s reads/s), %s < %s; its numbers are not disk numbers"
-                % (w.id, ev["device"] or "?", _k(dev_kbs), _k(dev_rs), _k(bench_kbs), _k(bench_rps),
-                   _x(decisive), _x(tol)))
+                % (w.id, ev["device"] or "?", fmt_k(dev_kbs), fmt_k(dev_rs), fmt_k(bench_kbs), fmt_k(bench_rps),
+                   fmt_x(decisive), fmt_x(tol)))
         return dict(status="fail", conclusion="cache", evidence=ev, text=text)
-    text = "%s: device read %s of the benchmark's bytes (%s of its reads" % (w.id, _x(bytes_ratio), _x(ops_ratio))
+    text = "%s: device read %s of the benchmark's bytes (%s of its reads" % (w.id, fmt_x(bytes_ratio), fmt_x(ops_ratio))
     if ops_ratio is not None and ops_ratio < tol:
         text += "; requests merged to %s kB" % fmt_num(ev["dev_rareq_sz_kb"])
     text += ")"
@@ -299,7 +246,7 @@ def _cache_proof(ws, o):
     name = "cache_proof"
     per = {}
     for w in ws:
-        if not w.ok and not w.bench:
+        if not w.ok and not w.measured:
             continue
         p = cache_proof_of(w, o)
         if p is not None:
@@ -313,6 +260,7 @@ def _cache_proof(ws, o):
           "failed": failed, "unproven": unproven}
     ratios = [p["evidence"]["bytes_ratio"] for p in per.values() if p["evidence"].get("bytes_ratio") is not None]
     ev["min_bytes_ratio"] = min(ratios) if ratios else None
+    ev["checked"] = sum(1 for p in per.values() if p["evidence"].get("bytes_ratio") is not None)
     if failed:
         sentence = "Cache proof failed: %s." % per[failed[0]]["text"]
         if len(failed) > 1:
@@ -329,8 +277,8 @@ def _cache_proof(ws, o):
     if worst is not None:
         sentence = ("Cache proof: the disk served the over-cache reads (device read >= %s of their bytes, "
                     "lowest in %s; %d workload%s checked, threshold %s)."
-                    % (_x(worst["evidence"]["bytes_ratio"]), worst_id, len(checked),
-                       "" if len(checked) == 1 else "s", _x(o["cache_proof_min_ratio"])))
+                    % (fmt_x(worst["evidence"]["bytes_ratio"]), worst_id, len(checked),
+                       "" if len(checked) == 1 else "s", fmt_x(o["cache_proof_min_ratio"])))
     else:
         sentence = "Cache proof: the disk served the over-cache reads (r/s only)."
     if unproven:
@@ -347,7 +295,8 @@ def _wamp_of(w, o):
     bench_kbs, bench_ws = w.kb_s("write"), w.get("write_iops")
     ev = {"bench_write_kb_s": _r(bench_kbs, 1), "bench_write_iops": _r(bench_ws, 1),
           "fsync_per_sec": _r(w.get("fsync_per_sec"), 1), "block_kb": _r(w.block / 1024.0, 1) if w.block else None,
-          "direct": w.direct, "dev_wkb_s": None, "dev_w_s": None, "dev_wareq_sz_kb": None,
+          "direct": w.direct, "dev_source": w.m.get("dev_source"),
+          "dev_wkb_s": None, "dev_w_s": None, "dev_wareq_sz_kb": None,
           "bytes_ratio": None, "ops_ratio": None}
     if not w.has_device() or w.get("dev_wkb_s") is None:
         ev["reason"] = w.no_device_reason()
@@ -355,7 +304,7 @@ def _wamp_of(w, o):
         return ev
     dev_kbs, dev_ws = w.get("dev_wkb_s"), w.get("dev_w_s")
     ev.update(dev_wkb_s=_r(dev_kbs, 1), dev_w_s=_r(dev_ws, 1), dev_wareq_sz_kb=_r(w.get("dev_wareq_sz_kb"), 2),
-              bytes_ratio=_r(_ratio(dev_kbs, bench_kbs)), ops_ratio=_r(_ratio(dev_ws, bench_ws)))
+              bytes_ratio=_r(ratio(dev_kbs, bench_kbs)), ops_ratio=_r(ratio(dev_ws, bench_ws)))
     br = ev["bytes_ratio"]
     if br is None:
         ev["class"] = "unproven"
@@ -369,7 +318,7 @@ def _wamp_of(w, o):
 
 
 def _wamp_text(wid, ev):
-    text = "in %s the device wrote %s the bytes (%s the writes" % (wid, _x(ev["bytes_ratio"]), _x(ev["ops_ratio"]))
+    text = "in %s the device wrote %s the bytes (%s the writes" % (wid, fmt_x(ev["bytes_ratio"]), fmt_x(ev["ops_ratio"]))
     if ev.get("block_kb") is not None and ev.get("dev_wareq_sz_kb") is not None:
         text += "; %s kB requests became %s kB" % (fmt_num(ev["block_kb"]), fmt_num(ev["dev_wareq_sz_kb"]))
     return text + ")"
@@ -379,7 +328,7 @@ def _write_amplification(ws, o):
     name = "write_amplification"
     per = {}
     for w in ws:
-        if w.bench:
+        if w.measured:
             ev = _wamp_of(w, o)
             if ev is not None:
                 per[w.id] = ev
@@ -398,7 +347,7 @@ def _write_amplification(ws, o):
     cls = measured[hi]["class"]
     sentence = "Write amplification: %s" % _wamp_text(hi, measured[hi])
     if lo != hi:
-        sentence += "; lowest %s in %s" % (_x(measured[lo]["bytes_ratio"]), lo)
+        sentence += "; lowest %s in %s" % (fmt_x(measured[lo]["bytes_ratio"]), lo)
     if cls == "amplified":
         sentence += "; journal and metadata writes multiply small synced writes"
     elif cls == "deferred":
@@ -439,19 +388,19 @@ def _write_serialization(ws, o):
                          "of the same total size (serial_probe pair)")
     one, many = pairs[0]
     a, b = one.get("write_iops"), many.get("write_iops")
-    ratio = _ratio(a, b)
+    rate_ratio = ratio(a, b)
     ev = {"one_file_iops": _r(a, 1), "many_files_iops": _r(b, 1), "files": int(many.file_num),
-          "threads": int(one.threads), "ratio": _r(ratio), "serial_ratio": o["serial_ratio"],
+          "threads": int(one.threads), "ratio": _r(rate_ratio), "serial_ratio": o["serial_ratio"],
           "one_file_p99_ms": _r(one.p("write", "p99"), 4), "many_files_p99_ms": _r(many.p("write", "p99"), 4)}
     head = ("O_DIRECT random writes with %d threads: %s IOPS to 1 file vs %s over %d files (%s"
-            % (ev["threads"], _k(a), _k(b), ev["files"], _x(ratio)))
-    if ratio is not None and ratio < o["serial_ratio"]:
+            % (ev["threads"], fmt_k(a), fmt_k(b), ev["files"], fmt_x(rate_ratio)))
+    if rate_ratio is not None and rate_ratio < o["serial_ratio"]:
         return _entry("warn", "serialized",
                       head + " < %s): the filesystem lets one direct write per file at a time; a database "
-                      "with one big tablespace file will hit that ceiling." % _x(o["serial_ratio"]),
+                      "with one big tablespace file will hit that ceiling." % fmt_x(o["serial_ratio"]),
                       ev, [one.id, many.id])
     return _entry("pass", "parallel", head + " >= %s): direct writes to one file run in parallel."
-                  % _x(o["serial_ratio"]), ev, [one.id, many.id])
+                  % fmt_x(o["serial_ratio"]), ev, [one.id, many.id])
 
 
 # --------------------------------------------------------------------------- 4. write cache
@@ -488,8 +437,8 @@ def _write_cache(ws, o):
     lat_c = c1.p("write", "p50") if c1 else None
     lat_v = v1.p("write", "p50") if v1 else None
     lat = lat_c if lat_c is not None else lat_v
-    set_ratio = _ratio(lat_c, lat_v)
-    gain = _ratio(cn[1].get("write_iops"), cn[0].get("write_iops")) if cn else None
+    set_ratio = ratio(lat_c, lat_v)
+    gain = ratio(cn[1].get("write_iops"), cn[0].get("write_iops")) if cn else None
     ev = {"cache_t1_p50_ms": _r(lat_c, 4), "over_cache_t1_p50_ms": _r(lat_v, 4), "set_ratio": _r(set_ratio),
           "t1_iops": _r(cn[0].get("write_iops"), 1) if cn else None,
           "tn_iops": _r(cn[1].get("write_iops"), 1) if cn else None,
@@ -506,19 +455,19 @@ def _write_cache(ws, o):
     much_faster = set_ratio is not None and set_ratio <= o["wb_set_ratio"]
     flat = gain is not None and gain <= o["wb_thread_gain"]
     slow = lat >= o["wt_slow_ms"]
-    facts = ["1-thread write p50 %s" % _ms(lat) + (" in the cache-sized set" if lat_c is not None else "")]
+    facts = ["1-thread write p50 %s" % fmt_ms(lat) + (" in the cache-sized set" if lat_c is not None else "")]
     if set_ratio is not None:
-        facts.append("%s over-cache (%s)" % (_ms(lat_v), _x(set_ratio)))
+        facts.append("%s over-cache (%s)" % (fmt_ms(lat_v), fmt_x(set_ratio)))
     if gain is not None:
-        facts.append("%s IOPS from 1 to %d threads" % (_x(gain), ev["tn_threads"]))
+        facts.append("%s IOPS from 1 to %d threads" % (fmt_x(gain), ev["tn_threads"]))
     if fast or much_faster:
         why = []
         if fast:
-            why.append("p50 <= %s" % _ms(o["wb_fast_ms"]))
+            why.append("p50 <= %s" % fmt_ms(o["wb_fast_ms"]))
         if much_faster:
-            why.append("cache set <= %s of over-cache" % _x(o["wb_set_ratio"]))
+            why.append("cache set <= %s of over-cache" % fmt_x(o["wb_set_ratio"]))
         if flat:
-            why.append("threads gain <= %s" % _x(o["wb_thread_gain"]))
+            why.append("threads gain <= %s" % fmt_x(o["wb_thread_gain"]))
         return _entry("pass", "write-back",
                       "Write cache: write-back, small writes are acknowledged before the media (%s; %s)."
                       % (", ".join(facts), ", ".join(why)), ev, used)
@@ -526,14 +475,14 @@ def _write_cache(ws, o):
         return _entry("warn", "write-through",
                       "Write cache: write-through, writes wait for the media (%s; p50 >= %s); databases "
                       "that flush the log at every commit suffer badly without a write-back cache."
-                      % (", ".join(facts), _ms(o["wt_slow_ms"])), ev, used)
+                      % (", ".join(facts), fmt_ms(o["wt_slow_ms"])), ev, used)
     if flat:
         return _entry("pass", "write-back",
                       "Write cache: probably write-back, more threads barely help (%s; gain <= %s)."
-                      % (", ".join(facts), _x(o["wb_thread_gain"])), ev, used)
+                      % (", ".join(facts), fmt_x(o["wb_thread_gain"])), ev, used)
     return _entry("info", "unclear",
                   "Write cache: unclear (%s; write-back below %s or cache set <= %s, write-through from %s)."
-                  % (", ".join(facts), _ms(o["wb_fast_ms"]), _x(o["wb_set_ratio"]), _ms(o["wt_slow_ms"])),
+                  % (", ".join(facts), fmt_ms(o["wb_fast_ms"]), fmt_x(o["wb_set_ratio"]), fmt_ms(o["wt_slow_ms"])),
                   ev, used)
 
 
@@ -547,20 +496,9 @@ def _family_key(w):
     return w.fkey
 
 
-def _latency_op(w):
-    if w.mode in ("rndrd", "seqrd"):
-        return "read"
-    if w.mode in ("rndwr", "seqwr", "seqrewr"):
-        return "write"
-    return "mixed"
-
-
 def _p99(w):
-    op = _latency_op(w)
-    if op == "mixed":
-        vals = [v for v in (w.p("read", "p99"), w.p("write", "p99")) if v is not None]
-        return max(vals) if vals else None
-    return w.p(op, "p99")
+    """p99 of the operation that describes the workload (metrics ``latency_op``)."""
+    return w.get("lat_p99_ms")
 
 
 def sweep_steps(ws, o=None):
@@ -592,7 +530,7 @@ def sweep_steps(ws, o=None):
         else:
             aw = max([v for v in (r_aw, w_aw) if v is not None] or [None]) if (r_aw or w_aw) else None
         aqu = w.get("dev_aqu_sz")
-        little = _ratio(aqu, dev_ops * aw / 1000.0) if dev_ops and aw is not None else None
+        little = ratio(aqu, dev_ops * aw / 1000.0) if dev_ops and aw is not None else None
         steps.append({"threads": t, "id": w.id, "iops": _r(w.get("iops"), 1), "p99_ms": _r(_p99(w), 4),
                       "aqu_sz": _r(aqu, 2), "await_ms": _r(aw, 3), "util_pct": _r(w.get("dev_util_pct"), 1),
                       "dev_iops": _r(dev_ops, 1), "little_ratio": _r(little)})
@@ -600,12 +538,18 @@ def sweep_steps(ws, o=None):
     return label.strip(), steps
 
 
-def _median(vals):
-    vals = sorted(vals)
-    n = len(vals)
-    if not n:
-        return None
-    return vals[n // 2] if n % 2 else (vals[n // 2 - 1] + vals[n // 2]) / 2.0
+
+
+def knee(steps, share):
+    """``(knee step, best step)`` of a sweep: the step with the fewest threads whose IOPS
+    reach ``share`` of the sweep's best (one noisy dip does not end the growth early);
+    ``(None, None)`` without IOPS."""
+    rated = [s for s in steps if s.get("iops") is not None]
+    if not rated:
+        return None, None
+    top = max(rated, key=lambda s: s["iops"])
+    first = min((s for s in rated if s["iops"] >= share * top["iops"]), key=lambda s: s["threads"])
+    return first, top
 
 
 def _bound_best(steps, bound):
@@ -624,12 +568,8 @@ def _tipping_point(ws, o):
         return _na(name, "needs a thread sweep: one workload at %d or more thread counts" % o["sweep_min_steps"])
     bound = o["latency_bound_ms"]
     hi_t, hi_iops = _bound_best(steps, bound)
-    # where doubling threads stops paying
-    sat = None
-    for a, b in zip(steps, steps[1:]):
-        if a["iops"] and b["iops"] is not None and (b["iops"] - a["iops"]) / a["iops"] < o["saturation_gain"]:
-            sat = a
-            break
+    # the knee, judged from the whole sweep: the fewest threads reaching knee_share of its best IOPS
+    sat, top = knee(steps, o["knee_share"])
     full = next((s for s in steps if s.get("util_pct") is not None and s["util_pct"] >= o["util_full_pct"]), None)
     gain_after_full = None
     if full is not None:
@@ -637,34 +577,37 @@ def _tipping_point(ws, o):
         if later and full["iops"]:
             gain_after_full = max(later) / full["iops"]
     littles = [s["little_ratio"] for s in steps if s.get("little_ratio") is not None]
-    little = _median(littles)
+    little = median(littles)
     ev = {"family": label, "bound_ms": bound, "steps": steps,
           "max_threads_within_bound": hi_t["threads"] if hi_t else None,
           "max_iops_within_bound": hi_iops["iops"] if hi_iops else None,
           "threads_at_max_iops": hi_iops["threads"] if hi_iops else None,
           "p99_ms_at_max_iops": hi_iops["p99_ms"] if hi_iops else None,
           "saturation_threads": sat["threads"] if sat else None,
+          "knee_share": o["knee_share"], "best_iops": top["iops"] if top else None,
+          "best_threads": top["threads"] if top else None,
           "util_full_threads": full["threads"] if full else None,
           "iops_gain_after_util_full": _r(gain_after_full),
           "little_ratio": _r(little), "little_ok": None if little is None else abs(little - 1) <= o["little_tolerance"]}
     span = "%d-%d threads" % (steps[0]["threads"], steps[-1]["threads"])
     if hi_t:
         s = ("Tipping point (%s, %s): p99 stays under %s up to %d threads; best %s IOPS at %d threads (p99 %s)"
-             % (label, span, _ms(bound), hi_t["threads"], _k(hi_iops["iops"]), hi_iops["threads"],
-                _ms(hi_iops["p99_ms"])))
+             % (label, span, fmt_ms(bound), hi_t["threads"], fmt_k(hi_iops["iops"]), hi_iops["threads"],
+                fmt_ms(hi_iops["p99_ms"])))
         status, concl = "pass", "within_bound"
     else:
         s = ("Tipping point (%s, %s): p99 is over %s already at %d thread%s (%s)"
-             % (label, span, _ms(bound), steps[0]["threads"], "" if steps[0]["threads"] == 1 else "s",
-                _ms(steps[0]["p99_ms"])))
+             % (label, span, fmt_ms(bound), steps[0]["threads"], "" if steps[0]["threads"] == 1 else "s",
+                fmt_ms(steps[0]["p99_ms"])))
         status, concl = "warn", "exceeds_bound"
-    if sat:
-        s += "; IOPS stop growing after %d threads" % sat["threads"]
+    if sat is not None and sat is not steps[-1]:
+        s += ("; IOPS reach %s of the sweep's best (%s at %d threads) at %d threads"
+              % (fmt_pct(o["knee_share"]), fmt_k(top["iops"]), top["threads"], sat["threads"]))
     else:
         s += "; IOPS still growing at %d threads" % steps[-1]["threads"]
     if full is not None and gain_after_full is not None and gain_after_full > 1 + o["saturation_gain"]:
         s += ("; %%util reached 100 at %d threads yet IOPS rose %s more (a parallel device is not saturated "
-              "at 100 %%util)" % (full["threads"], _x(gain_after_full)))
+              "at 100 %%util)" % (full["threads"], fmt_x(gain_after_full)))
     if little is not None:
         s += "; Little's law aqu-sz/(IOPS x await) = %.2f%s" % (
             little, "" if ev["little_ok"] else " (device figures disagree: other I/O or too few samples)")
@@ -675,7 +618,7 @@ def _tipping_point(ws, o):
 
 def _search_of(ws):
     for w in ws:
-        s = w.bench.get("search") if w.bench else None
+        s = w.m.get("search")
         if isinstance(s, dict) and isinstance(s.get("steps"), list):
             return w, s
     return None, None
@@ -685,24 +628,15 @@ def _bounded_max(ws, o, tipping):
     name = "bounded_max"
     w, search = _search_of(ws)
     if search is not None:
-        bound = _num(search.get("bound_ms")) or o["latency_bound_ms"]
-        knob = search.get("knob") or ("iodepth" if any("iodepth" in (s or {}) and "threads" not in (s or {})
-                                                       for s in search["steps"]) else "threads")
-        def step(s):
-            p99 = _num(s.get("p99_us"))
-            if p99 is None:
-                p99 = _num(s.get("pct_us"))       # the searched percentile, when not p99
-            return {"threads": s.get("threads"), "iodepth": s.get("iodepth"), "iops": _num(s.get("iops")),
-                    "p99_ms": None if p99 is None else p99 / 1000.0}
-        raw = [s for s in search["steps"] if isinstance(s, dict)]
-        steps = [step(s) for s in raw]
+        bound = as_number(search.get("bound_ms")) or o["latency_bound_ms"]
+        steps = [{k: st.get(k) for k in ("threads", "iodepth", "iops", "p99_ms")} for st in search["steps"]]
+        knob = search.get("knob") or ("iodepth" if any(st["threads"] is None and st["iodepth"] is not None
+                                                       for st in steps) else "threads")
         best = search.get("best")
         if isinstance(best, dict):
-            best = step(best)
-        elif is_number(best) and 0 <= best < len(raw):      # an index into steps
-            best = steps[int(best)]
+            best = {k: best.get(k) for k in ("threads", "iodepth", "iops", "p99_ms")}
         else:                                               # absent / null: the best complete step within the bound
-            _, best = _bound_best([st for st, s in zip(steps, raw) if s.get("complete", True) is not False], bound)
+            _, best = _bound_best([st for st, raw in zip(steps, search["steps"]) if raw.get("complete", True)], bound)
         ev = {"source": "search", "workload": w.id, "bound_ms": bound, "knob": knob, "steps": steps,
               "best": best, "stopped": search.get("stopped"),
               "iops": best.get("iops") if best else None, "p99_ms": best.get("p99_ms") if best else None}
@@ -710,11 +644,11 @@ def _bounded_max(ws, o, tipping):
             at = best.get(knob)
             return _entry("pass", "within_bound",
                           "Latency-bounded maximum (iobench search, %s): %s IOPS at %s %s with p99 %s <= %s."
-                          % (w.id, _k(best["iops"]), fmt_num(at), knob, _ms(best.get("p99_ms")), _ms(bound)),
+                          % (w.id, fmt_k(best["iops"]), fmt_num(at), knob, fmt_ms(best.get("p99_ms")), fmt_ms(bound)),
                           ev, [w.id])
         return _entry("warn", "exceeds_bound",
                       "Latency-bounded maximum (iobench search, %s): no step kept p99 under %s."
-                      % (w.id, _ms(bound)), ev, [w.id])
+                      % (w.id, fmt_ms(bound)), ev, [w.id])
     if tipping["status"] == "n/a":
         return _na(name, "no iobench search result and no thread sweep")
     t = tipping["evidence"]
@@ -723,47 +657,40 @@ def _bounded_max(ws, o, tipping):
     if t["max_iops_within_bound"] is None:
         return _entry("warn", "exceeds_bound",
                       "Latency-bounded maximum (from the %s thread sweep): no thread count kept p99 under %s."
-                      % (t["family"], _ms(t["bound_ms"])), ev, tipping["workloads"])
+                      % (t["family"], fmt_ms(t["bound_ms"])), ev, tipping["workloads"])
     return _entry("pass", "within_bound",
                   "Latency-bounded maximum (from the %s thread sweep): %s IOPS at %d threads with p99 %s <= %s."
-                  % (t["family"], _k(ev["iops"]), ev["threads"], _ms(ev["p99_ms"]), _ms(t["bound_ms"])),
+                  % (t["family"], fmt_k(ev["iops"]), ev["threads"], fmt_ms(ev["p99_ms"]), fmt_ms(t["bound_ms"])),
                   ev, tipping["workloads"])
 
 
 # --------------------------------------------------------------------------- 7. database pattern
 
-def _lat_ms(d, pct):
-    v = _num(dig(d, "latency_us", pct))
-    return None if v is None else v / 1000.0
-
-
 def _db_pattern(ws, o):
     name = "db_pattern"
     for w in ws:
-        db = w.bench.get("db") if w.bench else None
+        db = w.m.get("db")
         if not isinstance(db, dict):
             continue
-        commits = db.get("commits") if isinstance(db.get("commits"), dict) else {}
-        reads = db.get("page_reads") if isinstance(db.get("page_reads"), dict) else {}
-        writes = db.get("page_writes") if isinstance(db.get("page_writes"), dict) else {}
-        txns = db.get("transactions") if isinstance(db.get("transactions"), dict) else {}
+        commits, txns = db.get("commits") or {}, db.get("transactions") or {}
+        reads, writes = db.get("page_reads") or {}, db.get("page_writes") or {}
         ev = {"workload": w.id,
-              "commits_per_sec": _num(commits.get("per_sec")),
-              "transactions_per_sec": _num(txns.get("per_sec")),
-              "commit_p50_ms": _lat_ms(commits, "p50"), "commit_p99_ms": _lat_ms(commits, "p99"),
-              "commit_p999_ms": _lat_ms(commits, "p99.9"),
-              "page_read_per_sec": _num(reads.get("per_sec")),
-              "page_read_p50_ms": _lat_ms(reads, "p50"), "page_read_p99_ms": _lat_ms(reads, "p99"),
-              "page_read_p999_ms": _lat_ms(reads, "p99.9"),
-              "page_write_per_sec": _num(writes.get("per_sec")), "page_write_p99_ms": _lat_ms(writes, "p99")}
+              "commits_per_sec": commits.get("per_sec"),
+              "transactions_per_sec": txns.get("per_sec"),
+              "commit_p50_ms": commits.get("p50_ms"), "commit_p99_ms": commits.get("p99_ms"),
+              "commit_p999_ms": commits.get("p999_ms"),
+              "page_read_per_sec": reads.get("per_sec"),
+              "page_read_p50_ms": reads.get("p50_ms"), "page_read_p99_ms": reads.get("p99_ms"),
+              "page_read_p999_ms": reads.get("p999_ms"),
+              "page_write_per_sec": writes.get("per_sec"), "page_write_p99_ms": writes.get("p99_ms")}
         tx = ""
         if ev["transactions_per_sec"] is not None:
-            tx = " (%s transactions/s)" % _k(ev["transactions_per_sec"])
+            tx = " (%s transactions/s)" % fmt_k(ev["transactions_per_sec"])
         s = ("Database pattern (%s): %s commits/s%s; commit latency p50 %s, p99 %s, p99.9 %s; "
              "page reads p50 %s, p99 %s, p99.9 %s; page writes %s/s."
-             % (w.id, _k(ev["commits_per_sec"]), tx, _ms(ev["commit_p50_ms"]), _ms(ev["commit_p99_ms"]),
-                _ms(ev["commit_p999_ms"]), _ms(ev["page_read_p50_ms"]), _ms(ev["page_read_p99_ms"]),
-                _ms(ev["page_read_p999_ms"]), _k(ev["page_write_per_sec"])))
+             % (w.id, fmt_k(ev["commits_per_sec"]), tx, fmt_ms(ev["commit_p50_ms"]), fmt_ms(ev["commit_p99_ms"]),
+                fmt_ms(ev["commit_p999_ms"]), fmt_ms(ev["page_read_p50_ms"]), fmt_ms(ev["page_read_p99_ms"]),
+                fmt_ms(ev["page_read_p999_ms"]), fmt_k(ev["page_write_per_sec"])))
         return _entry("info", "measured", s, ev, [w.id])
     return _na(name, "no iobench database-pattern run (bench JSON section db)")
 
@@ -790,28 +717,57 @@ def _readahead(ws, o):
     if pair is None:
         return _na(name, "needs sequential reads buffered and with O_DIRECT on the same data set")
     b, d = pair
-    ratio = _ratio(b.get("mibps"), d.get("mibps"))
-    proof = _ratio(b.get("dev_rkb_s"), b.kb_s("read"))
-    ev = {"buffered_mibps": _r(b.get("mibps"), 2), "direct_mibps": _r(d.get("mibps"), 2), "ratio": _r(ratio),
+    rate_ratio = ratio(b.get("mibps"), d.get("mibps"))
+    proof = ratio(b.get("dev_rkb_s"), b.kb_s("read"))
+    ev = {"buffered_mibps": _r(b.get("mibps"), 2), "direct_mibps": _r(d.get("mibps"), 2), "ratio": _r(rate_ratio),
           "readahead_ratio": o["readahead_ratio"], "buffered_dev_rareq_sz_kb": _r(b.get("dev_rareq_sz_kb"), 1),
           "direct_dev_rareq_sz_kb": _r(d.get("dev_rareq_sz_kb"), 1),
           "block_kb": _r(b.block / 1024.0, 1) if b.block else None, "buffered_bytes_ratio": _r(proof)}
     ids = [b.id, d.id]
     head = "Read-ahead: sequential %s kB reads buffered %s MiB/s vs O_DIRECT %s MiB/s (%s" % (
-        fmt_num(ev["block_kb"]), fmt_num(ev["buffered_mibps"]), fmt_num(ev["direct_mibps"]), _x(ratio))
+        fmt_num(ev["block_kb"]), fmt_num(ev["buffered_mibps"]), fmt_num(ev["direct_mibps"]), fmt_x(rate_ratio))
     if proof is not None and proof < o["cache_proof_min_ratio"]:
         return _entry("unproven", "unproven",
                       head + "), but the device read only %s of the buffered run's bytes: the page cache served "
-                      "it, so the ratio measures the cache, not read-ahead." % _x(proof), ev, ids)
+                      "it, so the ratio measures the cache, not read-ahead." % fmt_x(proof), ev, ids)
     if ev["buffered_dev_rareq_sz_kb"] and ev["direct_dev_rareq_sz_kb"]:
         head += "; device requests %s kB vs %s kB" % (fmt_num(ev["buffered_dev_rareq_sz_kb"]),
                                                      fmt_num(ev["direct_dev_rareq_sz_kb"]))
-    if ratio is not None and ratio >= o["readahead_ratio"]:
+    if rate_ratio is not None and rate_ratio >= o["readahead_ratio"]:
         return _entry("warn", "significant",
                       head + "): the OS read-ahead does work a database's own O_DIRECT I/O would not get.",
                       ev, ids)
     return _entry("pass", "small", head + "): read-ahead adds little; O_DIRECT scans run at the same speed.",
                   ev, ids)
+
+
+# --------------------------------------------------------------------------- 9. stability
+
+def _stability(ws, o):
+    name = "stability"
+    per = {w.id: w.m["stability"] for w in ws if w.ok and isinstance(w.m.get("stability"), dict)
+           and w.m["stability"].get("change_pct") is not None}
+    if not per:
+        return _na(name, "no run with %d or more intervals of its per-interval series" % STABILITY_MIN_INTERVALS)
+    limit = -100.0 * o["stability_drop"]
+    slowed = [wid for wid, st in per.items() if st["change_pct"] < limit]
+    worst = min(per, key=lambda wid: per[wid]["change_pct"])
+    ev = {"drop_pct": round(100.0 * o["stability_drop"], 1), "checked": len(per), "slowed": slowed,
+          "slowed_count": len(slowed), "worst": worst, "worst_change_pct": per[worst]["change_pct"], "workloads": per}
+    if slowed:
+        parts = ["%s %s -> %s IOPS (%s %%)" % (wid, fmt_k(per[wid]["first_iops"]), fmt_k(per[wid]["last_iops"]),
+                                               fmt_num(per[wid]["change_pct"])) for wid in slowed]
+        sentence = ("Stability: %d of %d runs changed pace while they ran, the last third of their intervals "
+                    "more than %s %% below the first: %s; burst credits spent, a write cache filled or thermal "
+                    "throttling, so a longer run (steady_state: true) measures less."
+                    % (len(slowed), len(per), fmt_num(ev["drop_pct"]), "; ".join(parts)))
+        return _entry("warn", "slowed", sentence, ev, list(per))
+    st = per[worst]
+    sentence = ("Stability: every run kept its pace (no last third of its intervals more than %s %% below the "
+                "first; largest change %s %% in %s, %s -> %s IOPS; %d run%s checked)."
+                % (fmt_num(ev["drop_pct"]), fmt_num(st["change_pct"]), worst, fmt_k(st["first_iops"]),
+                   fmt_k(st["last_iops"]), len(per), "" if len(per) == 1 else "s"))
+    return _entry("pass", "steady", sentence, ev, list(per))
 
 
 # --------------------------------------------------------------------------- public API
@@ -837,6 +793,7 @@ def diagnose(workloads, options=None, latency_bound_ms=None):
     out["bounded_max"] = _bounded_max(ws, o, out["tipping_point"])
     out["db_pattern"] = _db_pattern(ws, o)
     out["readahead"] = _readahead(ws, o)
+    out["stability"] = _stability(ws, o)
     return out
 
 

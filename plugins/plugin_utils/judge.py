@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The judge: workload records + threshold rules -> verdict, reasons, checks.
@@ -40,6 +39,12 @@ Missing values -- an explicit decision:
   percentile missing although the op ran) FAILS with "no value".
 * A ``metric`` rule whose JMESPath yields null FAILS with "no value" (the author asked
   for that number; silence would hide a typo); a non-number FAILS with "not a number".
+* ``require_steady_state: true`` FAILS on a workload that did not reach steady state
+  (``metrics.steady_state``), quoting the tracked value of every round, and on one that
+  ran without steady state (validation refuses a rule that can only match such ones).
+
+The judge reads each record's ``metrics`` (``metrics.record_metrics``) and the module's
+result status (``failed``, ``skipped``, ``msg``, ``rc``), never the benchmark's JSON.
 
 The JMESPath of a ``metric`` rule is evaluated over the workload record (the spec keys,
 ``result`` and ``metrics``), e.g. ``metrics.dev_util_pct`` or
@@ -59,20 +64,16 @@ Diagnostics (docs/diagnostics.md; ``diagnostics`` argument, computed with
   null, ``kind`` is ``diagnostic``.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 from ansible_collections.fleetqual.storage.plugins.plugin_utils._common import (
     dig,
     READ_MODES,
     WRITE_MODES,
-    fmt_num,
-    is_number,
     type_name,
 )
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import fmt_num
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import is_number
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import diagnostics as _diag
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import workload_metrics
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import DEVICE_FIELDS, record_metrics
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.rules import (
     compile_metric,
     is_diagnostic_rule,
@@ -89,23 +90,11 @@ _LIMIT_LABEL = {"min_iops": ("IOPS", ""), "min_mibps": ("MiB/s", "")}
 
 # --------------------------------------------------------------------------- evidence
 
-def _device_name(record):
-    result = record.get("result") if isinstance(record, dict) else None
-    dev = dig(result, "iostat", "avg", "device")
-    if isinstance(dev, str) and dev:
-        return dev
-    devs = dig(result, "collector", "devices")
-    if isinstance(devs, list) and devs:
-        return "+".join(str(d) for d in devs)
-    return None
-
-
-def _does(record, mode_set, op):
-    mode = record.get("mode")
-    count = dig(record, "result", "bench", "ops", op, "count")
+def _does(record, metrics, mode_set, op):
+    count = metrics.get("%s_count" % op)
     if is_number(count):
         return count > 0
-    return mode in mode_set
+    return record.get("mode") in mode_set
 
 
 def evidence(record, metrics, focus=None):
@@ -115,14 +104,13 @@ def evidence(record, metrics, focus=None):
     ``focus`` is ``read``, ``write``, ``fsync``, ``iops``, ``mibps`` or None (all that the
     workload does)."""
     m = metrics or {}
-    dev_keys = [k for k in m if k.startswith("dev_") and not k.endswith("_ratio")]
-    if not any(m.get(k) is not None for k in dev_keys):
+    if not any(m.get(k) is not None for k, _ in DEVICE_FIELDS):
         source = dig(record, "result", "collector", "source")
         reason = dig(record, "result", "collector", "reason")
         text = "no device statistics (collector: %s" % (source or "none")
         return text + ("; %s)" % reason if reason else ")")
-    reads = _does(record, READ_MODES, "read")
-    writes = _does(record, WRITE_MODES, "write")
+    reads = _does(record, m, READ_MODES, "read")
+    writes = _does(record, m, WRITE_MODES, "write")
     if focus == "read":
         reads, writes = True, False
     elif focus in ("write", "fsync"):
@@ -149,7 +137,7 @@ def evidence(record, metrics, focus=None):
             add("wareq-sz", "dev_wareq_sz_kb", " kB")
     add("aqu-sz", "dev_aqu_sz")
     add("%util", "dev_util_pct")
-    return "device %s: %s" % (_device_name(record) or "?", ", ".join(items))
+    return "device %s: %s" % (m.get("device") or "?", ", ".join(items))
 
 
 # --------------------------------------------------------------------------- checks
@@ -174,7 +162,7 @@ def _cmp_word(op, passed):
 
 
 def _integrity(record, wid, metrics):
-    """Error checks for one record."""
+    """Error checks for one record (the module's result status and the metrics)."""
     out = []
     result = record.get("result")
     if not isinstance(result, dict):
@@ -182,45 +170,64 @@ def _integrity(record, wid, metrics):
     if result.get("skipped"):
         return [_error(wid, "skipped", "%s: the workload was skipped (%s)"
                        % (wid, result.get("skip_reason") or result.get("msg") or "no reason given"))]
-    bench = result.get("bench")
+    measured = bool(metrics.get("measured"))
     if result.get("failed"):
         msg = " ".join(str(result.get("msg") or "no message").split())
         rc = result.get("rc")
         out.append(_error(wid, "module_failed", "%s: benchmark failed%s: %s"
                           % (wid, " (rc %s)" % rc if rc is not None else "", msg), value=rc, metric="rc"))
-        if not isinstance(bench, dict):
+        if not measured:
             return out
-    if not isinstance(bench, dict) or metrics.get("iops") is None and metrics.get("fsync_per_sec") is None:
+    if not measured or metrics.get("iops") is None and metrics.get("fsync_per_sec") is None:
         out.append(_error(wid, "no_metrics", "%s: no benchmark data in the result (rc %s)"
                           % (wid, result.get("rc", "?"))))
         return out
     errors = metrics.get("errors")
     if errors:
-        by_kind = dig(bench, "errors", "by_kind") or {}
-        kinds = ", ".join("%s %s" % (k, v) for k, v in sorted(by_kind.items()) if v) if isinstance(by_kind, dict) else ""
-        first = dig(bench, "errors", "first")
+        kinds = ", ".join("%s %s" % (k, v) for k, v in sorted((metrics.get("error_kinds") or {}).items()))
+        first = metrics.get("error_first")
         msg = "%s: %s I/O error%s during the run" % (wid, errors, "" if errors == 1 else "s")
         if kinds:
             msg += " (%s)" % kinds
         if first:
-            msg += "; first: %s" % (first if isinstance(first, str) else
-                                    ", ".join("%s %s" % (k, v) for k, v in first.items())
-                                    if isinstance(first, dict) else first)
+            msg += "; first: %s" % first
         out.append(_error(wid, "io_errors", msg, value=errors, metric="errors"))
-    if result.get("timed_out"):
+    if metrics.get("timed_out"):
         msg = "%s: stopped by the module's timeout after %s s; partial results" % (
             wid, fmt_num(metrics.get("elapsed_s")))
         out.append(_error(wid, "timed_out", msg, value=True, metric="timed_out"))
     elif metrics.get("interrupted"):
-        sig = bench.get("signal")
+        sig = metrics.get("signal")
         msg = "%s: run interrupted%s after %s s; partial results" % (
             wid, " by %s" % sig if sig else "", fmt_num(metrics.get("elapsed_s")))
         out.append(_error(wid, "interrupted", msg, value=True, metric="interrupted"))
     return out
 
 
+def _steady_state_check(rule, key, record, wid, metrics):
+    name = rule_name(rule, key)
+    ss = metrics.get("steady_state")
+    ev = evidence(record, metrics)
+    if not isinstance(ss, dict):
+        msg = ("%s: ran without steady state (give the workload steady_state: true); %s requires it"
+               % (wid, name))
+        return _check(wid, name, "steady_state.reached", None, True, "==", False, ev, "fail", "limit", msg)
+    values = ", ".join(fmt_num(v) for v in ss.get("values") or [])
+    series = "; %s per round: %s" % (ss.get("metric") or "iops", values) if values else ""
+    if ss.get("reached"):
+        msg = "%s: reached steady state at round %s of %s%s" % (
+            wid, fmt_num(ss.get("round")), fmt_num(ss.get("max_rounds")), series)
+        return _check(wid, name, "steady_state.reached", True, True, "==", True, msg, "pass", "limit", msg)
+    msg = "%s: did not reach steady state in %s rounds (at most %s)%s" % (
+        wid, fmt_num(ss.get("rounds")), fmt_num(ss.get("max_rounds")), series)
+    return _check(wid, name, "steady_state.reached", False, True, "==", False, series.lstrip("; ") or ev,
+                  "fail", "limit", msg)
+
+
 def _limit_check(rule, key, op, limit, record, wid, metrics):
     name = rule_name(rule, key)
+    if key == "require_steady_state":
+        return _steady_state_check(rule, key, record, wid, metrics)
     if key in ("min_iops", "min_mibps"):
         metric = key[4:]
         label = _LIMIT_LABEL[key][0]
@@ -382,12 +389,11 @@ def judge(workloads, rules, expected_ids=None, error=None, diagnostics=None, opt
         if rec is None:
             checks.append(_error(wid, "workload_missing", "%s: planned workload has no result (missing)" % wid))
             continue
-        metrics = rec.get("metrics") if isinstance(rec.get("metrics"), dict) else workload_metrics(rec)
-        view = rec if isinstance(rec.get("metrics"), dict) else dict(rec, metrics=metrics)
+        metrics = record_metrics(rec)
+        view = rec if rec.get("metrics") is metrics else dict(rec, metrics=metrics)
         integrity = _integrity(rec, wid, metrics)
         checks.extend(integrity)
-        if any(c["rule"] in ("no_metrics", "skipped") for c in integrity) or not isinstance(
-                dig(rec, "result", "bench"), dict):
+        if any(c["rule"] in ("no_metrics", "skipped") for c in integrity) or not metrics.get("measured"):
             continue
         if wid in proof_failed:
             checks.append(_cache_proof_check(wid, proof_failed[wid]))

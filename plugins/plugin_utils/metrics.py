@@ -1,12 +1,12 @@
-# -*- coding: utf-8 -*-
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Flat per-workload metrics (docs/contracts.md section 4, ``metrics``).
+"""Flat per-workload metrics (docs/contracts.md section 4, ``metrics``): the one reader
+of the benchmark's result.
 
-Computed once from ``record['result']['bench']`` (iobench JSON) and
-``record['result']['iostat']['avg']`` and stored in the workload record, so the judge,
-the callback and the reports read the same numbers. Never raises on odd input: a
-missing op, a missing collector, NaN or a wrong type gives ``None``.
+Computed once from ``record['result']`` (iobench JSON in ``bench``, the collector's
+``iostat``) and stored in the workload record, so the judge, the diagnostics, the
+callback and the reports read the same numbers and never the raw JSON. Never raises on
+odd input: a missing op, a missing collector, NaN or a wrong type gives ``None``.
 
 Conventions:
 
@@ -14,29 +14,65 @@ Conventions:
   ``fsync_per_sec``).
 * An op the benchmark reports with ``count`` 0 has rate 0.0 and latency ``None`` (the
   workload does not do that op); an op absent from the JSON has everything ``None``.
+  ``commit_*`` are iobench's ``ops.commit`` (one sample per fsync, from the start of the
+  oldest write it makes durable to the end of the fsync).
 * Latencies are milliseconds (iobench reports microseconds); ``p999`` is p99.9.
-* ``dev_*`` are iostat -x averages over the measured window, summed over the
-  devices behind the test directory for rates.
-* Additions to the contract: ``read_count``, ``write_count``, ``fsync_count``,
-  ``elapsed_s``, and ``dev_read_ratio`` / ``dev_write_ratio`` = device r/s (w/s) divided
-  by the benchmark's read (write) ops/s. An over-cache random-read run that really
-  reaches the disk has ``dev_read_ratio`` near 1 (or above, when the device splits
-  requests); near 0 means the page or controller cache served the reads. A write ratio
-  above 1 shows journal / metadata amplification.
+* **Which latency describes a workload** (``latency_op``; ``lat_<pct>_ms`` are its
+  percentiles). The one rule, used by every report format:
+
+  - reads at least as many as writes (read-only runs, read-dominated mixes, 50/50
+    mixes): ``read``;
+  - otherwise, when the workload fsyncs after its writes (``fsync_count`` > 0):
+    ``commit`` (what a committing transaction waits for: write plus its fsync); when the
+    benchmark did not report ``ops.commit`` (an older iobench), ``fsync``, and
+    ``latency_note`` says so;
+  - otherwise (plain, ``O_DSYNC`` or ``O_SYNC`` writes): ``write``;
+  - fsyncs only: ``fsync``; nothing measured: ``None``.
+* ``concurrency`` ``{threads, iodepth}`` is what the figures were measured at: for a
+  latency-bounded search the best step (else the last step), else the run's config.
+* ``dev_*`` are the device's figures over the measured window, summed over the devices
+  behind the target for rates. ``dev_source`` tells where they come from: ``devstat``
+  (iobench's ``window.devstat``: the kernel's counters read at the window's exact start
+  and end, so reads, writes, bytes, await, aqu-sz and util are exact, computed with
+  sysstat's formulas by ``module_utils.sysstat.compute_iostat``), ``iostat`` (the
+  average of the collector's iostat samples in the window), or ``None`` (no device
+  figures; ``device_note`` says why when iobench reported a devstat error).
+  ``dev_read_bytes`` / ``dev_write_bytes`` are window totals (exact with devstat,
+  rate x window with iostat); ``bench_read_bytes`` / ``bench_write_bytes`` the
+  benchmark's.
+* ``dev_read_ratio`` / ``dev_write_ratio`` = device r/s (w/s) divided by the benchmark's
+  read (write) ops/s. An over-cache random-read run that really reaches the disk has
+  ``dev_read_ratio`` near 1 (or above, when the device splits requests); near 0 means
+  the page or controller cache served the reads. A write ratio above 1 shows journal /
+  metadata amplification.
+* ``steady_state``: ``None`` unless the run asked for it, else ``{reached, round,
+  rounds (how many ran), max_rounds, metric, values (the tracked value per round)}``.
+* ``stability``: the run's pace from iobench's per-interval series (``None`` with fewer
+  than 6 full intervals; the short tail interval is left out): ``{intervals, first_iops, last_iops (means of the first and last
+  third), change_pct, min_iops, max_iops, series (<= 12 means of equal slices)}``.
+* ``search`` / ``db``: compact copies of iobench's search steps and database-pattern
+  figures (``None`` for other runs), for the diagnostics.
+* Integrity, for the judge: ``measured`` (true when the result carries the benchmark's
+  JSON, else null), ``errors``, ``error_kinds``, ``error_first``, ``interrupted``,
+  ``signal``, ``timed_out``; ``filesystem`` of the target (iobench's environment).
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
+from ansible_collections.fleetqual.storage.plugins.module_utils.sysstat import (
+    DISKSTATS_KEYS,
+    compute_iostat,
+    iostat_average,
+)
 from ansible_collections.fleetqual.storage.plugins.plugin_utils._common import (
     dig,
     OPS,
     PCT_SOURCE,
     PCTS,
-    as_number,
-    is_int,
 )
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import as_number, is_int, mean, median, ratio
+
+# ops with latency percentiles in the metrics (rules' built-in limits cover OPS)
+METRIC_OPS = OPS + ("commit",)
+LATENCY_OPS = ("read", "write", "fsync", "commit")
 
 # metrics key -> iostat -x column
 DEVICE_FIELDS = (
@@ -52,12 +88,23 @@ DEVICE_FIELDS = (
     ("dev_wareq_sz_kb", "wareq-sz"),
 )
 
+STABILITY_MIN_INTERVALS = 6
+STABILITY_SERIES_POINTS = 12
+
 METRIC_KEYS = (
     ("iops", "mibps", "read_iops", "write_iops", "fsync_per_sec")
     + tuple("%s_%s_ms" % (op, pct) for op in OPS for pct in PCTS)
     + tuple(k for k, _ in DEVICE_FIELDS)
     + ("errors", "interrupted", "read_count", "write_count", "fsync_count", "elapsed_s",
        "dev_read_ratio", "dev_write_ratio")
+    # issue 10 / 13 additions (docs/contracts.md section 4)
+    + tuple("commit_%s_ms" % pct for pct in PCTS)
+    + ("commit_count", "latency_op", "latency_note")
+    + tuple("lat_%s_ms" % pct for pct in PCTS)
+    + ("read_mibps", "write_mibps", "concurrency", "device", "dev_source", "device_note",
+       "dev_read_bytes", "dev_write_bytes", "bench_read_bytes", "bench_write_bytes",
+       "steady_state", "stability", "search", "db",
+       "error_kinds", "error_first", "signal", "timed_out", "measured", "filesystem")
 )
 
 
@@ -75,10 +122,196 @@ def _sum(*values):
     return sum(vals) if vals else None
 
 
-def _ratio(num, den):
-    if num is None or den is None or den <= 0:
+def latency_op(read_count, write_count, fsync_count, has_commit):
+    """The operation whose latency describes a workload (the rule of the module docstring)."""
+    r, w, f = read_count or 0, write_count or 0, fsync_count or 0
+    if r and r >= w:
+        return "read"
+    if w:
+        if f:
+            return "commit" if has_commit else "fsync"
+        return "write"
+    return "fsync" if f else None
+
+
+def _concurrency(bench, result_spec):
+    search = bench.get("search")
+    if isinstance(search, dict):
+        best = search.get("best")
+        steps = search.get("steps") if isinstance(search.get("steps"), list) else []
+        if is_int(best) and 0 <= best < len(steps):
+            best = steps[best]
+        if not isinstance(best, dict) and steps:
+            best = steps[-1]
+        if isinstance(best, dict):
+            return {"threads": as_number(best.get("threads")), "iodepth": as_number(best.get("iodepth")) or 1}
+    cfg = bench.get("config") if isinstance(bench.get("config"), dict) else {}
+    threads = as_number(cfg.get("threads"))
+    if threads is None:
+        threads = as_number(result_spec.get("threads"))
+    iodepth = as_number(cfg.get("iodepth"))
+    if iodepth is None:
+        iodepth = as_number(result_spec.get("iodepth")) or 1
+    if threads is None:
         return None
-    return num / den
+    return {"threads": threads, "iodepth": iodepth}
+
+
+def window_seconds(bench):
+    """Length of the measured window: its epochs, else ``elapsed_s``."""
+    start, end = as_number(dig(bench, "window", "start_epoch")), as_number(dig(bench, "window", "end_epoch"))
+    if start is not None and end is not None and end > start:
+        return end - start
+    el = as_number(bench.get("elapsed_s"))
+    return el if el and el > 0 else None
+
+
+def _counters(values):
+    if not isinstance(values, list) or len(values) < 11 or not all(is_int(v) and v >= 0 for v in values):
+        return None
+    vals = list(values[:len(DISKSTATS_KEYS)]) + [0] * max(0, len(DISKSTATS_KEYS) - len(values))
+    return dict(zip(DISKSTATS_KEYS, vals))
+
+
+def devstat_figures(bench):
+    """Exact device figures over the window from ``window.devstat``:
+    ``(iostat-like avg mapping, read bytes, write bytes, devices)``, or None when absent.
+
+    Each device's start/end counters (/sys/block/<dev>/stat fields, sectors of 512
+    bytes) go through sysstat's formulas (``compute_iostat``) over the window's length;
+    devices combine as the collector's average does (rates summed, awaits weighted by
+    ops, %util the busiest device's)."""
+    devstat = dig(bench, "window", "devstat")
+    secs = window_seconds(bench)
+    if not isinstance(devstat, dict) or not devstat or not secs:
+        return None
+    samples, rbytes, wbytes = [], 0, 0
+    for dev, d in devstat.items():
+        if not isinstance(d, dict):
+            continue
+        start, end = _counters(d.get("start")), _counters(d.get("end"))
+        if start is None or end is None:
+            continue
+        samples.append(dict(compute_iostat(start, end, secs), device=dev))
+        rbytes += (end["rd_sectors"] - start["rd_sectors"]) % (1 << 64) * 512
+        wbytes += (end["wr_sectors"] - start["wr_sectors"]) % (1 << 64) * 512
+    if not samples:
+        return None
+    return iostat_average(samples), rbytes, wbytes, [s["device"] for s in samples]
+
+
+def _device(result, bench, m):
+    """Fill the dev_* figures, their source, the device string and byte totals."""
+    exact = devstat_figures(bench)
+    avg = dig(result, "iostat", "avg")
+    error = dig(bench, "window", "devstat_error")
+    if exact is not None:
+        avg, rbytes, wbytes, devs = exact
+        m["dev_source"] = "devstat"
+        m["device"] = ",".join(devs)
+        m["dev_read_bytes"], m["dev_write_bytes"] = rbytes, wbytes
+    elif isinstance(avg, dict) and any(as_number(avg.get(col)) is not None for _, col in DEVICE_FIELDS):
+        m["dev_source"] = "iostat"
+        secs = window_seconds(bench)
+        for key, col in (("dev_read_bytes", "rkB/s"), ("dev_write_bytes", "wkB/s")):
+            rate = as_number(avg.get(col))
+            m[key] = int(round(rate * 1024 * secs)) if rate is not None and secs else None
+    else:
+        avg = None
+    if isinstance(error, str) and error:
+        m["device_note"] = "device counters at the window's edges unavailable (%s); %s" % (
+            error, "iostat average used" if m["dev_source"] == "iostat" else "no device figures")
+    if isinstance(avg, dict):
+        for key, col in DEVICE_FIELDS:
+            m[key] = as_number(avg.get(col))
+    if m["device"] is None:
+        dev = avg.get("device") if isinstance(avg, dict) else None
+        devs = dig(result, "collector", "devices")
+        if isinstance(dev, str) and dev:
+            m["device"] = dev
+        elif isinstance(devs, list) and devs:
+            m["device"] = ",".join(str(d) for d in devs)
+
+
+def _steady_state(bench):
+    ss = bench.get("steady_state")
+    if not isinstance(ss, dict) or not ss.get("enabled"):
+        return None
+    rounds = ss.get("rounds") if isinstance(ss.get("rounds"), list) else []
+    metric = ss.get("metric") if isinstance(ss.get("metric"), str) else "iops"
+    return {"reached": bool(ss.get("reached")), "round": as_number(ss.get("round")), "rounds": len(rounds),
+            "max_rounds": as_number(ss.get("max_rounds")), "metric": metric,
+            "values": [as_number(r.get(metric)) for r in rounds if isinstance(r, dict)]}
+
+
+def interval_iops(intervals):
+    """IOPS per interval of iobench's series, without the short tail interval (a fraction
+    of a second holding the last few operations, whose rate is noise)."""
+    ivs = [iv for iv in intervals or [] if isinstance(iv, dict) and as_number(iv.get("iops")) is not None]
+    typical = median(as_number(iv.get("duration_s")) for iv in ivs)
+    return [iv["iops"] for iv in ivs
+            if typical is None or as_number(iv.get("duration_s")) is None or iv["duration_s"] >= 0.5 * typical]
+
+
+def stability_of(series):
+    """Pace figures of a per-interval IOPS series (see the module docstring), or None."""
+    vals = [v for v in (as_number(x) for x in series or []) if v is not None]
+    n = len(vals)
+    if n < STABILITY_MIN_INTERVALS:
+        return None
+    third = n // 3
+    first, last = mean(vals[:third]), mean(vals[n - third:])
+    slices = min(STABILITY_SERIES_POINTS, n)
+    bounds = [round(i * n / slices) for i in range(slices + 1)]
+    return {"intervals": n, "first_iops": round(first, 1), "last_iops": round(last, 1),
+            "change_pct": round((last - first) / first * 100.0, 1) if first > 0 else None,
+            "min_iops": round(min(vals), 1), "max_iops": round(max(vals), 1),
+            "series": [round(mean(vals[a:b]), 1) for a, b in zip(bounds, bounds[1:])]}
+
+
+def _search(bench):
+    s = bench.get("search")
+    if not isinstance(s, dict) or not isinstance(s.get("steps"), list):
+        return None
+    pct = s.get("percentile") if isinstance(s.get("percentile"), str) else "p99"
+
+    def step(d):
+        if not isinstance(d, dict):
+            return None
+        lat = as_number(d.get("p99_us"))
+        for key in ("%s_us" % pct, "pct_us"):        # the searched percentile, when not p99
+            if lat is None:
+                lat = as_number(d.get(key))
+        return {"threads": as_number(d.get("threads")), "iodepth": as_number(d.get("iodepth")),
+                "iops": as_number(d.get("iops")), "p99_ms": None if lat is None else lat / 1000.0,
+                "complete": d.get("complete", True) is not False}
+
+    steps = [step(d) for d in s["steps"] if isinstance(d, dict)]
+    best = s.get("best")
+    if is_int(best) and 0 <= best < len(steps):
+        best = steps[best]
+    else:
+        best = step(best)
+    knob = s.get("knob") if s.get("knob") in ("threads", "iodepth") else None
+    return {"knob": knob, "bound_ms": as_number(s.get("bound_ms")), "percentile": pct,
+            "stopped": s.get("stopped"), "steps": steps, "best": best}
+
+
+def _db(bench):
+    db = bench.get("db")
+    if not isinstance(db, dict):
+        return None
+
+    def part(name):
+        d = db.get(name) if isinstance(db.get(name), dict) else {}
+        lat = d.get("latency_us") if isinstance(d.get("latency_us"), dict) else {}
+        out = {"per_sec": as_number(d.get("per_sec"))}
+        for pct in PCTS:
+            v = as_number(lat.get(PCT_SOURCE[pct]))
+            out["%s_ms" % pct] = None if v is None else v / 1000.0
+        return out
+
+    return {name: part(name) for name in ("commits", "transactions", "page_reads", "page_writes")}
 
 
 def workload_metrics(record):
@@ -88,11 +321,12 @@ def workload_metrics(record):
     if not isinstance(record, dict):
         return m
     result = record.get("result") if "result" in record else record
+    spec = record if "result" in record else {}
     bench = dig(result, "bench")
     if not isinstance(bench, dict):
         bench = {}
 
-    for op in OPS:
+    for op in METRIC_OPS:
         opd = dig(bench, "ops", op)
         if not isinstance(opd, dict):
             continue
@@ -101,8 +335,11 @@ def workload_metrics(record):
         rate = as_number(opd.get("per_sec"))
         if op == "fsync":
             m["fsync_per_sec"] = rate
-        else:
+        elif op in ("read", "write"):
             m["%s_iops" % op] = rate
+            m["%s_mibps" % op] = as_number(opd.get("mib_per_sec"))
+            nbytes = as_number(opd.get("bytes"))
+            m["bench_%s_bytes" % op] = int(nbytes) if nbytes is not None else None
         if count:  # latency only for ops the workload did
             lat = opd.get("latency_us") if isinstance(opd.get("latency_us"), dict) else {}
             for pct in PCTS:
@@ -110,21 +347,60 @@ def workload_metrics(record):
                 m["%s_%s_ms" % (op, pct)] = v / 1000.0 if v is not None else None
 
     m["iops"] = _sum(m["read_iops"], m["write_iops"])
-    m["mibps"] = _sum(as_number(dig(bench, "ops", "read", "mib_per_sec")),
-                      as_number(dig(bench, "ops", "write", "mib_per_sec")))
+    m["mibps"] = _sum(m["read_mibps"], m["write_mibps"])
     m["elapsed_s"] = as_number(bench.get("elapsed_s"))
 
-    avg = dig(result, "iostat", "avg")
-    if isinstance(avg, dict):
-        for key, col in DEVICE_FIELDS:
-            m[key] = as_number(avg.get(col))
-    m["dev_read_ratio"] = _ratio(m["dev_r_s"], m["read_iops"])
-    m["dev_write_ratio"] = _ratio(m["dev_w_s"], m["write_iops"])
+    op = latency_op(m["read_count"], m["write_count"], m["fsync_count"], bool(m["commit_count"]))
+    m["latency_op"] = op
+    if op is not None:
+        for pct in PCTS:
+            m["lat_%s_ms" % pct] = m["%s_%s_ms" % (op, pct)]
+    if op == "fsync" and m["write_count"]:
+        m["latency_note"] = ("fsync percentiles: this iobench reports no commit latency (ops.commit), "
+                             "the write before each fsync is not included")
+
+    if bench:
+        m["concurrency"] = _concurrency(bench, spec)
+        _device(result, bench, m)
+    m["dev_read_ratio"] = ratio(m["dev_r_s"], m["read_iops"])
+    m["dev_write_ratio"] = ratio(m["dev_w_s"], m["write_iops"])
+
+    if bench:
+        m["steady_state"] = _steady_state(bench)
+        m["stability"] = stability_of(interval_iops(bench.get("intervals")))
+        m["search"] = _search(bench)
+        m["db"] = _db(bench)
 
     errors = dig(bench, "errors", "total")
     m["errors"] = int(errors) if as_number(errors) is not None else None
+    kinds = dig(bench, "errors", "by_kind")
+    if isinstance(kinds, dict):
+        m["error_kinds"] = {str(k): v for k, v in kinds.items() if as_number(v)}
+    first = dig(bench, "errors", "first")
+    if isinstance(first, dict):
+        first = ", ".join("%s %s" % (k, v) for k, v in first.items())
+    m["error_first"] = str(first) if first else None
     m["interrupted"] = bool(bench.get("interrupted")) if bench else False
+    if bench:
+        m["measured"] = True
+        fs = dig(bench, "environment", "filesystem")
+        m["filesystem"] = fs if isinstance(fs, str) and fs else None
+        m["signal"] = bench.get("signal") if isinstance(bench.get("signal"), str) else None
+        m["timed_out"] = bool(isinstance(result, dict) and result.get("timed_out"))
     return m
+
+
+def record_metrics(record):
+    """The metrics of a stored record: its ``metrics`` when they carry every key of
+    :data:`METRIC_KEYS`, else computed from its result (keys it has win: a record written
+    by an older version, or a test, keeps its figures)."""
+    given = record.get("metrics") if isinstance(record, dict) else None
+    if isinstance(given, dict) and all(k in given for k in METRIC_KEYS):
+        return given
+    fresh = workload_metrics(record)
+    if isinstance(given, dict):
+        fresh.update(given)
+    return fresh
 
 
 # keys of a registered module result that only repeat the spec or Ansible bookkeeping
@@ -141,4 +417,5 @@ def workload_record(spec, result):
     return rec
 
 
-__all__ = ["workload_metrics", "workload_record", "op_count", "METRIC_KEYS", "DEVICE_FIELDS"]
+__all__ = ["workload_metrics", "workload_record", "record_metrics", "op_count", "latency_op", "devstat_figures", "stability_of",
+           "window_seconds", "interval_iops", "METRIC_KEYS", "DEVICE_FIELDS", "METRIC_OPS", "LATENCY_OPS"]

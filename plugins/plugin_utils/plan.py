@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Workload plan: turn a profile (or a user matrix) into resolved workload specs.
@@ -17,7 +16,16 @@ the parent's ``matrix`` before this profile's entries. A user matrix
 
 Precedence, lowest first: built-in defaults (threads 1, block_size 16K, direct true,
 time 60, warmup 5), profile defaults, the matrix entry, ``overrides``
-(``fleetqual_workload_overrides``, applied to every workload).
+(``fleetqual_workload_overrides``). Overrides are a mapping of settings applied to every
+workload, and may hold, under a workload id, a mapping of settings for that workload only
+(applied last; any setting but those that name it or size its data set: mode, threads,
+rw_ratio, file_num, total_size, block_size)::
+
+    fleetqual_workload_overrides:
+      time: 30                                  # every workload
+      over_cache-rndrd-t64: {time: 120, steady_state: true}
+
+An id no workload of the plan has is an error with the closest id.
 
 An entry's ``threads`` and ``rw_ratio`` may be lists: the entry expands to one workload
 per value (threads outer, rw_ratio inner). Expanded workloads whose derived id and
@@ -45,24 +53,20 @@ Each resolved spec has the shape of docs/contracts.md section 4: ``id``, ``workl
 to keep only the ``fleetqual.storage.iobench`` parameters.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import copy
 import difflib
 import math
 import re
 
+from ansible_collections.fleetqual.storage.plugins.module_utils import iobench_options
 from ansible_collections.fleetqual.storage.plugins.plugin_utils._common import (
     MODES,
-    fmt_num,
     human_size,
-    is_int,
-    is_number,
     parse_size,
     type_name,
 )
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import fmt_num
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import is_int, is_number
 
 MIB = 1024 ** 2
 DEFAULT_CACHE_SIZE = "256M"
@@ -88,24 +92,29 @@ OPEN_FLAGS = ("sync", "dsync")
 FSYNC_MODES = ("fsync", "fdatasync")
 MAX_THREADS = 1024
 
-# parameters of the fleetqual.storage.iobench module a spec may carry
-MODULE_PARAMS = (
-    "mode", "file_num", "total_size", "block_size", "threads", "engine", "iodepth", "direct",
-    "open_flags", "fsync_freq", "fsync_all", "fsync_end", "fsync_mode", "time", "requests",
-    "warmup", "seed", "rw_ratio", "keep_cache",
-    # latency-bounded search (iobench --search): no time/requests, steps of search_step_time
-    "search", "search_bound_ms", "search_max", "search_step_time", "search_percentile",
-    # mode dbpattern (iobench --db-*)
-    "db_reads_per_txn", "db_log_block", "db_log_size", "db_flushers", "db_flush_rate",
-    "db_group_commit_max",
-)
+# Steady state (issue 10.4; iobench --steady-state, --ss-*) and preconditioning: plan keys
+# validated here; passed to the module once the option table has their rows (H1/H3).
+STEADY_STATE_KEYS = ("steady_state", "ss_round_time", "ss_window", "ss_range_pct", "ss_slope_pct",
+                     "ss_max_rounds", "ss_metric")
+SS_METRICS = ("iops", "mib_per_sec", "lat_p99_us")   # iobench --ss-metric
+SS_DEFAULTS = {"ss_round_time": 10, "ss_window": 5, "ss_range_pct": 20, "ss_slope_pct": 10, "ss_max_rounds": 25}
+# keys of the option table the role sets itself, never a workload entry
+RUNNER_KEYS = ("prepare",)
+
+# parameters of the fleetqual.storage.iobench module a spec may carry: the option table's
+# plan keys (plugins/module_utils/iobench_options.py), in command-line order
+MODULE_PARAMS = tuple(k for k in iobench_options.PLAN_KEYS if k not in RUNNER_KEYS) + tuple(
+    k for k in STEADY_STATE_KEYS if k not in iobench_options.PLAN_KEYS)
 SEARCH_KNOBS = ("threads", "iodepth")
 SEARCH_PERCENTILES = ("p50", "p90", "p95", "p99", "p99.9")
 SEARCH_DEFAULTS = {"search_max": 64, "search_step_time": 5}
 DB_LOG_SIZE_DEFAULT = 64 * 1024 * 1024
 RANDOM_MODES = ("rndrd", "rndwr", "rndrw")
-SPEC_KEYS = ("id", "workload", "description", "working_set") + MODULE_PARAMS
+SPEC_KEYS = ("id", "workload", "description", "working_set", "precondition") + MODULE_PARAMS
 PROFILE_KEYS = ("description", "extends", "defaults", "matrix")
+# keys the overrides of one workload id may set: not those that name it or size its data set
+PER_ID_OVERRIDE_KEYS = tuple(k for k in MODULE_PARAMS + ("precondition", "description")
+                             if k not in ("mode", "threads", "rw_ratio", "file_num", "total_size", "block_size"))
 # keys that identify a workload and cannot be defaulted or overridden
 IDENTITY_KEYS = ("id", "workload", "mode", "description")
 LIST_KEYS = ("threads", "rw_ratio")
@@ -124,6 +133,52 @@ class PlanError(ValueError):
 
 # --------------------------------------------------------------------------- validation
 
+def _int_at_least(low):
+    return (lambda v: is_int(v) and v >= low), (lambda v: "must be an integer >= %d, got %r" % (low, v))
+
+
+def _one_of(choices):
+    return (lambda v: v in choices), (lambda v: "must be one of %s, got %r" % (", ".join(choices), v))
+
+
+def _boolean():
+    return (lambda v: isinstance(v, bool)), (lambda v: "must be true or false, got %s %r" % (type_name(v), v))
+
+
+# key -> (accepts(value), message(value)) of every spec key with a rule of its own; sizes are
+# parsed by _check_value, other table options are checked by their row (_check_by_table)
+_VALUE_RULES = {
+    "id": (lambda v: isinstance(v, str) and bool(_ID_RE.match(v)),
+           lambda v: "must be a string of letters, digits, '_', '.', '-', got %r" % (v,)),
+    "workload": (lambda v: isinstance(v, str) and bool(_LABEL_RE.match(v)),
+                 lambda v: "must be a label of letters, digits, '_' or '.' (e.g. cache, over_cache, log), got %r"
+                 % (v,)),
+    "description": (lambda v: isinstance(v, str), lambda v: "must be a string, got %s" % type_name(v)),
+    "mode": (lambda v: v in MODES, lambda v: "unknown mode %r; known: %s" % (v, ", ".join(MODES))),
+    "working_set": (lambda v: v in WORKING_SETS,
+                    lambda v: "must be one of %s (or give total_size instead), got %r" % (", ".join(WORKING_SETS), v)),
+    "threads": (lambda v: is_int(v) and 1 <= v <= MAX_THREADS,
+                lambda v: "must be an integer between 1 and %d, got %r" % (MAX_THREADS, v)),
+    "search_bound_ms": (lambda v: is_number(v) and v > 0, lambda v: "must be a number > 0, got %r" % (v,)),
+    "db_flush_rate": (lambda v: is_number(v) and v >= 0, lambda v: "must be a number >= 0, got %r" % (v,)),
+    "rw_ratio": (lambda v: is_number(v) and v > 0,
+                 lambda v: "must be a number > 0 (reads per write: 9 = 90/10), got %r" % (v,)),
+    "engine": (lambda v: v in ENGINES, lambda v: "unknown engine %r; known: %s" % (v, ", ".join(ENGINES))),
+    "open_flags": (lambda v: isinstance(v, list) and all(f in OPEN_FLAGS for f in v),
+                   lambda v: "must be a list of %s, got %r" % (", ".join(OPEN_FLAGS), v)),
+}
+_VALUE_RULES.update(dict.fromkeys(("direct", "fsync_all", "fsync_end", "keep_cache", "steady_state"), _boolean()))
+_VALUE_RULES.update(dict.fromkeys(("file_num", "iodepth", "search_max", "search_step_time", "db_reads_per_txn",
+                                   "ss_round_time", "ss_window", "ss_max_rounds"), _int_at_least(1)))
+_VALUE_RULES.update(dict.fromkeys(("db_flushers", "db_group_commit_max", "time", "warmup", "requests", "seed",
+                                   "fsync_freq", "precondition"), _int_at_least(0)))
+_VALUE_RULES.update({"search": _one_of(SEARCH_KNOBS), "search_percentile": _one_of(SEARCH_PERCENTILES),
+                     "fsync_mode": _one_of(FSYNC_MODES), "ss_metric": _one_of(SS_METRICS)})
+_VALUE_RULES.update(dict.fromkeys(("ss_range_pct", "ss_slope_pct"), (
+    lambda v: is_number(v) and 0 < v <= 100, lambda v: "must be a percentage > 0 and <= 100, got %r" % (v,))))
+SIZE_KEYS = ("total_size", "block_size", "db_log_block", "db_log_size")
+
+
 def _check_value(key, value, path, errors):
     """Type/range check of one spec key. Returns the normalised value or None."""
     where = "%s.%s" % (path, key)
@@ -131,33 +186,7 @@ def _check_value(key, value, path, errors):
     def bad(msg):
         errors.append("%s: %s" % (where, msg))
 
-    if key in ("id",):
-        if not isinstance(value, str) or not _ID_RE.match(value):
-            bad("must be a string of letters, digits, '_', '.', '-', got %r" % (value,))
-            return None
-        return value
-    if key == "workload":
-        if not isinstance(value, str) or not _LABEL_RE.match(value):
-            bad("must be a label of letters, digits, '_' or '.' (e.g. cache, over_cache, log), got %r"
-                % (value,))
-            return None
-        return value
-    if key == "description":
-        if not isinstance(value, str):
-            bad("must be a string, got %s" % type_name(value))
-            return None
-        return value
-    if key == "mode":
-        if value not in MODES:
-            bad("unknown mode %r; known: %s" % (value, ", ".join(MODES)))
-            return None
-        return value
-    if key == "working_set":
-        if value not in WORKING_SETS:
-            bad("must be one of %s (or give total_size instead), got %r" % (", ".join(WORKING_SETS), value))
-            return None
-        return value
-    if key in ("total_size", "block_size", "db_log_block", "db_log_size"):
+    if key in SIZE_KEYS:
         try:
             n = parse_size(value)
         except ValueError as exc:
@@ -167,72 +196,35 @@ def _check_value(key, value, path, errors):
             bad("must be greater than 0, got %r" % (value,))
             return None
         return n
-    if key in ("direct", "fsync_all", "fsync_end", "keep_cache"):
-        if not isinstance(value, bool):
-            bad("must be true or false, got %s %r" % (type_name(value), value))
-            return None
+    rule = _VALUE_RULES.get(key)
+    if rule is None:
+        return _check_by_table(key, value, bad)
+    accepts, message = rule
+    if not accepts(value):
+        bad(message(value))
+        return None
+    return list(value) if isinstance(value, list) else value
+
+
+def _check_by_table(key, value, bad):
+    """A pass-through option without a rule above (a row added to the option table since):
+    checked by the row's type and choices."""
+    row = iobench_options.BY_NAME.get(key)
+    kind = row["type"] if row else None
+    choices = row.get("choices") if row else None
+    if kind == "bool" and not isinstance(value, bool):
+        bad("must be true or false, got %s %r" % (type_name(value), value))
+    elif kind == "int" and (not is_int(value) or value < 0):
+        bad("must be an integer >= 0, got %r" % (value,))
+    elif kind == "float" and (not is_number(value) or value < 0):
+        bad("must be a number >= 0, got %r" % (value,))
+    elif kind == "str" and (not isinstance(value, str) or choices and value not in choices):
+        bad("must be one of %s, got %r" % (", ".join(choices), value) if choices else "must be a string, got %r"
+            % (value,))
+    elif row is None:
+        bad("unknown key")  # pragma: no cover - callers filter unknown keys first
+    else:
         return value
-    if key == "threads":
-        if not is_int(value) or not 1 <= value <= MAX_THREADS:
-            bad("must be an integer between 1 and %d, got %r" % (MAX_THREADS, value))
-            return None
-        return value
-    if key in ("file_num", "iodepth"):
-        if not is_int(value) or value < 1:
-            bad("must be an integer >= 1, got %r" % (value,))
-            return None
-        return value
-    if key == "search":
-        if value not in SEARCH_KNOBS:
-            bad("must be one of %s, got %r" % (", ".join(SEARCH_KNOBS), value))
-            return None
-        return value
-    if key == "search_percentile":
-        if value not in SEARCH_PERCENTILES:
-            bad("must be one of %s, got %r" % (", ".join(SEARCH_PERCENTILES), value))
-            return None
-        return value
-    if key in ("search_bound_ms", "db_flush_rate"):
-        if not is_number(value) or value < 0 or (key == "search_bound_ms" and value == 0):
-            bad("must be a number %s, got %r" % ("> 0" if key == "search_bound_ms" else ">= 0", value))
-            return None
-        return value
-    if key in ("search_max", "search_step_time", "db_reads_per_txn"):
-        if not is_int(value) or value < 1:
-            bad("must be an integer >= 1, got %r" % (value,))
-            return None
-        return value
-    if key in ("db_flushers", "db_group_commit_max"):
-        if not is_int(value) or value < 0:
-            bad("must be an integer >= 0, got %r" % (value,))
-            return None
-        return value
-    if key in ("time", "warmup", "requests", "seed", "fsync_freq"):
-        if not is_int(value) or value < 0:
-            bad("must be an integer >= 0, got %r" % (value,))
-            return None
-        return value
-    if key == "rw_ratio":
-        if not is_number(value) or value <= 0:
-            bad("must be a number > 0 (reads per write: 9 = 90/10), got %r" % (value,))
-            return None
-        return value
-    if key == "engine":
-        if value not in ENGINES:
-            bad("unknown engine %r; known: %s" % (value, ", ".join(ENGINES)))
-            return None
-        return value
-    if key == "fsync_mode":
-        if value not in FSYNC_MODES:
-            bad("must be one of %s, got %r" % (", ".join(FSYNC_MODES), value))
-            return None
-        return value
-    if key == "open_flags":
-        if not isinstance(value, list) or any(v not in OPEN_FLAGS for v in value):
-            bad("must be a list of %s, got %r" % (", ".join(OPEN_FLAGS), value))
-            return None
-        return list(value)
-    bad("unknown key")  # pragma: no cover - callers filter unknown keys first
     return None
 
 
@@ -336,7 +328,9 @@ def _read_pct(ratio):
     return int(round(100.0 * ratio / (ratio + 1.0)))
 
 
-def _derive_id(spec):
+def derive_id(spec):
+    """The workload id of a spec without an explicit one, derived here only:
+    ``<workload>-<mode>-t<threads>``, plus ``-r<read %>`` for an rndrw mix with rw_ratio."""
     wid = "%s-%s-t%d" % (spec["workload"], spec["mode"], spec["threads"])
     if spec["mode"] == "rndrw" and "rw_ratio" in spec:
         wid += "-r%d" % _read_pct(spec["rw_ratio"])
@@ -437,11 +431,18 @@ def _build(profile_or_matrix, cache_size, mem_total_mb, overrides, profiles, mat
     if not entries and not errors:
         errors.append("%s: the plan is empty (no workloads)" % names["matrix"])
 
-    over = {}
+    over, per_id = {}, {}
     if overrides:
         start = len(errors)
+        if isinstance(overrides, dict):
+            # a mapping value under a key that is not a setting: the overrides of one workload id
+            per_id = {k: v for k, v in overrides.items() if k not in SPEC_KEYS and isinstance(v, dict)}
+            overrides = {k: v for k, v in overrides.items() if k not in per_id}
         over = _check_entry(overrides, names["overrides"], errors,
                             allowed=tuple(k for k in SPEC_KEYS if k not in IDENTITY_KEYS)) or {}
+        for wid in list(per_id):
+            per_id[wid] = _check_entry(per_id[wid], "%s.%s" % (names["overrides"], wid), errors,
+                                       allowed=PER_ID_OVERRIDE_KEYS) or {}
         _fix_list_paths(errors, start)
     if over.get("total_size") is not None:
         over["working_set"] = None  # an explicit size replaces any keyword
@@ -541,7 +542,7 @@ def _build(profile_or_matrix, cache_size, mem_total_mb, overrides, profiles, mat
                     spec["id"] = wid
                     spec["_explicit"] = True
                 else:
-                    spec["id"] = _derive_id(spec)
+                    spec["id"] = derive_id(spec)
                 workloads.append(spec)
 
     # dedupe / uniquify derived ids
@@ -563,6 +564,23 @@ def _build(profile_or_matrix, cache_size, mem_total_mb, overrides, profiles, mat
                 errors.append("id %r is both explicit and derived; rename the explicit id" % wid)
             by_id.setdefault(wid, []).append(spec)
         out.append(spec)
+    known_ids = [spec["id"] for spec in out]
+    for wid, values in per_id.items():
+        if wid not in known_ids:
+            close = difflib.get_close_matches(str(wid), known_ids, n=1, cutoff=0.6)
+            errors.append("%s.%s: no workload of the plan has this id%s; ids: %s" % (
+                names["overrides"], wid, " (did you mean %s?)" % close[0] if close else "", ", ".join(known_ids)))
+            continue
+        spec = out[known_ids.index(wid)]
+        for k, v in values.items():
+            spec[k] = v
+    for spec in out:
+        if spec.get("steady_state") and spec.get("search"):
+            errors.append("workload %s: steady_state and search cannot be combined (a search runs steps of "
+                          "fixed length)" % spec["id"])
+        elif any(k.startswith("ss_") for k in spec) and not spec.get("steady_state"):
+            errors.append("workload %s: %s given without steady_state: true" % (
+                spec["id"], ", ".join(sorted(k for k in spec if k.startswith("ss_")))))
     ordered = []
     for i, spec in enumerate(out):
         spec["dataset"] = dataset_name(spec)
@@ -622,76 +640,13 @@ def plan(profile_or_matrix, cache_size=DEFAULT_CACHE_SIZE, mem_total_mb=None, ov
     return result
 
 
-def validate_profile(profiles, profile, matrix=None, cache_size=DEFAULT_CACHE_SIZE, overrides=None,
-                     names=None):
-    """Error strings (empty when fine) for the profile choice and workload settings.
-
-    Everything :func:`plan` would reject except a missing RAM figure (the preflight runs
-    once on the controller, before host facts matter). Messages name the variable path,
-    e.g. ``fleetqual_matrix[1].threads: must be an integer between 1 and 1024, got 0``.
-    """
-    nm = dict(VAR_NAMES, **(names or {}))
-    errors = []
-    if not isinstance(profiles, dict):
-        return ["%s: must be a mapping of profile name -> profile, got %s" % (nm["profiles"], type_name(profiles))]
-    if not isinstance(profile, str):
-        return ["%s: must be a profile name (string); known: %s" % (nm["profile"], ", ".join(sorted(profiles)))]
-    _, errors = _build(profile, cache_size, None, overrides, profiles, matrix, names, require_ram=False)
-    return errors
-
-
-_UNSAFE_DIRS = ("/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/opt", "/proc", "/root",
-                "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var", "/var/tmp")
-
-
-def validate_inputs(inputs, names=None):
-    """All preflight problems of a host's qualification variables, as strings.
-
-    ``inputs`` maps variable names to values: ``fleetqual_profile``, ``fleetqual_profiles``,
-    ``fleetqual_matrix``, ``fleetqual_cache_size``, ``fleetqual_workload_overrides``,
-    ``fleetqual_test_dir``, ``fleetqual_thresholds``, ``fleetqual_seed`` (absent ones are
-    not checked). Combines :func:`validate_profile`, ``rules.validate_rules`` and a test
-    directory check (absolute, no ``..``, not a system directory itself).
-    """
-    from ansible_collections.fleetqual.storage.plugins.plugin_utils.rules import validate_rules
-
-    nm = dict(VAR_NAMES, **(names or {}))
-    if not isinstance(inputs, dict):
-        return ["inputs: must be a mapping of variable name -> value, got %s" % type_name(inputs)]
-    errors = []
-    if nm["profile"] in inputs or nm["profiles"] in inputs or nm["matrix"] in inputs:
-        profiles = inputs.get(nm["profiles"]) or {}
-        profile = inputs.get(nm["profile"])
-        matrix = inputs.get(nm["matrix"])
-        if matrix and profile not in (profiles if isinstance(profiles, dict) else {}):
-            # a custom matrix needs no valid profile name
-            _, errs = _build(matrix, inputs.get(nm["cache_size"]), None, inputs.get(nm["overrides"]),
-                             profiles, None, names, require_ram=False)
-            errors.extend(errs)
-        else:
-            errors.extend(validate_profile(profiles, profile, matrix=matrix,
-                                           cache_size=inputs.get(nm["cache_size"]),
-                                           overrides=inputs.get(nm["overrides"]), names=names))
-        seed = inputs.get(nm["seed"])
-        if seed is not None and (not is_int(seed) or seed < 0):
-            errors.append("%s: must be an integer >= 0, got %r" % (nm["seed"], seed))
-    if nm["test_dir"] in inputs:
-        path = inputs[nm["test_dir"]]
-        where = nm["test_dir"]
-        if not isinstance(path, str) or not path.startswith("/"):
-            errors.append("%s: must be an absolute path, got %r" % (where, path))
-        elif ".." in path.split("/"):
-            errors.append("%s: must not contain '..' components, got %r" % (where, path))
-        elif path.rstrip("/") in _UNSAFE_DIRS or path == "/":
-            errors.append("%s: %r is a system directory; use a directory of its own such as /var/tmp/fleetqual"
-                          % (where, path))
-    if nm["latency_bound_ms"] in inputs:
-        bound = inputs[nm["latency_bound_ms"]]
-        if not is_number(bound) or bound <= 0:
-            errors.append("%s: must be a number of milliseconds > 0, got %r" % (nm["latency_bound_ms"], bound))
-    if nm["thresholds"] in inputs:
-        errors.extend(validate_rules(inputs[nm["thresholds"]], var_name=nm["thresholds"]))
-    return errors
+def resolve(profile_or_matrix, cache_size=DEFAULT_CACHE_SIZE, mem_total_mb=None, overrides=None,
+            profiles=None, matrix=None, names=None, seed=None):
+    """``(specs, errors)`` without raising: what :func:`plan` would return and every
+    problem it would raise, except a missing RAM figure (validation runs on the controller
+    before host facts matter; a buffered over-cache set is then sized without RAM)."""
+    return _build(profile_or_matrix, cache_size, mem_total_mb, overrides, profiles, matrix, names,
+                  require_ram=False, seed=seed)
 
 
 def module_args(spec):
@@ -727,7 +682,11 @@ def search_steps(w):
 
 
 def workload_duration_s(w):
-    """Planned seconds of one workload: warmup + time, or warmup + steps x step time."""
+    """Planned seconds of one workload: warmup + time, or warmup + steps x step time, or
+    for steady state at most warmup + max rounds x round time (preconditioning not included)."""
+    if w.get("steady_state"):
+        return int(w.get("warmup") or 0) + int(w.get("ss_max_rounds") or SS_DEFAULTS["ss_max_rounds"]) * int(
+            w.get("ss_round_time") or SS_DEFAULTS["ss_round_time"])
     if w.get("search"):
         return int(w.get("warmup") or 0) + search_steps(w) * int(w.get("search_step_time") or 0)
     return int(w.get("time") or 0) + int(w.get("warmup") or 0)
@@ -766,6 +725,8 @@ def workload_line(w):
     if w.get("rw_ratio") is not None:
         pct = _read_pct(w["rw_ratio"])
         parts.append("%d/%d read/write" % (pct, 100 - pct))
+    if w.get("precondition"):
+        parts.append("preconditioned (%d pass%s)" % (w["precondition"], "" if w["precondition"] == 1 else "es"))
     if w.get("fsync_freq"):
         parts.append("%s every %d write%s" % (w.get("fsync_mode", "fsync"), w["fsync_freq"],
                                               "" if w["fsync_freq"] == 1 else "s"))
@@ -776,6 +737,10 @@ def workload_line(w):
             w["search"], w.get("search_max"), str(w.get("search_percentile", "p99"))[1:],
             fmt_num(w.get("search_bound_ms", 50)), search_steps(w), w.get("search_step_time"),
             w.get("warmup", 0)))
+    elif w.get("steady_state"):
+        parts.append("steady state: rounds of %s s, up to %s, + %s s warmup" % (
+            w.get("ss_round_time") or SS_DEFAULTS["ss_round_time"],
+            w.get("ss_max_rounds") or SS_DEFAULTS["ss_max_rounds"], w.get("warmup", 0)))
     elif w.get("time"):
         parts.append("%s s + %s s warmup" % (w["time"], w.get("warmup", 0)))
     else:
@@ -794,6 +759,6 @@ def plan_summary(plan_list):
     return lines
 
 
-__all__ = ["plan", "validate_profile", "validate_inputs", "module_args", "largest_working_set",
+__all__ = ["plan", "resolve", "derive_id", "module_args", "largest_working_set",
            "required_space", "dataset_name", "expected_duration_s",
-           "plan_summary", "workload_line", "workload_duration_s", "search_steps", "human_size", "fmt_num", "PlanError", "MODULE_PARAMS"]
+           "plan_summary", "workload_line", "workload_duration_s", "search_steps", "human_size", "PlanError", "MODULE_PARAMS"]

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Threshold rules (``fleetqual_thresholds``): validation, naming, matching.
@@ -14,6 +13,7 @@ A rule is a mapping::
       min_iops: 20000                # limits, at least one
       min_mibps: 300
       max_read_p99_ms: 20            # max_<read|write|fsync>_<p50|p90|p95|p99|p999>_ms
+      require_steady_state: true     # the workload (steady_state: true) must reach steady state
       metric: metrics.dev_util_pct   # custom: a JMESPath over the workload record
       min: 0                         #   with min and/or max
       max: 95
@@ -43,10 +43,6 @@ selector and trailing ``*`` dropped, e.g. ``min_iops@over_cache/rndrd/t64``,
 an ``id`` selector is appended as ``[id]``.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import difflib
 import math
 
@@ -54,23 +50,25 @@ import jmespath
 from jmespath import exceptions as jmespath_exceptions
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import diagnostics as _diag
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import METRIC_KEYS
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.plan import SPEC_KEYS
 from ansible_collections.fleetqual.storage.plugins.plugin_utils._common import (
     MODES,
     OPS,
     PCTS,
-    is_int,
-    is_number,
     type_name,
 )
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import is_int, is_number
 
 SELECTOR_KEYS = ("id", "workload", "mode", "threads")
 LATENCY_LIMITS = tuple("max_%s_%s_ms" % (op, pct) for op in OPS for pct in PCTS)
 MIN_LIMITS = ("min_iops", "min_mibps")
-LIMIT_KEYS = MIN_LIMITS + LATENCY_LIMITS       # canonical check order
+STATE_LIMITS = ("require_steady_state",)      # true: the workload must reach steady state
+LIMIT_KEYS = MIN_LIMITS + LATENCY_LIMITS + STATE_LIMITS       # canonical check order
 OTHER_KEYS = ("name", "description", "metric", "min", "max", "diagnostic", "expect")
 KNOWN_KEYS = ("name", "description") + SELECTOR_KEYS + LIMIT_KEYS + ("metric", "min", "max", "diagnostic", "expect")
 KNOWN_TEXT = ("name, description, id, workload, mode, threads, min_iops, min_mibps, "
-              "max_<read|write|fsync>_<p50|p90|p95|p99|p999>_ms, metric, min, max, diagnostic, expect")
+              "max_<read|write|fsync>_<p50|p90|p95|p99|p999>_ms, require_steady_state, metric, min, max, diagnostic, expect")
 
 DEFAULT_VAR = "fleetqual_thresholds"
 
@@ -138,6 +136,9 @@ def validate_rules(rules, var_name=DEFAULT_VAR):
                     if value in names:
                         errors.append("%s: duplicate rule name %r (also %s[%d])" % (where, value, var_name, names[value]))
                     names.setdefault(value, i)
+            elif key in STATE_LIMITS:
+                if not isinstance(value, bool):
+                    errors.append("%s: must be true or false, got %s %r" % (where, type_name(value), value))
             elif key in LIMIT_KEYS or key in ("min", "max"):
                 bad = _bad_number(value)
                 if bad:
@@ -174,7 +175,7 @@ def validate_rules(rules, var_name=DEFAULT_VAR):
                 errors.append("%s.metric: %s" % (path, unknown))
         if is_number(rule.get("min")) and is_number(rule.get("max")) and rule["min"] > rule["max"]:
             errors.append("%s: min %r is greater than max %r; no value can pass" % (path, rule["min"], rule["max"]))
-        if not has_metric and not has_bound and not any(k in rule for k in LIMIT_KEYS):
+        if not has_metric and not has_bound and not any(k in rule and rule[k] is not False for k in LIMIT_KEYS):
             errors.append("%s: rule sets no limit; give min_iops, min_mibps, max_<op>_<pct>_ms "
                           "(op read|write|fsync, pct p50|p90|p95|p99|p999), metric with min/max, "
                           "or diagnostic with expect" % path)
@@ -199,9 +200,6 @@ def _unknown_record_field(expr):
     """A message when a metric JMESPath starts with a field no workload record has
     (``metrics.no_such_metric``, ``metrcis.iops``), else None. Paths inside ``result``
     (iobench's JSON, iostat, vmstat) are not checked: their keys are open-ended."""
-    from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import METRIC_KEYS
-    from ansible_collections.fleetqual.storage.plugins.plugin_utils.plan import SPEC_KEYS
-
     try:
         fields = _leading_fields(compile_metric(expr).parsed)
     except (jmespath_exceptions.JMESPathError, ValueError, TypeError):
@@ -311,7 +309,10 @@ def rule_limits(rule):
     if is_diagnostic_rule(rule) and "expect" in rule:
         out.append(("expect", "in", expect_values(rule)))
     for key in LIMIT_KEYS:
-        if key in rule:
+        if key in STATE_LIMITS:
+            if rule.get(key) is True:
+                out.append((key, "==", True))
+        elif key in rule:
             out.append((key, ">=" if key.startswith("min_") else "<=", rule[key]))
     if "metric" in rule:
         if "min" in rule:
@@ -339,5 +340,5 @@ def rule_matches(rule, workload):
 
 
 __all__ = ["validate_rules", "rule_name", "rule_limits", "rule_matches", "selector_text",
-           "compile_metric", "is_diagnostic_rule", "expect_values", "LIMIT_KEYS", "LATENCY_LIMITS",
+           "compile_metric", "is_diagnostic_rule", "expect_values", "LIMIT_KEYS", "LATENCY_LIMITS", "STATE_LIMITS",
            "KNOWN_KEYS"]

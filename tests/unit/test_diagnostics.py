@@ -40,6 +40,11 @@ def recorded(name):
         return json.load(f)["workloads"]
 
 
+def stored(record):
+    """The record as the role stores it after its result changed: metrics computed again."""
+    return workload_record({k: v for k, v in record.items() if k not in ("result", "metrics")}, record["result"])
+
+
 def by_id(records):
     return {r["id"]: r for r in records}
 
@@ -353,20 +358,20 @@ def test_bounded_max_reads_the_search_section():
     s2.pop("best")
     w2 = copy.deepcopy(w)
     w2["result"]["bench"]["search"] = s2
-    assert D.diagnose([w2])["bounded_max"]["evidence"]["iops"] == 9100.0
+    assert D.diagnose([stored(w2)])["bounded_max"]["evidence"]["iops"] == 9100.0
     # best as an index into steps; an incomplete step (interrupted) never counts as best
     s3 = copy.deepcopy(SEARCH)
     s3["best"] = 1
     w2["result"]["bench"]["search"] = s3
-    assert D.diagnose([w2])["bounded_max"]["evidence"]["iops"] == 6100.0
+    assert D.diagnose([stored(w2)])["bounded_max"]["evidence"]["iops"] == 6100.0
     s3["best"] = None
     s3["steps"][2]["complete"] = False
     for st in s3["steps"]:
         st["pct_us"] = st.pop("p99_us")          # another percentile searched
-    d = D.diagnose([w2])["bounded_max"]
+    d = D.diagnose([stored(w2)])["bounded_max"]
     assert (d["evidence"]["iops"], d["evidence"]["p99_ms"]) == (6100.0, 9.8)
     s3["steps"] = s3["steps"][3:]
-    assert D.diagnose([w2])["bounded_max"]["conclusion"] == "exceeds_bound"
+    assert D.diagnose([stored(w2)])["bounded_max"]["conclusion"] == "exceeds_bound"
 
 
 def test_bounded_max_from_the_sweep_without_search():
@@ -678,3 +683,241 @@ def test_real_readahead_buffered_pass_beats_direct_pass(binary, own_disk):
     r = D.diagnose([buf, dio])["readahead"]
     assert r["workloads"] == ["ra-seqrd-buffered", "ra-seqrd-direct"]
     assert r["conclusion"] == "significant" and r["evidence"]["ratio"] >= 1.5, r["sentence"]
+
+
+# ------------------------------------------------- issue 10.5: sentences agree with their evidence
+
+import re  # noqa: E402
+
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import fmt  # noqa: E402
+
+
+def _numbers(node):
+    if isinstance(node, bool):
+        return
+    if isinstance(node, (int, float)):
+        yield node
+    elif isinstance(node, dict):
+        for v in node.values():
+            yield from _numbers(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _numbers(v)
+
+
+def _spellings(v):
+    out = {fmt.fmt_num(v), fmt.fmt_k(v), fmt.fmt_x(v)[:-1], fmt.fmt_ms(v)[:-3], "%.2f" % v, str(v)}
+    out.add(fmt.fmt_pct(v)[:-2])
+    return out
+
+
+def sentence_disagreements(entry, constants=()):
+    """Numbers of an entry's sentence that none of its evidence's numbers (in any of the
+    formats the diagnostics print) accounts for. Workload ids and op names (p99, t64) are
+    not numbers of the sentence."""
+    text = entry["sentence"]
+    for wid in sorted(entry["workloads"], key=len, reverse=True):
+        text = text.replace(wid, " ")
+    allowed = set(constants)
+    for v in _numbers(entry["evidence"]):
+        allowed |= _spellings(v)
+    tokens = re.findall(r"(?<![\w.\-])(\d+(?:\.\d+)?)([kM]?)(?![\w.]*[A-Za-z_]\w*-)", text)
+    return [n + k for n, k in tokens if n + k not in allowed and n not in allowed]
+
+
+SCENARIOS = {
+    "writes": lambda: recorded("writes"),
+    "sweep": lambda: recorded("sweep"),
+    "cache_proof": lambda: recorded("cache_proof"),
+    "write_amplification": lambda: recorded("write_amplification"),
+    "readahead": lambda: recorded("readahead"),
+    "synthetic_sweep": lambda: sweep(SWEEP),
+    "search": lambda: [rec("search-rndrd", "search", "rndrd", 1, 128, reads=9100, p99_ms=18.7,
+                           dev=devstat(r_s=9100, rkb=9100 * 16), bench_extra={"search": SEARCH})],
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_every_sentence_quotes_only_its_evidence(scenario):
+    # "100" of "%util reached 100", "1" of "1 file" / "1 thread" are words of the sentence, not figures
+    out = D.diagnose(SCENARIOS[scenario]())
+    checked = 0
+    for name, entry in out.items():
+        if entry["status"] == "n/a":
+            continue
+        checked += 1
+        assert sentence_disagreements(entry, constants={"100", "1"}) == [], (name, entry["sentence"])
+    assert checked
+
+
+def test_sentence_check_catches_a_number_the_evidence_lacks():
+    entry = D.diagnose(sweep(SWEEP))["tipping_point"]
+    assert sentence_disagreements(entry, {"100", "1"}) == []
+    bad = dict(entry, sentence=entry["sentence"].replace("at 16 threads", "at 17 threads", 1))
+    assert sentence_disagreements(bad, {"100", "1"}) == ["17"]
+
+
+NOISY = [(1, 1000, 2.0, 50), (2, 1900, 2.2, 70), (4, 2000, 2.5, 80), (8, 3900, 3.0, 90),
+         (16, 4100, 6.0, 95), (32, 4200, 12.0, 99)]
+
+
+def test_tipping_point_knee_is_judged_from_the_whole_sweep():
+    """One noisy step (2 -> 4 threads gains 5 %) no longer ends the growth: later steps
+    reach 2x; the knee is the fewest threads reaching 90 % of the best IOPS."""
+    d = D.diagnose(sweep(NOISY))["tipping_point"]
+    ev = d["evidence"]
+    assert ev["saturation_threads"] == 8 and ev["best_iops"] == 4200 and ev["best_threads"] == 32
+    assert "IOPS reach 90 % of the sweep's best (4200 at 32 threads) at 8 threads" in d["sentence"]
+    # the sentence agrees with the series: every smaller step is below 90 % of the best, this one is not
+    steps = {s["threads"]: s["iops"] for s in ev["steps"]}
+    assert all(steps[t] < 0.9 * ev["best_iops"] for t in steps if t < ev["saturation_threads"])
+    assert steps[ev["saturation_threads"]] >= 0.9 * ev["best_iops"]
+    # only the last step reaches it: still growing
+    growing = [(t, 1000 * t, 2.0, 50) for t in (1, 2, 4, 8)]
+    d = D.diagnose(sweep(growing))["tipping_point"]
+    assert "IOPS still growing at 8 threads" in d["sentence"] and d["evidence"]["saturation_threads"] == 8
+    # the share is an option
+    d = D.diagnose(sweep(NOISY), options={"knee_share": 0.45})["tipping_point"]
+    assert d["evidence"]["saturation_threads"] == 2 and "IOPS reach 45 % of the sweep's best" in d["sentence"]
+
+
+# --------------------------------------------------------------------------- 9. stability (issue 10.4)
+
+CONTROLLER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "controller")
+
+
+def controller_record(name):
+    with open(os.path.join(CONTROLLER, name + ".json")) as f:
+        r = json.load(f)
+    return workload_record({k: v for k, v in r.items() if k != "result"}, r["result"])
+
+
+def with_series(record, iops):
+    """The record with its per-interval IOPS replaced (1 s intervals) and metrics recomputed."""
+    r = copy.deepcopy(record)
+    r["result"]["bench"]["intervals"] = [dict(t=float(i + 1), duration_s=1.0, iops=float(v))
+                                         for i, v in enumerate(iops)]
+    return stored(r)
+
+
+def test_stability_steady_run_passes_with_its_numbers():
+    w = controller_record("nvme_over_cache-rndwr-t64")
+    st = w["metrics"]["stability"]
+    assert st["intervals"] == 60 and abs(st["change_pct"]) < 10
+    d = D.diagnose([w])["stability"]
+    assert (d["status"], d["conclusion"]) == ("pass", "steady")
+    assert d["evidence"]["checked"] == 1 and d["evidence"]["slowed"] == []
+    assert d["sentence"].startswith("Stability: every run kept its pace (no last third of its intervals more "
+                                    "than 20 % below the first; largest change ")
+    assert "in over_cache-rndwr-t64" in d["sentence"] and sentence_disagreements(d, {"1"}) == []
+
+
+def test_stability_run_that_spends_its_burst_credits_is_flagged():
+    """A cloud volume's burst: 3000 IOPS for 20 s, then its 100 IOPS baseline."""
+    base = controller_record("nvme_over_cache-rndwr-t64")
+    burst = with_series(base, [3000] * 20 + [100] * 40)
+    steady = controller_record("nvme_log-seqwr-t1")
+    d = D.diagnose([burst, steady])["stability"]
+    assert (d["status"], d["conclusion"]) == ("warn", "slowed")
+    st = d["evidence"]["workloads"]["over_cache-rndwr-t64"]
+    assert (st["first_iops"], st["last_iops"], st["change_pct"]) == (3000.0, 100.0, -96.7)
+    assert d["evidence"]["slowed"] == ["over_cache-rndwr-t64"] and d["evidence"]["checked"] == 2
+    assert ("1 of 2 runs changed pace while they ran, the last third of their intervals more than 20 % below "
+            "the first: over_cache-rndwr-t64 3000 -> 100 IOPS (-96.7 %)") in d["sentence"]
+    assert sentence_disagreements(d, {"1"}) == []
+    # just inside the threshold (-19 %) is steady; the threshold is an option
+    mild = with_series(base, [1000] * 20 + [900] * 20 + [810] * 20)
+    assert D.diagnose([mild])["stability"]["conclusion"] == "steady"
+    assert D.diagnose([mild], options={"stability_drop": 0.1})["stability"]["conclusion"] == "slowed"
+
+
+def test_stability_ignores_the_tail_interval_and_short_runs():
+    w = recorded("writes")          # 2 full intervals and a tail of a few operations: too short
+    assert all(r_["metrics"]["stability"] is None for r_ in map(stored, w))
+    assert D.diagnose(w)["stability"]["status"] == "n/a"
+    base = controller_record("nvme_log-seqwr-t1")
+    series = with_series(base, [2400] * 9)
+    series["result"]["bench"]["intervals"].append({"t": 9.0004, "duration_s": 0.0004, "iops": 2.0})
+    assert stored(series)["metrics"]["stability"]["last_iops"] == 2400.0
+
+
+# ------------------------------------------- cache proof on a busy host: exact device counters (issue 10.1)
+
+def test_cache_proof_uses_the_exact_window_counters_over_a_diluted_iostat_average():
+    """The flaky case of issue 10: O_DIRECT reads at 9004/s, iostat's average 5819 r/s
+    (0.65x: idle samples after the run averaged in) called the disk a cache. The device's
+    counters read at the window's edges (window.devstat) say what really happened."""
+    reads, elapsed = 9004, 10.0
+    w = rec("over_cache-rndrd-t4", "over_cache", "rndrd", 4, 16, reads=reads, elapsed=elapsed,
+            working_set="over_cache", dev=devstat(r_s=5819, rkb=5819 * 16))
+    assert D.diagnose([w])["cache_proof"]["conclusion"] == "cache"          # the average alone misleads
+    n = int(reads * elapsed)
+    start = [500, 0, 4000, 100, 0, 0, 0, 0, 0, 2000, 3000, 0, 0, 0, 0, 0, 0]
+    end = list(start)
+    end[0] += n               # reads completed
+    end[2] += n * 32          # 512-byte sectors of 16 KiB reads
+    end[3] += n // 4          # read ticks, ms
+    end[9] += 9900            # io_ticks, ms
+    end[10] += n // 4         # time in queue, ms
+    w["result"]["bench"]["window"] = {"start_epoch": 1000.0, "end_epoch": 1000.0 + elapsed,
+                                      "devstat": {"sdb": {"start": start, "end": end, "source": "sysfs"}},
+                                      "devstat_error": None}
+    w = stored(w)
+    assert w["metrics"]["dev_source"] == "devstat" and w["metrics"]["dev_read_bytes"] == n * 16384
+    d = D.diagnose([w])["cache_proof"]
+    ev = d["evidence"]["workloads"]["over_cache-rndrd-t4"]
+    assert (d["conclusion"], ev["bytes_ratio"], ev["ops_ratio"]) == ("disk", 1.0, 1.0)
+    assert ev["dev_source"] == "devstat"
+    assert judge([w], [])["verdict"] == "PASS"
+
+
+@pytest.mark.slow
+def test_real_device_counters_and_commit_latency(binary, own_disk):
+    """A real run through the module: the device's counters at the window's edges
+    (issue 10.1) give the device bytes of the O_DIRECT reads, and the log workload shows its
+    commit latency (issue 10.3), never the page-cache write()."""
+    d, shared, why = own_disk
+    if shared:
+        pytest.skip("no loop device of our own (%s): other I/O would be counted" % why)
+    r = rr.workload(binary, d, rr.spec("over_cache-rndrd-t4", "over_cache", "rndrd", 4, 8, 64 * MIB, time=3))
+    m = r["metrics"]
+    if m["dev_source"] != "devstat":
+        pytest.skip("this iobench reads no device counters: %s" % m["device_note"])
+    assert m["device"] and m["dev_read_bytes"] >= m["bench_read_bytes"] > 0
+    assert m["dev_read_bytes"] <= 1.05 * m["bench_read_bytes"]
+    assert 0.95 <= m["dev_read_ratio"] <= 1.05
+    assert D.diagnose([r])["cache_proof"]["conclusion"] == "disk"
+    log = rr.workload(binary, d, rr.spec("log-seqwr-t1", "log", "seqwr", 1, 1, 16 * MIB, direct=False,
+                                         fsync_freq=1, fsync_mode="fdatasync", time=2))
+    m = log["metrics"]
+    assert m["latency_op"] == "commit" and m["commit_count"] == m["fsync_count"] > 0
+    assert m["lat_p99_ms"] == m["commit_p99_ms"] >= m["fsync_p99_ms"] > m["write_p99_ms"]
+
+
+@pytest.mark.slow
+def test_real_steady_state_run_is_judged_with_its_rounds(binary, own_disk):
+    """iobench --steady-state for real (short rounds): the metrics carry its rounds, and a rule
+    requiring steady state passes or fails exactly as the benchmark decided, quoting them."""
+    import subprocess
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import fmt_num
+    d, _, _ = own_disk
+    out = os.path.join(os.path.dirname(d), "steady.json")
+    p = subprocess.run([binary, "run", "--dir", d, "--mode", "rndrd", "--file-num", "4", "--total-size", "32M",
+                        "--direct", "--threads", "2", "--warmup", "0", "--steady-state", "--ss-round-time", "1",
+                        "--ss-window", "3", "--ss-max-rounds", "6", "--prepare", "--cleanup", "--format", "json",
+                        "--output", out], capture_output=True, text=True, timeout=120)
+    if p.returncode == 2 and "steady" in p.stderr:
+        pytest.skip("this iobench has no --steady-state: %s" % p.stderr.strip())
+    assert p.returncode == 0, p.stderr
+    with open(out) as f:
+        bench = json.load(f)
+    os.unlink(out)
+    spec = rr.spec("fresh-rndrd-t2", "fresh", "rndrd", 2, 4, 32 * MIB, steady_state=True)
+    r = workload_record(spec, {"rc": 0, "bench": bench})
+    ss, raw = r["metrics"]["steady_state"], bench["steady_state"]
+    assert ss["rounds"] == len(raw["rounds"]) <= 6 and ss["reached"] is raw["reached"]
+    assert ss["values"] == [x["iops"] for x in raw["rounds"]]
+    j = judge([r], [{"workload": "fresh", "require_steady_state": True}])
+    (c,) = [c for c in j["checks"] if c["rule"] == "require_steady_state@fresh"]
+    assert c["status"] == ("pass" if raw["reached"] else "fail")
+    assert all(fmt_num(x["iops"]) in c["message"] for x in raw["rounds"])

@@ -188,3 +188,14 @@ def test_role_expressions(render, profiles):
                "error=_fleetqual_error | default(none)) }}", _fleetqual_records=[rec], **v)
     assert j["verdict"] == "ERROR"  # five planned workloads have no record
     assert j["reasons"][-1].startswith("over_cache-rndrd-t8: read p99 34.2 ms > limit 20 ms")
+
+
+def test_validate_inputs_refuses_a_rule_that_matches_no_workload(render, profiles):
+    """The validation play's expression (roles/qualify/tasks/validate.yml), with issue 10's typo."""
+    v = dict(fleetqual_profiles=profiles, fleetqual_profile="quick", fleetqual_matrix=[],
+             fleetqual_workload_overrides={}, fleetqual_thresholds=[{"workload": "overcache", "min_iops": 1000000000}])
+    problems = render("{{ {'fleetqual_profile': fleetqual_profile, 'fleetqual_profiles': fleetqual_profiles, "
+                      "'fleetqual_matrix': fleetqual_matrix, 'fleetqual_workload_overrides': "
+                      "fleetqual_workload_overrides, 'fleetqual_thresholds': fleetqual_thresholds} "
+                      "| fleetqual.storage.validate_inputs }}", **v)
+    assert len(problems) == 1 and "did you mean over_cache?" in problems[0]

@@ -352,3 +352,44 @@ def test_module_timeout_is_error(slow):
     r = judge([slow], [])
     assert r["verdict"] == "ERROR"
     assert r["reasons"] == ["over_cache-rndrd-t8: stopped by the module's timeout after 60.0 s; partial results"]
+
+
+# ---------------------------------------------------------------- require_steady_state (issue 10.4)
+
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.rules import validate_rules  # noqa: E402
+
+def _steady(reached, values):
+    rec = load("nvme_over_cache-rndwr-t64")
+    rec["steady_state"] = True
+    rounds = [{"round": i + 1, "iops": v, "mib_per_sec": v / 64.0, "lat_p99_us": 3000.0} for i, v in enumerate(values)]
+    rec["result"]["bench"]["steady_state"] = {
+        "enabled": True, "reached": reached, "round": len(values) if reached else None, "rounds": rounds,
+        "window": 5, "range_pct": 20, "slope_pct": 10, "max_rounds": 8, "metric": "iops"}
+    return rec
+
+
+def test_require_steady_state_fails_with_the_rounds_when_not_reached():
+    rule = [{"workload": "over_cache", "require_steady_state": True}]
+    assert validate_rules(rule) == []
+    drifting = _steady(False, [90000, 80000, 70000, 62000, 55000, 50000, 46000, 43000])
+    j = judge([drifting], rule)
+    assert j["verdict"] == "FAIL"
+    (c,) = [c for c in j["checks"] if c["rule"] == "require_steady_state@over_cache"]
+    assert c["status"] == "fail" and c["value"] is False and c["limit"] is True
+    assert c["message"] == ("over_cache-rndwr-t64: did not reach steady state in 8 rounds (at most 8); "
+                            "iops per round: 90000, 80000, 70000, 62000, 55000, 50000, 46000, 43000")
+    reached = _steady(True, [90000, 64000, 62000, 61000, 63000, 62500])
+    j = judge([reached], rule)
+    assert j["verdict"] == "PASS"
+    (c,) = [c for c in j["checks"] if c["rule"] == "require_steady_state@over_cache"]
+    assert c["message"].startswith("over_cache-rndwr-t64: reached steady state at round 6 of 8; iops per round: ")
+    # a workload that ran without steady state cannot satisfy the rule
+    j = judge([load("nvme_over_cache-rndwr-t64")], rule)
+    assert j["verdict"] == "FAIL" and "ran without steady state" in j["reasons"][0]
+
+
+def test_require_steady_state_must_be_a_boolean_and_false_is_no_limit():
+    assert validate_rules([{"require_steady_state": "yes"}]) == [
+        "fleetqual_thresholds[0].require_steady_state: must be true or false, got string 'yes'"]
+    errs = validate_rules([{"require_steady_state": False}])
+    assert len(errs) == 1 and errs[0].startswith("fleetqual_thresholds[0]: rule sets no limit")

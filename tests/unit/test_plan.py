@@ -5,6 +5,7 @@ import pytest
 import yaml
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import plan as P
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import validate as V
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROFILES_FILE = os.path.join(ROOT, "roles", "qualify", "defaults", "main", "profiles.yml")
@@ -42,7 +43,7 @@ def check_shape(p):
 def test_profiles_file_has_the_four_profiles(profiles):
     assert set(profiles) == {"quick", "standard", "san", "compliance"}
     for name in profiles:
-        assert P.validate_profile(profiles, name) == []
+        assert V.validate_profile(profiles, name) == []
 
 
 def test_quick_is_short_small_and_direct(profiles):
@@ -282,11 +283,11 @@ def test_module_args_keeps_only_module_parameters(profiles):
 def errors_for(matrix=None, profile="quick", profiles=None, **kw):
     profiles = profiles if profiles is not None else {
         "quick": {"matrix": [{"workload": "c", "mode": "rndrd", "total_size": "1M"}]}}
-    return P.validate_profile(profiles, profile, matrix=matrix, **kw)
+    return V.validate_profile(profiles, profile, matrix=matrix, **kw)
 
 
 def test_unknown_profile_lists_known_ones(profiles):
-    assert P.validate_profile(profiles, "stnadard") == [
+    assert V.validate_profile(profiles, "stnadard") == [
         "fleetqual_profile: unknown profile 'stnadard'; known: compliance, quick, san, standard"]
     with pytest.raises(P.PlanError, match="known: compliance, quick, san, standard"):
         P.plan("nope", profiles=profiles)
@@ -371,7 +372,7 @@ def test_errors_in_inherited_entries_name_where_they_are_defined():
 
 def test_validate_profile_argument_types():
     assert errors_for(profile=3)[0].startswith("fleetqual_profile: must be a profile name")
-    assert P.validate_profile(None, "x")[0].startswith("fleetqual_profiles: must be a mapping")
+    assert V.validate_profile(None, "x")[0].startswith("fleetqual_profiles: must be a mapping")
 
 
 def test_plan_error_lists_every_problem():
@@ -416,10 +417,10 @@ def test_validate_inputs_combines_every_check(profiles):
     good = {"fleetqual_profile": "standard", "fleetqual_profiles": profiles, "fleetqual_matrix": [],
             "fleetqual_cache_size": "256M", "fleetqual_test_dir": "/var/tmp/fleetqual",
             "fleetqual_thresholds": [{"workload": "over_cache", "max_read_p99_ms": 20}], "fleetqual_seed": 42}
-    assert P.validate_inputs(good) == []
+    assert V.validate_inputs(good) == []
     bad = dict(good, fleetqual_profile="stnadard", fleetqual_cache_size="1X", fleetqual_test_dir="tmp/fq",
                fleetqual_thresholds=[{"max_raed_p99_ms": 2}], fleetqual_seed=-1)
-    errs = P.validate_inputs(bad)
+    errs = V.validate_inputs(bad)
     assert "fleetqual_profile: unknown profile 'stnadard'; known: compliance, quick, san, standard" in errs
     assert any(e.startswith("fleetqual_cache_size: unknown size suffix 'X'") for e in errs)
     assert "fleetqual_seed: must be an integer >= 0, got -1" in errs
@@ -429,19 +430,19 @@ def test_validate_inputs_combines_every_check(profiles):
 
 def test_validate_inputs_custom_matrix_and_paths(profiles):
     base = {"fleetqual_profile": "quick", "fleetqual_profiles": profiles}
-    errs = P.validate_inputs(dict(base, fleetqual_matrix=[{"workload": "c", "mode": "rndrd", "threads": 0,
+    errs = V.validate_inputs(dict(base, fleetqual_matrix=[{"workload": "c", "mode": "rndrd", "threads": 0,
                                                            "working_set": "cache"}]))
     assert errs == ["fleetqual_matrix[0].threads: must be an integer between 1 and 1024, got 0"]
     # with a custom matrix the profile name is not used
     ok = dict(base, fleetqual_profile="whatever",
               fleetqual_matrix=[{"workload": "c", "mode": "rndrd", "working_set": "cache"}])
-    assert P.validate_inputs(ok) == []
+    assert V.validate_inputs(ok) == []
     for path, word in (("/var/tmp/../etc", "'..'"), ("/", "system directory"), ("/var/tmp/", "system directory"),
                        (3, "absolute path")):
-        (err,) = P.validate_inputs({"fleetqual_test_dir": path})
+        (err,) = V.validate_inputs({"fleetqual_test_dir": path})
         assert err.startswith("fleetqual_test_dir: ") and word in err
-    assert P.validate_inputs({}) == []
-    assert P.validate_inputs([]) == ["inputs: must be a mapping of variable name -> value, got list"]
+    assert V.validate_inputs({}) == []
+    assert V.validate_inputs([]) == ["inputs: must be a mapping of variable name -> value, got list"]
 
 
 # ---------------------------------------------------------------- search and dbpattern
@@ -490,7 +491,143 @@ def test_san_runs_a_search_and_the_database_pattern(profiles):
 
 @pytest.mark.parametrize("bound, ok", [(50, True), (0.5, True), (0, False), (-3, False), ("fast", False)])
 def test_validate_inputs_checks_the_latency_bound(bound, ok):
-    errors = P.validate_inputs({"fleetqual_latency_bound_ms": bound})
+    errors = V.validate_inputs({"fleetqual_latency_bound_ms": bound})
     assert (errors == []) is ok, errors
     if not ok:
         assert errors[0].startswith("fleetqual_latency_bound_ms: must be a number of milliseconds > 0")
+
+
+# ------------------------------------------------------- rules that match no workload (issue 10.2)
+
+def test_misspelled_workload_in_a_rule_is_refused_with_did_you_mean(profiles):
+    inputs = {"fleetqual_profile": "quick", "fleetqual_profiles": profiles, "fleetqual_matrix": [],
+              "fleetqual_thresholds": [{"workload": "overcache", "min_iops": 1000000000}]}
+    (err,) = V.validate_inputs(inputs)
+    assert err.startswith("fleetqual_thresholds[0] (min_iops@overcache): matches no workload of the plan "
+                          "(profile quick): no workload has workload 'overcache' (did you mean over_cache?)")
+    # the closest workloads of the plan are named
+    assert err.endswith("closest workloads: over_cache-rndrd-t4, over_cache-rndwr-t4, over_cache-rndwr-t1")
+    # spelled right, the same rule is valid
+    inputs["fleetqual_thresholds"] = [{"workload": "over_cache", "min_iops": 1000000000}]
+    assert V.validate_inputs(inputs) == []
+
+
+def test_rule_whose_selectors_exist_but_never_together_is_refused(profiles):
+    base = {"fleetqual_profile": "quick", "fleetqual_profiles": profiles}
+    (err,) = V.validate_inputs(dict(base, fleetqual_thresholds=[
+        {"name": "log-reads", "workload": "log", "mode": "rndrd", "max_read_p99_ms": 5}]))
+    assert err.startswith("fleetqual_thresholds[0] (log-reads): matches no workload")
+    assert "no workload has all of its selectors at once" in err
+    (err,) = V.validate_inputs(dict(base, fleetqual_thresholds=[
+        {"workload": "cache", "min_iops": 1}, {"threads": 64, "min_iops": 1}]))
+    assert err.startswith("fleetqual_thresholds[1] (min_iops@*/*/t64)")
+    assert "no workload has threads 64 (thread counts in the plan: 1, 4)" in err
+    (err,) = V.validate_inputs(dict(base, fleetqual_thresholds=[{"id": ["log-seqwr-t1", "log-seqwr-t2"],
+                                                                  "min_iops": 1}, {"id": "log-seqrw-t1",
+                                                                                   "min_iops": 1}]))
+    assert "no workload has id 'log-seqrw-t1' (did you mean log-seqwr-t1?)" in err
+    # diagnostic rules judge the host, not a workload: never refused for matching nothing
+    assert V.validate_inputs(dict(base, fleetqual_thresholds=[{"diagnostic": "tipping_point",
+                                                                "expect": "n/a"}])) == []
+
+
+def test_rule_matching_on_some_hosts_is_refused_for_the_others(profiles):
+    """validate.yml calls validate_inputs once per host with its own variables."""
+    rules = [{"workload": "over_cache", "threads": 64, "max_read_p99_ms": 20}]
+    hosts = {"db1": {"fleetqual_profile": "standard", "fleetqual_profiles": profiles, "fleetqual_thresholds": rules},
+             "ci1": {"fleetqual_profile": "quick", "fleetqual_profiles": profiles, "fleetqual_thresholds": rules}}
+    problems = {host: V.validate_inputs(inputs) for host, inputs in hosts.items()}
+    assert problems["db1"] == []
+    (err,) = problems["ci1"]
+    assert "(profile quick)" in err and "no workload has threads 64" in err
+    # a custom matrix is named as the plan
+    custom = dict(hosts["ci1"], fleetqual_matrix=[{"workload": "c", "mode": "rndrd", "working_set": "cache"}])
+    (err,) = V.validate_inputs(custom)
+    assert "matches no workload of the plan (fleetqual_matrix)" in err and "closest workloads: c-rndrd-t1" in err
+    # a plan that does not build is reported as such, not as rules that match nothing
+    broken = dict(hosts["ci1"], fleetqual_profile="stnadard")
+    assert V.validate_inputs(broken) == [
+        "fleetqual_profile: unknown profile 'stnadard'; known: compliance, quick, san, standard"]
+
+
+# ------------------------------------------------ per-workload overrides, steady state (issues 13, 10.4)
+
+def test_overrides_by_workload_id_apply_to_that_workload_only(profiles):
+    p = P.plan("quick", profiles=profiles, overrides={
+        "warmup": 2, "over_cache-rndrd-t4": {"time": 30, "steady_state": True, "ss_max_rounds": 12,
+                                              "description": "the disk reads"}})
+    w = {x["id"]: x for x in p}
+    assert w["over_cache-rndrd-t4"]["time"] == 30 and w["over_cache-rndrd-t4"]["steady_state"] is True
+    assert w["over_cache-rndrd-t4"]["description"] == "the disk reads"
+    assert {x["time"] for x in p if x["id"] != "over_cache-rndrd-t4"} == {4}
+    assert {x["warmup"] for x in p} == {2}
+    assert "steady_state" not in w["cache-rndrd-t1"]
+    args = P.module_args(w["over_cache-rndrd-t4"])
+    assert args["steady_state"] is True and args["ss_max_rounds"] == 12
+    # steady state: the duration is an upper bound of rounds x round time
+    assert P.workload_duration_s(w["over_cache-rndrd-t4"]) == 2 + 12 * 10
+    assert "steady state: rounds of 10 s, up to 12, + 2 s warmup" in P.workload_line(w["over_cache-rndrd-t4"])
+
+
+def test_bad_overrides_by_id_name_the_id_and_the_closest():
+    errs = errors_for(overrides={"c-rndrd-t2": {"time": 3}, "c-rndrd-t1": {"threads": 4, "time": -1}})
+    assert errs[0].startswith("fleetqual_workload_overrides.c-rndrd-t1.threads: unknown key (not allowed here)")
+    assert errs[1] == "fleetqual_workload_overrides.c-rndrd-t1.time: must be an integer >= 0, got -1"
+    assert errs[2] == ("fleetqual_workload_overrides.c-rndrd-t2: no workload of the plan has this id "
+                       "(did you mean c-rndrd-t1?); ids: c-rndrd-t1")
+    assert len(errs) == 3
+    # a scalar under an unknown key is still a misspelled setting
+    assert errors_for(overrides={"tmie": 3})[0].startswith(
+        "fleetqual_workload_overrides.tmie: unknown key (did you mean time?)")
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"steady_state": "yes"}, "fleetqual_matrix[0].steady_state: must be true or false, got string 'yes'"),
+    ({"steady_state": True, "ss_window": 0}, "fleetqual_matrix[0].ss_window: must be an integer >= 1, got 0"),
+    ({"steady_state": True, "ss_range_pct": 0}, "fleetqual_matrix[0].ss_range_pct: must be a percentage > 0"),
+    ({"steady_state": True, "ss_metric": "iopz"}, "fleetqual_matrix[0].ss_metric: must be one of iops, mib_per_sec, lat_p99_us"),
+    ({"ss_max_rounds": 10}, "workload c-rndrd-t1: ss_max_rounds given without steady_state: true"),
+    ({"steady_state": True, "search": "threads"}, "workload c-rndrd-t1: steady_state and search cannot be combined"),
+    ({"precondition": -1}, "fleetqual_matrix[0].precondition: must be an integer >= 0, got -1"),
+])
+def test_steady_state_and_precondition_are_validated(entry, message):
+    errs = errors_for([dict({"workload": "c", "mode": "rndrd", "total_size": "1M"}, **entry)])
+    assert any(e.startswith(message) for e in errs), errs
+
+
+def test_plan_passes_steady_state_and_precondition_through():
+    [w] = P.plan([{"workload": "fresh", "mode": "rndwr", "total_size": "64M", "steady_state": True,
+                   "ss_round_time": 5, "precondition": 2}])
+    assert w["steady_state"] is True and w["ss_round_time"] == 5 and w["precondition"] == 2
+    assert "precondition" not in P.module_args(w)   # the role runs it, not the workload's iobench run
+    assert "preconditioned (2 passes)" in P.workload_line(w)
+
+
+def test_rule_requiring_steady_state_needs_a_workload_that_runs_it(profiles):
+    base = {"fleetqual_profile": "quick", "fleetqual_profiles": profiles,
+            "fleetqual_thresholds": [{"workload": "over_cache", "mode": "rndwr", "require_steady_state": True}]}
+    (err,) = V.validate_inputs(base)
+    assert err == ("fleetqual_thresholds[0] (require_steady_state@over_cache/rndwr): requires steady state, but no "
+                   "workload it matches runs with steady_state: true (over_cache-rndwr-t4, over_cache-rndwr-t1); "
+                   "set it in the matrix or in fleetqual_workload_overrides")
+    ok = dict(base, fleetqual_workload_overrides={"over_cache-rndwr-t4": {"steady_state": True}})
+    assert V.validate_inputs(ok) == []
+
+
+def test_a_new_table_option_without_a_rule_is_checked_by_its_row(monkeypatch):
+    """An option added to plugins/module_utils/iobench_options.py is validated by its type
+    and choices until the plan gives it a rule of its own."""
+    from ansible_collections.fleetqual.storage.plugins.module_utils import iobench_options
+    rows = dict(iobench_options.BY_NAME, new_int={"name": "new_int", "type": "int"},
+                new_choice={"name": "new_choice", "type": "str", "choices": ["a", "b"]},
+                new_flag={"name": "new_flag", "type": "bool"})
+    monkeypatch.setattr(iobench_options, "BY_NAME", rows)
+    errors = []
+    assert P._check_value("new_int", 3, "m", errors) == 3 and P._check_value("new_choice", "b", "m", errors) == "b"
+    assert P._check_value("new_int", -1, "m", errors) is None
+    assert P._check_value("new_choice", "c", "m", errors) is None
+    assert P._check_value("new_flag", "yes", "m", errors) is None
+    assert errors == ["m.new_int: must be an integer >= 0, got -1", "m.new_choice: must be one of a, b, got 'c'",
+                      "m.new_flag: must be true or false, got string 'yes'"]
+    # the plan's keys are the table's
+    assert set(P.MODULE_PARAMS) >= set(iobench_options.PLAN_KEYS) - {"prepare"}

@@ -1,0 +1,70 @@
+# Copyright: fleetqual.storage developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Numbers and small statistics, one place for the controller code (plan, metrics, rules,
+judge, diagnostics; fleet and report too).
+
+* :func:`is_number` / :func:`is_int` / :func:`as_number`: a finite int or float (never
+  a bool, NaN or infinity), else None for ``as_number``; :func:`to_float` also reads a
+  numeric string.
+* :func:`mean` / :func:`median`: of the numbers in an iterable (others skipped), None
+  when there are none; the standard :mod:`statistics` module does the arithmetic.
+* :func:`ratio`: ``a / b`` or None (either missing, ``b <= 0``).
+"""
+
+import math
+import statistics
+
+
+def is_number(value):
+    """True for a finite int or float (not bool)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return not (isinstance(value, float) and (math.isnan(value) or math.isinf(value)))
+
+
+def is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def as_number(value):
+    """A finite float/int or None (missing, NaN, inf, bool, wrong type)."""
+    return value if is_number(value) else None
+
+
+def to_float(value):
+    """A finite float from a number or a numeric string (``"12.5"``), else None (None,
+    bool, NaN, inf, anything else): for figures that went through JSON or Jinja."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        value = float(value)
+    else:
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            return None
+    return value if is_number(value) else None
+
+
+def numbers(values):
+    """The finite numbers of an iterable, in order."""
+    return [v for v in (values or ()) if is_number(v)]
+
+
+def mean(values):
+    vals = numbers(values)
+    return statistics.fmean(vals) if vals else None
+
+
+def median(values):
+    vals = numbers(values)
+    return statistics.median(vals) if vals else None
+
+
+def ratio(a, b):
+    if a is None or b is None or b <= 0:
+        return None
+    return a / b
+
+
+__all__ = ["is_number", "is_int", "as_number", "to_float", "numbers", "mean", "median", "ratio"]

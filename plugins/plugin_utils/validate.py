@@ -1,0 +1,190 @@
+# Copyright: fleetqual.storage developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Validation of a host's qualification variables, before any host is contacted.
+
+The role's validation play (roles/qualify/tasks/validate.yml, filter
+``fleetqual.storage.validate_inputs``) calls :func:`validate_inputs` once per targeted
+host with that host's variables. Every problem comes back as one string naming the
+variable path and, where one exists, the closest valid value:
+
+* the profile choice and every workload setting (:func:`validate_profile`, built on
+  ``plan.resolve``), the seed and the latency bound;
+* the test directory (absolute, no ``..``, not a system directory itself);
+* the threshold rules (``rules.validate_rules``) and, issue 10.2, every workload rule
+  whose selectors match no workload of this host's plan (:func:`unmatched_rules`): a
+  misspelled ``workload: overcache`` would otherwise open the gate it was meant to close.
+"""
+
+import difflib
+
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import plan as _plan
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import rules as _rules
+from ansible_collections.fleetqual.storage.plugins.plugin_utils._common import type_name
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import is_int, is_number
+
+VAR_NAMES = _plan.VAR_NAMES
+
+UNSAFE_DIRS = ("/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/opt", "/proc", "/root",
+               "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var", "/var/tmp")
+
+
+def validate_profile(profiles, profile, matrix=None, cache_size=_plan.DEFAULT_CACHE_SIZE, overrides=None,
+                     names=None):
+    """Error strings (empty when fine) for the profile choice and workload settings.
+
+    Everything ``plan.plan`` would reject except a missing RAM figure (the preflight runs
+    once on the controller, before host facts matter). Messages name the variable path,
+    e.g. ``fleetqual_matrix[1].threads: must be an integer between 1 and 1024, got 0``.
+    """
+    return _profile_plan(profiles, profile, matrix, cache_size, overrides, names)[1]
+
+
+def _profile_plan(profiles, profile, matrix, cache_size, overrides, names):
+    nm = dict(VAR_NAMES, **(names or {}))
+    if not isinstance(profiles, dict):
+        return [], ["%s: must be a mapping of profile name -> profile, got %s" % (nm["profiles"], type_name(profiles))]
+    if not isinstance(profile, str):
+        return [], ["%s: must be a profile name (string); known: %s" % (nm["profile"], ", ".join(sorted(profiles)))]
+    return _plan.resolve(profile, cache_size=cache_size, overrides=overrides, profiles=profiles, matrix=matrix,
+                         names=names)
+
+
+def check_test_dir(path, var_name=VAR_NAMES["test_dir"]):
+    """Errors of a test directory: absolute, no ``..``, not a system directory itself."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        return ["%s: must be an absolute path, got %r" % (var_name, path)]
+    if ".." in path.split("/"):
+        return ["%s: must not contain '..' components, got %r" % (var_name, path)]
+    if path.rstrip("/") in UNSAFE_DIRS or path == "/":
+        return ["%s: %r is a system directory; use a directory of its own such as /var/tmp/fleetqual"
+                % (var_name, path)]
+    return []
+
+
+# --------------------------------------------------------------------------- rules vs plan
+
+def _values(sel):
+    return sel if isinstance(sel, list) else [sel]
+
+
+def _closeness(rule, spec):
+    """How near a workload is to a rule's selectors: exact selector matches count 1,
+    string selectors a difflib ratio."""
+    score = 0.0
+    for key in _rules.SELECTOR_KEYS:
+        if key not in rule:
+            continue
+        have = spec.get(key)
+        best = 0.0
+        for want in _values(rule[key]):
+            if want == have:
+                best = 1.0
+            elif isinstance(want, str) and isinstance(have, str):
+                best = max(best, difflib.SequenceMatcher(None, want, have).ratio())
+        score += best
+    return score
+
+
+def unmatched_rule_problem(rule, plan_list, where, plan_label):
+    """The error of one workload rule that matches no workload of ``plan_list``, else None.
+
+    Names the rule (its path and name), says which selector value is in no workload (with a
+    did-you-mean from the plan's values) and lists the closest workloads of the plan."""
+    if not isinstance(rule, dict) or _rules.is_diagnostic_rule(rule):
+        return None
+    limits = _rules.rule_limits(rule)
+    label = rule.get("name") or _rules.rule_name(rule, limits[0][0] if limits else "rule")
+    matched = [spec for spec in plan_list if _rules.rule_matches(rule, spec)]
+    if matched:
+        if rule.get("require_steady_state") is True and not any(s.get("steady_state") for s in matched):
+            return ("%s (%s): requires steady state, but no workload it matches runs with steady_state: true "
+                    "(%s); set it in the matrix or in fleetqual_workload_overrides"
+                    % (where, label, ", ".join(str(s.get("id")) for s in matched)))
+        return None
+    hints = []
+    for key in _rules.SELECTOR_KEYS:
+        if key not in rule:
+            continue
+        have = list(dict.fromkeys(spec.get(key) for spec in plan_list if spec.get(key) is not None))
+        for want in _values(rule[key]):
+            if want in have:
+                continue
+            text = "no workload has %s %r" % (key, want)
+            if isinstance(want, str):
+                close = difflib.get_close_matches(want, [str(h) for h in have], n=1, cutoff=0.6)
+                if close:
+                    text += " (did you mean %s?)" % close[0]
+            elif key == "threads":
+                text += " (thread counts in the plan: %s)" % ", ".join(str(h) for h in sorted(have))
+            hints.append(text)
+    if not hints:
+        hints.append("no workload has all of its selectors at once")
+    ranked = sorted(plan_list, key=lambda s: -_closeness(rule, s))
+    closest = [s.get("id") for s in ranked[:3]]
+    return ("%s (%s): matches no workload of the plan (%s): %s; closest workloads: %s"
+            % (where, label, plan_label, "; ".join(hints), ", ".join(str(c) for c in closest)))
+
+
+def unmatched_rules(rules, plan_list, var_name=_rules.DEFAULT_VAR, plan_label="plan"):
+    """Errors for every workload rule of ``rules`` that matches no workload of the plan."""
+    if not isinstance(rules, list) or not plan_list:
+        return []
+    out = []
+    for i, rule in enumerate(rules):
+        problem = unmatched_rule_problem(rule, plan_list, "%s[%d]" % (var_name, i), plan_label)
+        if problem:
+            out.append(problem)
+    return out
+
+
+# --------------------------------------------------------------------------- all inputs
+
+def validate_inputs(inputs, names=None):
+    """All preflight problems of a host's qualification variables, as strings.
+
+    ``inputs`` maps variable names to values: ``fleetqual_profile``, ``fleetqual_profiles``,
+    ``fleetqual_matrix``, ``fleetqual_cache_size``, ``fleetqual_workload_overrides``,
+    ``fleetqual_test_dir``, ``fleetqual_thresholds``, ``fleetqual_seed``,
+    ``fleetqual_latency_bound_ms`` (absent ones are not checked). When the plan and the
+    rules are valid, a workload rule that matches no workload of the plan is an error too.
+    """
+    nm = dict(VAR_NAMES, **(names or {}))
+    if not isinstance(inputs, dict):
+        return ["inputs: must be a mapping of variable name -> value, got %s" % type_name(inputs)]
+    errors = []
+    specs, plan_label = None, None
+    if nm["profile"] in inputs or nm["profiles"] in inputs or nm["matrix"] in inputs:
+        profiles = inputs.get(nm["profiles"]) or {}
+        profile = inputs.get(nm["profile"])
+        matrix = inputs.get(nm["matrix"])
+        if matrix and profile not in (profiles if isinstance(profiles, dict) else {}):
+            # a custom matrix needs no valid profile name
+            specs, errs = _plan.resolve(matrix, cache_size=inputs.get(nm["cache_size"]),
+                                        overrides=inputs.get(nm["overrides"]), profiles=profiles, names=names)
+            plan_label = nm["matrix"]
+        else:
+            specs, errs = _profile_plan(profiles, profile, matrix, inputs.get(nm["cache_size"]),
+                                        inputs.get(nm["overrides"]), names)
+            plan_label = nm["matrix"] if matrix else "profile %s" % profile
+        errors.extend(errs)
+        if errs:
+            specs = None
+        seed = inputs.get(nm["seed"])
+        if seed is not None and (not is_int(seed) or seed < 0):
+            errors.append("%s: must be an integer >= 0, got %r" % (nm["seed"], seed))
+    if nm["test_dir"] in inputs:
+        errors.extend(check_test_dir(inputs[nm["test_dir"]], nm["test_dir"]))
+    if nm["latency_bound_ms"] in inputs:
+        bound = inputs[nm["latency_bound_ms"]]
+        if not is_number(bound) or bound <= 0:
+            errors.append("%s: must be a number of milliseconds > 0, got %r" % (nm["latency_bound_ms"], bound))
+    if nm["thresholds"] in inputs:
+        rule_errors = _rules.validate_rules(inputs[nm["thresholds"]], var_name=nm["thresholds"])
+        errors.extend(rule_errors)
+        if not rule_errors and specs:
+            errors.extend(unmatched_rules(inputs[nm["thresholds"]], specs, nm["thresholds"], plan_label))
+    return errors
+
+
+__all__ = ["validate_inputs", "validate_profile", "unmatched_rules", "unmatched_rule_problem",
+           "check_test_dir", "UNSAFE_DIRS"]
