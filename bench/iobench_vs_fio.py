@@ -8,6 +8,12 @@ reported. Prints a table and, with --results, writes bench/RESULTS-iobench.md.
 
 usage: bench/iobench_vs_fio.py [--dir /var/tmp/iobench-bench] [--time 5] [--reps 3]
                                [--quick] [--results bench/RESULTS-iobench.md]
+       bench/iobench_vs_fio.py --clat [--reps 5] [--time 3]   # io_uring latency vs fio's clat
+
+--clat compares iobench's io_uring latency percentiles (defined as fio's completion latency,
+docs/iobench.md "io_uring latency") with fio's clat percentiles on the same O_DIRECT file,
+16K random reads, one thread, iodepth 32, runs interleaved; prints a Markdown table of the
+medians and the ratios.
 """
 import argparse
 import json
@@ -24,8 +30,8 @@ IOBENCH = os.path.join(ROOT, "roles", "iobench", "files", "src", "iobench")
 MARKER = "<!-- analysis below is hand-written and kept across reruns -->"
 
 
-def sh(cmd, cwd=None):
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
+def sh(cmd, cwd=None, env=None):
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=dict(os.environ, **(env or {})))
     if p.returncode != 0:
         raise RuntimeError("%s failed (%d): %s" % (" ".join(cmd), p.returncode, p.stderr[-2000:]))
     return p.stdout
@@ -90,6 +96,61 @@ def measure(tool, w, d, size, t):
     return iops, avg
 
 
+CLAT_PCTS = (("p50", "50.000000"), ("p90", "90.000000"), ("p99", "99.000000"))
+# fio's buffers are plain pages: the same for iobench, so that both tools send the device the same
+# DMA segments and the device serves both at the same pace (bench/RESULTS-iobench.md, change 2)
+CLAT_ENV = {"IOBENCH_NO_HUGE_BUFFERS": "1"}
+
+
+def clat_sample(tool, w, d, size, t):
+    """-> {"iops", "mean", "p50", "p90", "p99"}: latency in us (iobench: its latency; fio: clat)"""
+    if tool == "iobench":
+        j = json.loads(sh(iobench_cmd(w, d, size, t), env=CLAT_ENV))
+        lat = j["ops"]["read"]["latency_us"]
+        return dict(iops=j["total"]["iops"], mean=lat["mean"], **{k: lat[k] for k, _ in CLAT_PCTS})
+    j = json.loads(sh(fio_cmd(w, d, size, t)))
+    side = j["jobs"][0]["read"]
+    clat = side["clat_ns"]
+    return dict(iops=side["iops"], mean=clat["mean"] / 1e3,
+                **{k: clat["percentile"][fk] / 1e3 for k, fk in CLAT_PCTS})
+
+
+def clat_compare(a):
+    w = Workload("uring-16k-rndrd-qd32", "rndrd", 16384, 1, True, "io_uring", 32, tools=["iobench", "fio"])
+    d = os.path.join(a.dir, "disk")
+    os.makedirs(d, exist_ok=True)
+    size = json.loads(sh([IOBENCH, "prepare", "--dir", d, "--file-num", "1", "--total-size", a.disk_size]))
+    size = size["config"]["total_size"]
+    res = {"iobench": [], "fio": []}
+    for rep in range(a.reps):
+        for tool in (("iobench", "fio") if rep % 2 == 0 else ("fio", "iobench")):
+            res[tool].append(clat_sample(tool, w, d, size, a.time))
+    keys = ["iops", "mean"] + [k for k, _ in CLAT_PCTS]
+    med = {t: {k: statistics.median(s[k] for s in v) for k in keys} for t, v in res.items()}
+    print("Median of %d interleaved runs of %gs each, %s, kernel %s, load %s." % (
+        a.reps, a.time, w.name, os.uname().release, " ".join(loadavg())))
+    print()
+    print("| figure | iobench | fio (clat) | iobench/fio |")
+    print("|---|---:|---:|---:|")
+    for k in keys:
+        print("| %s | %.1f | %.1f | %.3f |" % (k if k == "iops" else k + " us", med["iobench"][k], med["fio"][k],
+                                             med["iobench"][k] / med["fio"][k]))
+    # Little's law: with iodepth requests always in flight, IOPS x mean latency / iodepth is the share
+    # of each request's time in flight that the latency covers (1.0 = all of it), whatever the device
+    cov = {t: statistics.median(s["iops"] * s["mean"] / 1e6 / w.iodepth for s in v) for t, v in res.items()}
+    print("| in-flight time covered (iops x mean / iodepth) | %.3f | %.3f | %.3f |" % (
+        cov["iobench"], cov["fio"], cov["iobench"] / cov["fio"]))
+    print()
+    for t, v in res.items():
+        for k in ("iops", "p50", "p99"):
+            print("- %s %s: %s" % (t, k, ", ".join("%.0f" % s[k] for s in v)))
+    print()
+    print("```")
+    print(" ".join(["IOBENCH_NO_HUGE_BUFFERS=1"] + iobench_cmd(w, d, size, a.time)))
+    print(" ".join(fio_cmd(w, d, size, a.time)))
+    print("```")
+
+
 def loadavg():
     with open("/proc/loadavg") as f:
         return f.read().split()[:3]
@@ -105,9 +166,14 @@ def main():
     ap.add_argument("--quick", action="store_true", help="time 2, reps 2 (smoke test)")
     ap.add_argument("--only", default="", help="comma list of workload names")
     ap.add_argument("--results", help="write a markdown report to this file")
+    ap.add_argument("--clat", action="store_true", help="only: io_uring latency vs fio's clat (Markdown on stdout)")
     a = ap.parse_args()
     if a.quick:
         a.time, a.reps = 2, 2
+    if a.clat:
+        if not os.path.exists(IOBENCH):
+            sh(["make", "-C", os.path.dirname(IOBENCH), "iobench"])
+        return clat_compare(a)
     if not os.path.exists(IOBENCH):
         sh(["make", "-C", os.path.dirname(IOBENCH), "iobench"])
     for t in ("fio", "sysbench"):

@@ -142,3 +142,40 @@ def assert_usage_error(r, flag, never_created):
     assert r.rc == 2, r
     assert r.out == "" and flag in r.err and r.err.startswith("iobench: error:"), r.err
     assert not never_created.exists()
+
+
+@contextlib.contextmanager
+def loop_device(size_mb, fs=None):
+    """A loop device on a sparse file in a temporary directory under /var/tmp (a real disk, not
+    tmpfs); yields (device path, kernel name, backing file, mount point or None). Optionally
+    with a fresh filesystem fs mounted. Always unmounted, detached and removed."""
+    need_root()
+    work = tempfile.mkdtemp(prefix="iobench-loop-", dir="/var/tmp")
+    backing = os.path.join(work, "disk.img")
+    with open(backing, "wb") as f:
+        f.truncate(size_mb << 20)
+    r = subprocess.run(["losetup", "-f", "--show", backing], capture_output=True, text=True)
+    if r.returncode != 0:
+        os.unlink(backing)
+        os.rmdir(work)
+        pytest.skip("cannot create a loop device: %s" % r.stderr.strip())
+    dev = r.stdout.strip()
+    mnt = None
+    try:
+        if fs:
+            mk = subprocess.run(["mkfs." + fs, "-q", dev], capture_output=True, text=True)
+            assert mk.returncode == 0, mk.stderr
+            mnt = os.path.join(work, "mnt")
+            os.mkdir(mnt)
+            m = subprocess.run(["mount", dev, mnt], capture_output=True, text=True)
+            assert m.returncode == 0, m.stderr
+        yield dev, os.path.basename(dev), backing, mnt
+    finally:
+        if mnt:
+            subprocess.run(["umount", mnt], capture_output=True)
+            if os.path.ismount(mnt):
+                subprocess.run(["umount", "-l", mnt], capture_output=True)
+            os.rmdir(mnt)
+        subprocess.run(["losetup", "-d", dev], capture_output=True)
+        os.unlink(backing)
+        os.rmdir(work)

@@ -63,7 +63,10 @@ def test_tsan_64_threads(prepared):
     binary = BIN + "-tsan"
     for extra in (["--mode", "rndrw", "--threads", "64", "--time", "1"],
                   ["--mode", "seqwr", "--threads", "64", "--time", "1", "--fsync-freq", "4"],
-                  ["--mode", "rndrd", "--threads", "8", "--engine", "io_uring", "--iodepth", "8", "--time", "1"]):
+                  ["--mode", "rndrd", "--threads", "8", "--engine", "io_uring", "--iodepth", "8", "--time", "1"],
+                  ["--mode", "rndrw", "--threads", "8", "--steady-state", "--ss-round-time", "0.3", "--ss-window", "2",
+                   "--ss-max-rounds", "2", "--report-interval", "0.1", "--fsync-freq", "3"],
+                  ["--mode", "rndrw", "--threads", "4", "--time", "0.5", "--warmup", "0.2", "--devstat", "loop0,vda"]):
         r = run(binary, "run", "--dir", prepared, *SMALL, *extra, env=SAN_ENV)
         assert "WARNING: ThreadSanitizer" not in r.err, r.err[:4000]
         assert r.rc == 0, r
@@ -77,7 +80,13 @@ def test_tsan_64_threads(prepared):
     ["--mode", "rndwr", "--engine", "io_uring", "--iodepth", "8", "--threads", "2", "--requests", "2000"],
     ["--mode", "seqrd", "--engine", "io_uring", "--iodepth", "16", "--direct", "--requests", "2000"],
     ["--mode", "rndrw", "--time", "0.5", "--warmup", "0.2", "--report-interval", "0.1"],
-], ids=["rndrd", "rndrw-direct", "seqwr-text", "uring-rndwr", "uring-seqrd-direct", "warmup"])
+    ["--mode", "rndrd", "--requests", "500", "--warmup", "0.1", "--devstat", "loop0,no-such-dev"],
+    ["--mode", "rndwr", "--engine", "io_uring", "--iodepth", "4", "--fsync-freq", "3", "--requests", "600"],
+    ["--mode", "seqwr", "--threads", "2", "--steady-state", "--ss-round-time", "0.2", "--report-interval", "0.1",
+     "--ss-window", "2", "--ss-max-rounds", "3", "--warmup", "0.1", "--devstat", "loop0", "--format", "text"],
+    ["--mode", "rndrd", "--rate-iops", "500", "--time", "0.3", "--threads", "2"],
+], ids=["rndrd", "rndrw-direct", "seqwr-text", "uring-rndwr", "uring-seqrd-direct", "warmup", "devstat",
+        "uring-commit", "steady-state", "rate-iops"])
 def test_asan_ubsan(prepared, extra):
     make("asan")
     r = run(BIN + "-asan", "run", "--dir", prepared, *SMALL, *extra, env=SAN_ENV)

@@ -1,7 +1,11 @@
-/* Command line parsing and validation. Every check here happens before any I/O;
- * failures exit 2 with "iobench: error: ..." naming the flag. */
+/* Command line: ONE table of options (opts[] below) from which come the parsing, the
+ * defaults, --help, the JSON echo of the configuration (config) and `iobench options
+ * --format json` (the table itself, for the controller's cross-check, issue 13).
+ * Every check happens before any I/O; failures exit 2 with "iobench: error: ..." naming
+ * the flag. A new option is one row here plus the code that uses it. */
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -15,52 +19,196 @@ const char *mode_name(int m)
     return mode_names[m];
 }
 
-void usage(FILE *f)
+/* ---- the table ---- */
+enum { T_PATH, T_U64, T_INT, T_DBL, T_SIZE, T_BOOL, T_CHOICE, T_CUSTOM };
+enum { G_NONE, G_SEARCH, G_DB, G_DEV, G_SS, G_PRE, G_BDEV, G_N };   /* G_* rows: echoed only when the group is in use */
+typedef struct choice { const char *name; int value; int alias; } choice_t;
+struct optdef;
+typedef void (*custom_fn)(options_t *o, const struct optdef *d, const char *flag, const char *val);
+typedef void (*echo_fn)(FILE *f, const options_t *o);
+
+typedef struct optdef {
+    const char *name;     /* module parameter name (plugins/module_utils/iobench_options.py) */
+    const char *flag;     /* long option without "--" */
+    const char *alias;    /* sysbench spelling, or NULL */
+    int type;
+    size_t off;           /* field in options_t */
+    const char *def;      /* default, parsed like a command-line value; NULL = none */
+    double min, max;      /* inclusive range of numeric types (when min < max) */
+    const choice_t *choices;
+    custom_fn parse;      /* T_CUSTOM */
+    const char *cfg;      /* key in the JSON config, NULL = not echoed */
+    echo_fn echo;         /* custom JSON echo of the value, or NULL */
+    int group;
+    int hidden;           /* not in --help nor in `iobench options` */
+    const char *metavar, *help;
+} optdef_t;
+
+static const choice_t MODE_CH[] = {
+    {"seqwr", MODE_SEQWR, 0}, {"seqrewr", MODE_SEQREWR, 0}, {"seqrd", MODE_SEQRD, 0}, {"rndrd", MODE_RNDRD, 0},
+    {"rndwr", MODE_RNDWR, 0}, {"rndrw", MODE_RNDRW, 0}, {"dbpattern", MODE_DBPATTERN, 0}, {NULL, 0, 0}};
+static const choice_t ENGINE_CH[] = {
+    {"sync", ENGINE_SYNC, 0}, {"io_uring", ENGINE_URING, 0}, {"psync", ENGINE_SYNC, 1}, {"uring", ENGINE_URING, 1},
+    {NULL, 0, 0}};
+static const choice_t FSYNC_CH[] = {{"fsync", FSYNC_FSYNC, 0}, {"fdatasync", FSYNC_FDATASYNC, 0}, {NULL, 0, 0}};
+static const choice_t FORMAT_CH[] = {{"json", FMT_JSON, 0}, {"text", FMT_TEXT, 0}, {NULL, 0, 0}};
+static const choice_t SEARCH_CH[] = {{"threads", SEARCH_THREADS, 0}, {"iodepth", SEARCH_IODEPTH, 0}, {NULL, 0, 0}};
+static const choice_t SSM_CH[] = {{"iops", SS_IOPS, 0}, {"mib_per_sec", SS_MIB, 0}, {"lat_p99_us", SS_P99, 0},
+                                  {NULL, 0, 0}};
+static const struct { const char *n; double p; } PCTS[] = {
+    {"p50", 50}, {"p90", 90}, {"p95", 95}, {"p99", 99}, {"p99.9", 99.9}};
+
+static void parse_open_flags(options_t *o, const optdef_t *d, const char *flag, const char *v);
+static void parse_devstat(options_t *o, const optdef_t *d, const char *flag, const char *v);
+static void parse_pct(options_t *o, const optdef_t *d, const char *flag, const char *v);
+static void echo_open_flags(FILE *f, const options_t *o);
+static void echo_devstat(FILE *f, const options_t *o);
+static void echo_pct(FILE *f, const options_t *o);
+
+#define OFF(field) offsetof(options_t, field)
+static const optdef_t opts[] = {
+    {"dir", "dir", NULL, T_PATH, OFF(dir), NULL, 0, 0, NULL, NULL, "dir", NULL, G_NONE, 0,
+     "DIR", "test directory (must exist; carries .iobench-marker)"},
+    {"file_num", "file-num", NULL, T_U64, OFF(file_num), "128", 1, MAX_FILES, NULL, NULL, "file_num", NULL, G_NONE, 0,
+     "N", "number of files test_file.0..N-1"},
+    {"total_size", "total-size", "file-total-size", T_SIZE, OFF(total_size), "2G", 0, 0, NULL, NULL,
+     "total_size_requested", NULL, G_NONE, 0, "SIZE", "working set, split evenly over the files"},
+    {"block_size", "block-size", "file-block-size", T_SIZE, OFF(block_size), "16K", 1, 256 << 20, NULL, NULL,
+     "block_size", NULL, G_NONE, 0, "SIZE", "I/O size; sizes take K/M/G/T or KiB/MiB/GiB/TiB"},
+    {"mode", "mode", "file-test-mode", T_CHOICE, OFF(mode), NULL, 0, 0, MODE_CH, NULL, "mode", NULL, G_NONE, 0,
+     "MODE", "workload (required for run)"},
+    {"rw_ratio", "rw-ratio", "file-rw-ratio", T_DBL, OFF(rw_ratio), "1.5", 0, 0, NULL, NULL, "rw_ratio", NULL,
+     G_NONE, 0, "R", "reads per write for rndrw (greater than 0)"},
+    {"threads", "threads", "num-threads", T_INT, OFF(threads), "1", 1, MAX_THREADS, NULL, NULL, "threads", NULL,
+     G_NONE, 0, "N", "worker threads"},
+    {"engine", "engine", NULL, T_CHOICE, OFF(engine), "sync", 0, 0, ENGINE_CH, NULL, "engine", NULL, G_NONE, 0,
+     "ENGINE", "I/O engine"},
+    {"iodepth", "iodepth", NULL, T_INT, OFF(iodepth), "1", 1, MAX_IODEPTH, NULL, NULL, "iodepth", NULL, G_NONE, 0,
+     "N", "in-flight requests per thread, io_uring only"},
+    {"direct", "direct", NULL, T_BOOL, OFF(direct), "off", 0, 0, NULL, NULL, "direct", NULL, G_NONE, 0,
+     NULL, "O_DIRECT"},
+    {"open_flags", "open-flags", "file-extra-flags", T_CUSTOM, 0, NULL, 0, 0, NULL, parse_open_flags, "open_flags",
+     echo_open_flags, G_NONE, 0, "LIST", "comma list of sync, dsync, direct"},
+    {"fsync_freq", "fsync-freq", "file-fsync-freq", T_U64, OFF(fsync_freq), "100", 0, UINT32_MAX, NULL, NULL,
+     "fsync_freq", NULL, G_NONE, 0, "N", "fsync a file after every N writes to it per thread (0 = off)"},
+    {"fsync_all", "fsync-all", "file-fsync-all", T_BOOL, OFF(fsync_all), "off", 0, 0, NULL, NULL, "fsync_all", NULL,
+     G_NONE, 0, NULL, "fsync after every write"},
+    {"fsync_end", "fsync-end", "file-fsync-end", T_BOOL, OFF(fsync_end), "on", 0, 0, NULL, NULL, "fsync_end", NULL,
+     G_NONE, 0, NULL, "fsync the written files at the end"},
+    {"fsync_mode", "fsync-mode", "file-fsync-mode", T_CHOICE, OFF(fsync_mode), "fsync", 0, 0, FSYNC_CH, NULL,
+     "fsync_mode", NULL, G_NONE, 0, "MODE", "sync call"},
+    {"time", "time", "max-time", T_DBL, OFF(time_s), "10", 0, 1e7, NULL, NULL, "time_s", NULL, G_NONE, 0,
+     "S", "measured seconds (0 = no limit, needs --requests; 0 when --requests is given)"},
+    {"requests", "requests", "events", T_U64, OFF(requests), "0", 0, (double)(UINT64_MAX / 2), NULL, NULL,
+     "requests", NULL, G_NONE, 0, "N", "total read+write requests over all threads (0 = no limit)"},
+    {"warmup", "warmup", NULL, T_DBL, OFF(warmup_s), "0", 0, 1e6, NULL, NULL, "warmup_s", NULL, G_NONE, 0,
+     "S", "seconds of I/O before the measured window"},
+    {"seed", "seed", "rand-seed", T_U64, OFF(seed), NULL, 0, (double)UINT64_MAX, NULL, NULL, "seed", NULL, G_NONE, 0,
+     "N", "random seed (default: from the clock, echoed in the output)"},
+    {"report_interval", "report-interval", NULL, T_DBL, OFF(report_interval_s), "1", 0, 1e7, NULL, NULL,
+     "report_interval_s", NULL, G_NONE, 0, "S", "interval of the time series (0 = off, else at least 0.01)"},
+    {"rate_iops", "rate-iops", NULL, T_DBL, OFF(rate_iops), "0", 0, 1e8, NULL, NULL, "rate_iops", NULL, G_NONE, 0,
+     "N", "issue at most N read+write requests/s over all threads, evenly paced (sync engine; 0 = unlimited)"},
+    {"keep_cache", "keep-cache", NULL, T_BOOL, OFF(keep_cache), "off", 0, 0, NULL, NULL, "keep_cache", NULL,
+     G_NONE, 0, NULL, "do not drop the test files from the page cache before the run"},
+    {"prepare", "prepare", NULL, T_BOOL, OFF(do_prepare), "off", 0, 0, NULL, NULL, "prepare", NULL, G_NONE, 0,
+     NULL, "run only: create and fill the files first"},
+    {"cleanup", "cleanup", NULL, T_BOOL, OFF(do_cleanup), "off", 0, 0, NULL, NULL, "cleanup", NULL, G_NONE, 0,
+     NULL, "run only: remove the files afterwards"},
+    {"format", "format", NULL, T_CHOICE, OFF(format), "json", 0, 0, FORMAT_CH, NULL, "format", NULL, G_NONE, 0,
+     "FMT", "result format"},
+    {"output", "output", NULL, T_PATH, OFF(output), NULL, 0, 0, NULL, NULL, NULL, NULL, G_NONE, 0,
+     "FILE", "write the result to FILE instead of stdout"},
+    {"debug_offsets_hash", "debug-offsets-hash", NULL, T_BOOL, OFF(debug_offsets_hash), "off", 0, 0, NULL, NULL,
+     NULL, NULL, G_NONE, 1, NULL, "hash the offset sequence per thread"},
+    /* latency-bounded maximum search */
+    {"search", "search", NULL, T_CHOICE, OFF(search), NULL, 0, 0, SEARCH_CH, NULL, "search", NULL, G_SEARCH, 0,
+     "KNOB", "step the knob 1,2,4,..,max; keep the highest IOPS within the bound"},
+    {"search_bound_ms", "search-bound-ms", NULL, T_DBL, OFF(search_bound_ms), "50", 0, 3.6e6, NULL, NULL,
+     "search_bound_ms", NULL, G_SEARCH, 0, "MS", "latency bound of the percentile (greater than 0)"},
+    {"search_max", "search-max", NULL, T_INT, OFF(search_max), "64", 1, MAX_IODEPTH, NULL, NULL, "search_max", NULL,
+     G_SEARCH, 0, "N", "last value of the knob"},
+    {"search_step_time", "search-step-time", NULL, T_DBL, OFF(search_step_time_s), "5", 0.1, 3600, NULL, NULL,
+     "search_step_time_s", NULL, G_SEARCH, 0, "S", "measured seconds per step"},
+    {"search_percentile", "search-percentile", NULL, T_CUSTOM, 0, "p99", 0, 0, NULL, parse_pct, "search_percentile",
+     echo_pct, G_SEARCH, 0, "P", "p50|p90|p95|p99|p99.9"},
+    {"search_min_gain", "search-min-gain", NULL, T_DBL, OFF(search_min_gain), "5", 0, 1000, NULL, NULL,
+     "search_min_gain_pct", NULL, G_SEARCH, 0, "PCT", "stop (no_gain) after two steps each gaining less (0 = off)"},
+    /* database pattern */
+    {"db_reads_per_txn", "db-reads-per-txn", NULL, T_U64, OFF(db_reads_per_txn), "4", 1, 1000000, NULL, NULL,
+     "db_reads_per_txn", NULL, G_DB, 0, "N", "page reads per transaction"},
+    {"db_log_block", "db-log-block", NULL, T_SIZE, OFF(db_log_block), "4K", 512, 1 << 20, NULL, NULL,
+     "db_log_block", NULL, G_DB, 0, "SIZE", "redo log write per group commit (a multiple of 512)"},
+    {"db_log_size", "db-log-size", NULL, T_SIZE, OFF(db_log_size), "64M", 1 << 20, 64.0 * (1 << 30), NULL, NULL,
+     "db_log_size", NULL, G_DB, 0, "SIZE", "size of " DB_LOG_NAME},
+    {"db_flushers", "db-flushers", NULL, T_INT, OFF(db_flushers), "1", 0, 64, NULL, NULL, "db_flushers", NULL,
+     G_DB, 0, "N", "page flusher threads (0 = none)"},
+    {"db_flush_rate", "db-flush-rate", NULL, T_DBL, OFF(db_flush_rate), "0", 0, 1e7, NULL, NULL, "db_flush_rate",
+     NULL, G_DB, 0, "N", "page writes/s over all flushers (0 = unthrottled)"},
+    {"db_group_commit_max", "db-group-commit-max", NULL, T_INT, OFF(db_group_max), "0", 0, 1000000, NULL, NULL,
+     "db_group_commit_max", NULL, G_DB, 0, "N", "transactions per group commit at most (0 = readers)"},
+    /* device counters */
+    {"devstat", "devstat", NULL, T_CUSTOM, 0, NULL, 0, 0, NULL, parse_devstat, "devstat", echo_devstat, G_DEV, 0,
+     "DEV[,DEV...]", "block counters of these devices (names as in /sys/block) at the window's edges"},
+    /* steady state (SNIA PTS rule) */
+    {"steady_state", "steady-state", NULL, T_BOOL, OFF(steady_state), "off", 0, 0, NULL, NULL, "steady_state", NULL,
+     G_SS, 0, NULL, "run in rounds until the steady-state rule holds; report the last --ss-window rounds"},
+    {"ss_round_time", "ss-round-time", NULL, T_DBL, OFF(ss_round_time_s), "10", 0.1, 86400, NULL, NULL,
+     "ss_round_time_s", NULL, G_SS, 0, "S", "seconds per round (a multiple of --report-interval; else that defaults to the round)"},
+    {"ss_window", "ss-window", NULL, T_INT, OFF(ss_window), "5", 2, 100, NULL, NULL, "ss_window", NULL, G_SS, 0,
+     "N", "rounds judged together"},
+    {"ss_range_pct", "ss-range-pct", NULL, T_DBL, OFF(ss_range_pct), "20", 0, 1000, NULL, NULL, "ss_range_pct", NULL,
+     G_SS, 0, "PCT", "max - min of the window at most PCT % of its average"},
+    {"ss_slope_pct", "ss-slope-pct", NULL, T_DBL, OFF(ss_slope_pct), "10", 0, 1000, NULL, NULL, "ss_slope_pct", NULL,
+     G_SS, 0, "PCT", "least-squares fit's excursion over the window at most PCT % of its average"},
+    {"ss_max_rounds", "ss-max-rounds", NULL, T_INT, OFF(ss_max_rounds), "25", 1, SS_MAX_ROUNDS, NULL, NULL,
+     "ss_max_rounds", NULL, G_SS, 0, "N", "stop after N rounds (steady state not reached)"},
+    {"ss_metric", "ss-metric", NULL, T_CHOICE, OFF(ss_metric), "iops", 0, 0, SSM_CH, NULL, "ss_metric", NULL, G_SS, 0,
+     "METRIC", "tracked value of a round"},
+    /* precondition */
+    {"passes", "passes", NULL, T_INT, OFF(passes), "1", 1, PRECOND_MAX_PASSES, NULL, NULL, "passes", NULL, G_PRE, 0,
+     "N", "precondition: sequential write passes over the working set (block size default 128K)"},
+    /* raw block device */
+    {"device", "device", NULL, T_PATH, OFF(device), NULL, 0, 0, NULL, NULL, "device", NULL, G_BDEV, 0,
+     "DEV", "block device (opened O_EXCL and O_DIRECT); the working set starts at offset 0"},
+    {"size", "size", NULL, T_SIZE, OFF(dev_size), "0", 0, 0, NULL, NULL, "size", NULL, G_BDEV, 0,
+     "SIZE", "working set on the device: its first SIZE bytes (0 = the whole device)"},
+};
+#define NOPTS (sizeof opts / sizeof opts[0])
+_Static_assert(NOPTS <= OPT_MAX, "raise OPT_MAX");
+
+static const char *group_title[] = {
+    NULL, "latency-bounded maximum search (modes rndrd, rndwr, rndrw)",
+    "database pattern (--mode dbpattern; --threads = page readers)", "device counters",
+    "steady state (SNIA PTS rule; run only)", "precondition (iobench precondition)",
+    "raw block device target (instead of --dir; DESTROYS the data in the working set)"};
+
+static int group_active(const options_t *o, int g)
 {
-    fprintf(f,
-"usage: iobench prepare|run|cleanup [options]\n"
-"       iobench run --prepare --cleanup [options]   (all three in one call)\n"
-"\n"
-"  --dir DIR               test directory (must exist; carries .iobench-marker)\n"
-"  --file-num N            number of files test_file.0..N-1 (default 128)\n"
-"  --total-size SIZE       working set, split evenly over the files (default 2G)\n"
-"  --block-size SIZE       I/O size (default 16K); sizes take K/M/G/T or KiB/MiB/GiB/TiB\n"
-"  --mode MODE             seqwr|seqrewr|seqrd|rndrd|rndwr|rndrw|dbpattern (required for run)\n"
-"  --rw-ratio R            reads per write for rndrw (default 1.5)\n"
-"  --threads N             1..1024 (default 1)\n"
-"  --engine sync|io_uring  (default sync)\n"
-"  --iodepth N             in-flight requests per thread, io_uring only (default 1)\n"
-"  --direct                O_DIRECT\n"
-"  --open-flags LIST       comma list of sync,dsync,direct\n"
-"  --fsync-freq N          fsync a file after every N writes to it per thread (default 100, 0=off)\n"
-"  --fsync-all             fsync after every write\n"
-"  --fsync-end[=on|off]    fsync written files at the end (default on)\n"
-"  --fsync-mode fsync|fdatasync\n"
-"  --time S                measured seconds (default 10 unless --requests is given; 0 = no limit)\n"
-"  --requests N            total read+write requests over all threads (0 = no limit)\n"
-"  --warmup S              seconds of I/O before the measured window (default 0)\n"
-"  --seed N                random seed (default: from the clock, echoed in the output)\n"
-"  --report-interval S     interval of the time series (default 1, 0 = off)\n"
-"  --keep-cache            do not drop the test files from the page cache before the run\n"
-"  --format json|text      (default json)\n"
-"  --output FILE           write the result to FILE instead of stdout\n"
-"\nlatency-bounded maximum search (modes rndrd, rndwr, rndrw):\n"
-"  --search threads|iodepth   step the knob 1,2,4,..,max; keep the highest IOPS within the bound\n"
-"  --search-bound-ms MS       latency bound of the percentile (default 50)\n"
-"  --search-max N             last value of the knob (default 64)\n"
-"  --search-step-time S       measured seconds per step (default 5)\n"
-"  --search-percentile P      p50|p90|p95|p99|p99.9 (default p99)\n"
-"  --search-min-gain PCT      stop (no_gain) after two steps each gaining less (default 5, 0 = off)\n"
-"\ndatabase pattern (--mode dbpattern; --threads = page readers):\n"
-"  --db-reads-per-txn N       page reads per transaction (default 4)\n"
-"  --db-log-block SIZE        redo log write per group commit (default 4K)\n"
-"  --db-log-size SIZE         size of " DB_LOG_NAME " (default 64M)\n"
-"  --db-flushers N            page flusher threads (default 1, 0 = none)\n"
-"  --db-flush-rate N          page writes/s over all flushers (default 0 = unthrottled)\n"
-"  --db-group-commit-max N    transactions per group commit at most (default 0 = readers)\n"
-"  --help, --version\n");
+    switch (g) {
+    case G_SEARCH: return o->search != SEARCH_NONE;
+    case G_DB: return o->mode == MODE_DBPATTERN;
+    case G_DEV: return o->devstat_n > 0;
+    case G_SS: return o->steady_state;
+    case G_PRE: return o->command == CMD_PRECONDITION;
+    case G_BDEV: return o->device != NULL;
+    default: return 1;
+    }
 }
 
+static const optdef_t *find_opt(const char *name)
+{
+    for (size_t i = 0; i < NOPTS; i++) if (!strcmp(opts[i].name, name)) return &opts[i];
+    return NULL;
+}
+
+static int given(const options_t *o, const char *name)
+{
+    const optdef_t *d = find_opt(name);
+    return d && o->given[d - opts];
+}
+
+/* ---- value parsers ---- */
 static int parse_bool(const char *flag, const char *v)
 {
     if (!v) return 1;
@@ -69,14 +217,13 @@ static int parse_bool(const char *flag, const char *v)
     die_usage("%s takes on|off, got '%s'", flag, v);
 }
 
-static uint64_t parse_u64(const char *flag, const char *v, uint64_t max)
+static uint64_t parse_u64(const char *flag, const char *v)
 {
     char *end;
     if (!v || !*v || *v == '-' || *v == '+') die_usage("%s must be a non-negative integer, got '%s'", flag, v ? v : "");
     errno = 0;
     unsigned long long x = strtoull(v, &end, 10);
     if (errno || *end) die_usage("%s must be a non-negative integer, got '%s'", flag, v);
-    if (x > max) die_usage("%s must be at most %llu, got %s", flag, (unsigned long long)max, v);
     return x;
 }
 
@@ -98,7 +245,13 @@ static uint64_t parse_sz(const char *flag, const char *v)
     return x;
 }
 
-static void parse_open_flags(options_t *o, const char *v)
+static void check_range(const optdef_t *d, const char *flag, double x, const char *v)
+{
+    if (d->min < d->max && (x < d->min || x > d->max))
+        die_usage("%s must be between %.15g and %.15g, got %s", flag, d->min, d->max, v);
+}
+
+static void parse_open_flags(options_t *o, const optdef_t *d, const char *flag, const char *v)
 {
     char buf[256];
     snprintf(buf, sizeof buf, "%s", v);
@@ -108,69 +261,290 @@ static void parse_open_flags(options_t *o, const char *v)
         else if (!strcmp(tok, "dsync")) o->open_dsync = 1;
         else if (!strcmp(tok, "direct")) o->direct = 1;
         else if (!strcmp(tok, "none")) {}
-        else die_usage("--open-flags: unknown flag '%s' (use sync, dsync, direct)", tok);
+        else die_usage("%s: unknown flag '%s' (use sync, dsync, direct)", flag, tok);
     }
 }
 
-/* canonical option names; aliases are sysbench spellings */
-static const struct { const char *alias, *name; } aliases[] = {
-    {"file-total-size", "total-size"}, {"file-block-size", "block-size"},
-    {"file-test-mode", "mode"}, {"file-rw-ratio", "rw-ratio"},
-    {"file-fsync-freq", "fsync-freq"}, {"file-fsync-all", "fsync-all"},
-    {"file-fsync-end", "fsync-end"}, {"file-fsync-mode", "fsync-mode"},
-    {"file-extra-flags", "open-flags"}, {"events", "requests"}, {"rand-seed", "seed"},
-    {"num-threads", "threads"}, {"max-time", "time"}, {"file-num", "file-num"},
-};
-
-/* options that take a value */
-static const char *valued[] = {
-    "dir", "file-num", "total-size", "block-size", "mode", "rw-ratio", "threads", "engine",
-    "iodepth", "open-flags", "fsync-freq", "fsync-mode", "time", "requests", "warmup", "seed",
-    "report-interval", "format", "output",
-    "search", "search-bound-ms", "search-max", "search-step-time", "search-percentile", "search-min-gain",
-    "db-reads-per-txn", "db-log-block", "db-log-size", "db-flushers", "db-flush-rate", "db-group-commit-max", NULL};
-/* boolean options (optionally =on|off) */
-static const char *booleans[] = {
-    "prepare", "cleanup", "direct", "fsync-all", "fsync-end", "keep-cache",
-    "debug-offsets-hash", NULL};
-
-static int in_list(const char *n, const char **l)
+/* --devstat DEV[,DEV...]: kernel names as in /sys/block (sda, nvme0n1, dm-0, sda1) */
+static void parse_devstat(options_t *o, const optdef_t *d, const char *flag, const char *v)
 {
-    for (; *l; l++) if (!strcmp(n, *l)) return 1;
-    return 0;
+    o->devstat_n = 0;
+    const char *p = v;
+    for (;;) {
+        size_t l = strcspn(p, ",");
+        if (l == 0 || l >= DEVSTAT_NAME || memchr(p, '/', l) || (l <= 2 && p[0] == '.'))
+            die_usage("%s: '%.*s' is not a kernel device name as in /sys/block (for example sda, nvme0n1, "
+                      "dm-0; not /dev/sda)", flag, (int)(l < 200 ? l : 200), p);
+        if (o->devstat_n >= DEVSTAT_MAX) die_usage("%s: at most %d devices", flag, DEVSTAT_MAX);
+        memcpy(o->devstat[o->devstat_n], p, l);
+        o->devstat[o->devstat_n++][l] = 0;
+        if (!p[l]) break;
+        p += l + 1;
+    }
+}
+
+static void parse_pct(options_t *o, const optdef_t *d, const char *flag, const char *v)
+{
+    for (size_t k = 0; k < sizeof PCTS / sizeof PCTS[0]; k++)
+        if (!strcmp(v, PCTS[k].n)) { o->search_pct = PCTS[k].p; o->search_pct_name = PCTS[k].n; return; }
+    die_usage("%s: unknown percentile '%s' (use p50, p90, p95, p99, p99.9)", flag, v);
+}
+
+static const char *choice_name(const choice_t *c, int value)
+{
+    for (; c->name; c++) if (!c->alias && c->value == value) return c->name;
+    return NULL;
+}
+
+static void choice_list(const choice_t *c, char *buf, size_t n, const char *sep)
+{
+    buf[0] = 0;
+    for (int first = 1; c->name; c++) {
+        if (c->alias) continue;
+        size_t l = strlen(buf);
+        snprintf(buf + l, n - l, "%s%s", first ? "" : sep, c->name);
+        first = 0;
+    }
+}
+
+/* one value into its field; the same code parses defaults and the command line */
+static void set_value(options_t *o, const optdef_t *d, const char *flag, const char *v)
+{
+    char *base = (char *)o;
+    switch (d->type) {
+    case T_PATH:
+        if (!*v) die_usage("%s must not be empty", flag);
+        *(const char **)(base + d->off) = v;
+        break;
+    case T_U64: {
+        uint64_t x = parse_u64(flag, v);
+        check_range(d, flag, (double)x, v);
+        *(uint64_t *)(base + d->off) = x;
+        break;
+    }
+    case T_INT: {
+        char *end;
+        errno = 0;
+        long x = strtol(v, &end, 10);
+        if (errno || *end || !*v) die_usage("%s must be an integer between %.0f and %.0f, got %s", flag, d->min, d->max, v);
+        check_range(d, flag, (double)x, v);
+        *(int *)(base + d->off) = (int)x;
+        break;
+    }
+    case T_DBL: {
+        double x = parse_dbl(flag, v);
+        check_range(d, flag, x, v);
+        *(double *)(base + d->off) = x;
+        break;
+    }
+    case T_SIZE: {
+        uint64_t x = parse_sz(flag, v);
+        if (d->min < d->max && ((double)x < d->min || (double)x > d->max)) {
+            char lo[32], hi[32];
+            format_size((uint64_t)d->min, lo, sizeof lo);
+            format_size((uint64_t)d->max, hi, sizeof hi);
+            die_usage("%s must be between %s and %s, got %s", flag, lo, hi, v);
+        }
+        *(uint64_t *)(base + d->off) = x;
+        break;
+    }
+    case T_BOOL:
+        *(int *)(base + d->off) = parse_bool(flag, v);
+        break;
+    case T_CHOICE: {
+        for (const choice_t *c = d->choices; c->name; c++)
+            if (!strcmp(v, c->name)) { *(int *)(base + d->off) = c->value; return; }
+        char list[256];
+        choice_list(d->choices, list, sizeof list, ", ");
+        die_usage("%s: unknown value '%s' (use %s)", flag, v, list);
+    }
+    case T_CUSTOM:
+        d->parse(o, d, flag, v);
+        break;
+    }
+}
+
+/* ---- --help, from the table ---- */
+void usage(FILE *f)
+{
+    fprintf(f,
+"usage: iobench prepare|run|cleanup [options]\n"
+"       iobench run --prepare --cleanup [options]   (all three in one call)\n"
+"       iobench precondition --dir DIR [--passes N] [--block-size 128K] [options]\n"
+"       iobench options [--format json|text]          (this table)\n");
+    int group = -1;
+    for (size_t i = 0; i < NOPTS; i++) {
+        const optdef_t *d = &opts[i];
+        if (d->hidden) continue;
+        if (d->group != group) {
+            group = d->group;
+            fprintf(f, "\n%s%s", group_title[group] ? group_title[group] : "", group_title[group] ? ":\n" : "");
+        }
+        char left[80], extra[300] = "";
+        if (d->type == T_BOOL) snprintf(left, sizeof left, "--%s[=on|off]", d->flag);
+        else snprintf(left, sizeof left, "--%s %s", d->flag, d->metavar ? d->metavar : "V");
+        if (d->choices) {
+            char list[200];
+            choice_list(d->choices, list, sizeof list, "|");
+            snprintf(extra, sizeof extra, "; %s", list);
+        }
+        if (d->def) {
+            size_t l = strlen(extra);
+            snprintf(extra + l, sizeof extra - l, " (default %s)", d->def);
+        }
+        fprintf(f, "  %-28s %s%s\n", left, d->help, extra);
+    }
+    fprintf(f, "\n  --help, --version\n");
+}
+
+/* ---- the JSON echo of the configuration, from the table ---- */
+static void echo_open_flags(FILE *f, const options_t *o)
+{
+    fprintf(f, "[%s%s%s]", o->open_sync ? "\"sync\"" : "", o->open_sync && o->open_dsync ? ", " : "",
+            o->open_dsync ? "\"dsync\"" : "");
+}
+
+static void echo_devstat(FILE *f, const options_t *o)
+{
+    fputc('[', f);
+    for (int i = 0; i < o->devstat_n; i++) { if (i) fputs(", ", f); json_str(f, o->devstat[i]); }
+    fputc(']', f);
+}
+
+static void echo_pct(FILE *f, const options_t *o) { json_str(f, o->search_pct_name); }
+
+static void echo_value(FILE *f, const options_t *o, const optdef_t *d)
+{
+    const char *base = (const char *)o;
+    if (d->echo) { d->echo(f, o); return; }
+    switch (d->type) {
+    case T_PATH: {
+        const char *s = *(const char *const *)(base + d->off);
+        if (s) json_str(f, s); else fputs("null", f);
+        break;
+    }
+    case T_U64: case T_SIZE: fprintf(f, "%llu", (unsigned long long)*(const uint64_t *)(base + d->off)); break;
+    case T_INT: fprintf(f, "%d", *(const int *)(base + d->off)); break;
+    case T_DBL: {
+        double x = *(const double *)(base + d->off);
+        if (isfinite(x)) fprintf(f, "%.3f", x); else fputs("null", f);
+        break;
+    }
+    case T_BOOL: fputs(*(const int *)(base + d->off) ? "true" : "false", f); break;
+    case T_CHOICE: {
+        const char *n = choice_name(d->choices, *(const int *)(base + d->off));
+        if (n) json_str(f, n); else fputs("null", f);
+        break;
+    }
+    default: fputs("null", f);
+    }
+}
+
+void write_config_json(FILE *f, const options_t *o)
+{
+    fprintf(f, "  \"config\": {");
+    for (size_t i = 0; i < NOPTS; i++) {
+        const optdef_t *d = &opts[i];
+        if (!d->cfg || !group_active(o, d->group)) continue;
+        fprintf(f, "%s\"%s\": ", i ? ", " : "", d->cfg);
+        echo_value(f, o, d);
+        if (!strcmp(d->name, "file_num"))     /* derived: what the run actually uses */
+            fprintf(f, ", \"file_size\": %llu, \"total_size\": %llu", (unsigned long long)o->file_size,
+                    (unsigned long long)(o->file_size * o->file_num));
+    }
+    fprintf(f, "},\n");
+}
+
+/* ---- `iobench options --format json|text` ---- */
+static const char *type_name(const optdef_t *d)
+{
+    static const char *tn[] = {"path", "int", "int", "float", "size", "bool", "str", "str"};
+    if (d->type == T_CUSTOM) return d->parse == parse_pct ? "str" : "list";
+    return tn[d->type];
+}
+
+static void print_default(FILE *f, const optdef_t *d)
+{
+    if (!d->def) { fputs("null", f); return; }
+    switch (d->type) {
+    case T_BOOL: fputs(parse_bool("default", d->def) ? "true" : "false", f); break;
+    case T_U64: case T_INT: case T_DBL: fputs(d->def, f); break;
+    default: json_str(f, d->def);
+    }
+}
+
+static void options_json(FILE *f)
+{
+    static const char *gn[] = {NULL, "search", "db", "devstat", "steady_state", "precondition", "device"};
+    fprintf(f, "{\"tool\": \"iobench\", \"version\": \"%s\", \"options\": [", IOBENCH_VERSION);
+    int first = 1;
+    for (size_t i = 0; i < NOPTS; i++) {
+        const optdef_t *d = &opts[i];
+        if (d->hidden) continue;
+        fprintf(f, "%s\n  {\"name\": \"%s\", \"flag\": \"--%s\", \"type\": \"%s\", \"default\": ", first ? "" : ",",
+                d->name, d->flag, type_name(d));
+        print_default(f, d);
+        if (d->choices) {
+            fprintf(f, ", \"choices\": [");
+            int fc = 1;
+            for (const choice_t *c = d->choices; c->name; c++)
+                if (!c->alias) { fprintf(f, "%s\"%s\"", fc ? "" : ", ", c->name); fc = 0; }
+            fputc(']', f);
+        } else if (d->parse == parse_pct) {
+            fprintf(f, ", \"choices\": [");
+            for (size_t k = 0; k < sizeof PCTS / sizeof PCTS[0]; k++) fprintf(f, "%s\"%s\"", k ? ", " : "", PCTS[k].n);
+            fputc(']', f);
+        }
+        if (d->min < d->max) fprintf(f, ", \"min\": %.15g, \"max\": %.15g", d->min, d->max);
+        fprintf(f, ", \"group\": ");
+        if (gn[d->group]) fprintf(f, "\"%s\"", gn[d->group]); else fputs("null", f);
+        fprintf(f, ", \"alias\": ");
+        if (d->alias) fprintf(f, "\"--%s\"", d->alias); else fputs("null", f);
+        fprintf(f, ", \"config_key\": ");
+        if (d->cfg) fprintf(f, "\"%s\"", d->cfg); else fputs("null", f);
+        fprintf(f, ", \"help\": ");
+        json_str(f, d->help);
+        fputc('}', f);
+        first = 0;
+    }
+    fprintf(f, "\n]}\n");
+}
+
+static void options_command(int argc, char **argv)
+{
+    int fmt = FMT_JSON;
+    for (int i = 2; i < argc; i++) {
+        const char *v = NULL;
+        if (!strcmp(argv[i], "--format") && i + 1 < argc) v = argv[++i];
+        else if (!strncmp(argv[i], "--format=", 9)) v = argv[i] + 9;
+        else die_usage("options: unexpected argument '%s' (only --format json|text)", argv[i]);
+        if (!strcmp(v, "json")) fmt = FMT_JSON;
+        else if (!strcmp(v, "text")) fmt = FMT_TEXT;
+        else die_usage("--format: unknown value '%s' (use json, text)", v);
+    }
+    if (fmt == FMT_JSON) options_json(stdout);
+    else usage(stdout);
+    exit(fflush(stdout) == 0 ? 0 : EXIT_INTERNAL);
+}
+
+/* ---- parsing ---- */
+static const optdef_t *lookup(const char *name)
+{
+    for (size_t i = 0; i < NOPTS; i++)
+        if (!strcmp(opts[i].flag, name) || (opts[i].alias && !strcmp(opts[i].alias, name))) return &opts[i];
+    return NULL;
 }
 
 int cli_parse(int argc, char **argv, options_t *o)
 {
     memset(o, 0, sizeof *o);
-    o->file_num = 128;
-    o->total_size = 2ull << 30;
-    o->block_size = 16384;
     o->mode = MODE_NONE;
-    o->rw_ratio = 1.5;
-    o->threads = 1;
-    o->engine = ENGINE_SYNC;
-    o->iodepth = 1;
-    o->fsync_freq = 100;
-    o->fsync_end = 1;
-    o->fsync_mode = FSYNC_FSYNC;
-    o->time_s = -1;
-    o->report_interval_s = 1;
-    o->format = FMT_JSON;
-    int have_time = 0, have_iodepth = 0, have_threads = 0, have_search_opt = 0, have_db_opt = 0;
-    const char *search_opt = NULL, *db_opt = NULL;
-    o->search_bound_ms = 50;
-    o->search_max = 64;
-    o->search_step_time_s = 5;
-    o->search_min_gain = 5;
-    o->search_pct = 99;
     o->search_pct_name = "p99";
-    o->db_reads_per_txn = 4;
-    o->db_log_block = 4096;
-    o->db_log_size = 64ull << 20;
-    o->db_flushers = 1;
+    for (size_t i = 0; i < NOPTS; i++)
+        if (opts[i].def) set_value(o, &opts[i], opts[i].flag, opts[i].def);
 
     if (argc < 2) { usage(stderr); die_usage("missing command (prepare, run or cleanup)"); }
+    if (!strcmp(argv[1], "options")) options_command(argc, argv);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); exit(0); }
         if (!strcmp(argv[i], "--version")) { printf("iobench %s\n", IOBENCH_VERSION); exit(0); }
@@ -179,8 +553,11 @@ int cli_parse(int argc, char **argv, options_t *o)
     if (!strcmp(cmd, "prepare")) o->command = CMD_PREPARE;
     else if (!strcmp(cmd, "run")) o->command = CMD_RUN;
     else if (!strcmp(cmd, "cleanup")) o->command = CMD_CLEANUP;
-    else die_usage("unknown command '%s' (use prepare, run or cleanup)", cmd);
+    else if (!strcmp(cmd, "precondition")) o->command = CMD_PRECONDITION;
+    else die_usage("unknown command '%s' (use prepare, run, cleanup, precondition or options)", cmd);
 
+    const char *group_flag[G_N] = {NULL};   /* first option given per group (not the switch itself) */
+    static char flags[OPT_MAX][80];
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         if (strncmp(a, "--", 2) != 0 || !a[2]) die_usage("unexpected argument '%s'", a);
@@ -192,165 +569,53 @@ int cli_parse(int argc, char **argv, options_t *o)
         memcpy(name, a + 2, nl);
         name[nl] = 0;
         if (eq) val = eq + 1;
-        for (size_t k = 0; k < sizeof aliases / sizeof aliases[0]; k++)
-            if (!strcmp(name, aliases[k].alias)) { snprintf(name, sizeof name, "%s", aliases[k].name); break; }
-        char flag[80];
-        snprintf(flag, sizeof flag, "--%s", name);
-        if (in_list(name, valued)) {
-            if (!val) {
-                if (i + 1 >= argc) die_usage("%s needs a value", flag);
-                val = argv[++i];
-            }
-        } else if (in_list(name, booleans)) {
-            /* value only via --flag=on|off */
-        } else {
-            die_usage("unknown option '%s' (see iobench --help)", a);
+        const optdef_t *d = lookup(name);
+        if (!d) die_usage("unknown option '%s' (see iobench --help)", a);
+        size_t idx = (size_t)(d - opts);
+        char *flag = flags[idx];
+        snprintf(flag, sizeof flags[idx], "--%s", d->flag);
+        if (d->type != T_BOOL && !val) {
+            if (i + 1 >= argc) die_usage("%s needs a value", flag);
+            val = argv[++i];
         }
-
-        if (!strcmp(name, "dir")) { if (!*val) die_usage("--dir must not be empty"); o->dir = val; }
-        else if (!strcmp(name, "file-num")) {
-            o->file_num = parse_u64(flag, val, MAX_FILES);
-            if (o->file_num == 0) die_usage("--file-num must be at least 1, got 0");
-        }
-        else if (!strcmp(name, "total-size")) o->total_size = parse_sz(flag, val);
-        else if (!strcmp(name, "block-size")) {
-            o->block_size = parse_sz(flag, val);
-            if (o->block_size == 0) die_usage("--block-size must be greater than 0");
-            if (o->block_size > (256ull << 20)) die_usage("--block-size must be at most 256M, got %s", val);
-        }
-        else if (!strcmp(name, "mode")) {
-            o->mode = MODE_NONE;
-            for (int m = 0; m <= MODE_DBPATTERN; m++) if (!strcmp(val, mode_names[m])) o->mode = m;
-            if (o->mode == MODE_NONE)
-                die_usage("--mode: unknown mode '%s' (use seqwr, seqrewr, seqrd, rndrd, rndwr, rndrw, dbpattern)", val);
-        }
-        else if (!strcmp(name, "rw-ratio")) {
-            o->rw_ratio = parse_dbl(flag, val);
-            if (!(o->rw_ratio > 0)) die_usage("--rw-ratio must be greater than 0, got %s", val);
-        }
-        else if (!strcmp(name, "threads")) {
-            char *end; errno = 0;
-            long t = strtol(val, &end, 10);
-            if (errno || *end || !*val || t < 1 || t > MAX_THREADS)
-                die_usage("--threads must be between 1 and %d, got %s", MAX_THREADS, val);
-            o->threads = (int)t;
-            have_threads = 1;
-        }
-        else if (!strcmp(name, "engine")) {
-            if (!strcmp(val, "sync") || !strcmp(val, "psync")) o->engine = ENGINE_SYNC;
-            else if (!strcmp(val, "io_uring") || !strcmp(val, "uring")) o->engine = ENGINE_URING;
-            else die_usage("--engine: unknown engine '%s' (use sync or io_uring)", val);
-        }
-        else if (!strcmp(name, "iodepth")) {
-            uint64_t d = parse_u64(flag, val, MAX_IODEPTH);
-            if (d < 1) die_usage("--iodepth must be between 1 and %d, got %s", MAX_IODEPTH, val);
-            o->iodepth = (int)d; have_iodepth = 1;
-        }
-        else if (!strcmp(name, "open-flags")) parse_open_flags(o, val);
-        else if (!strcmp(name, "fsync-freq")) o->fsync_freq = parse_u64(flag, val, UINT32_MAX);
-        else if (!strcmp(name, "fsync-mode")) {
-            if (!strcmp(val, "fsync")) o->fsync_mode = FSYNC_FSYNC;
-            else if (!strcmp(val, "fdatasync")) o->fsync_mode = FSYNC_FDATASYNC;
-            else die_usage("--fsync-mode: unknown mode '%s' (use fsync or fdatasync)", val);
-        }
-        else if (!strcmp(name, "time")) {
-            o->time_s = parse_dbl(flag, val);
-            if (o->time_s < 0 || o->time_s > 1e7) die_usage("--time must be between 0 and 10000000 seconds, got %s", val);
-            have_time = 1;
-        }
-        else if (!strcmp(name, "requests")) o->requests = parse_u64(flag, val, UINT64_MAX / 2);
-        else if (!strcmp(name, "warmup")) {
-            o->warmup_s = parse_dbl(flag, val);
-            if (o->warmup_s < 0 || o->warmup_s > 1e6) die_usage("--warmup must be between 0 and 1000000 seconds, got %s", val);
-        }
-        else if (!strcmp(name, "seed")) { o->seed = parse_u64(flag, val, UINT64_MAX); o->seed_given = 1; }
-        else if (!strcmp(name, "report-interval")) {
-            o->report_interval_s = parse_dbl(flag, val);
-            if (o->report_interval_s < 0 || (o->report_interval_s > 0 && o->report_interval_s < 0.01))
-                die_usage("--report-interval must be 0 (off) or at least 0.01 seconds, got %s", val);
-        }
-        else if (!strcmp(name, "format")) {
-            if (!strcmp(val, "json")) o->format = FMT_JSON;
-            else if (!strcmp(val, "text")) o->format = FMT_TEXT;
-            else die_usage("--format: unknown format '%s' (use json or text)", val);
-        }
-        else if (!strcmp(name, "output")) { if (!*val) die_usage("--output must not be empty"); o->output = val; }
-        else if (!strcmp(name, "search")) {
-            if (!strcmp(val, "threads")) o->search = SEARCH_THREADS;
-            else if (!strcmp(val, "iodepth")) o->search = SEARCH_IODEPTH;
-            else die_usage("--search: unknown knob '%s' (use threads or iodepth)", val);
-        }
-        else if (!strncmp(name, "search-", 7)) {
-            have_search_opt = 1;
-            search_opt = !strcmp(name, "search-bound-ms") ? "--search-bound-ms" : !strcmp(name, "search-max") ? "--search-max"
-                       : !strcmp(name, "search-step-time") ? "--search-step-time"
-                       : !strcmp(name, "search-min-gain") ? "--search-min-gain" : "--search-percentile";
-            if (!strcmp(name, "search-bound-ms")) {
-                o->search_bound_ms = parse_dbl(flag, val);
-                if (!(o->search_bound_ms > 0) || o->search_bound_ms > 3.6e6)
-                    die_usage("--search-bound-ms must be greater than 0 (and at most 3600000), got %s", val);
-            } else if (!strcmp(name, "search-max")) {
-                o->search_max = (int)parse_u64(flag, val, MAX_IODEPTH);
-                if (o->search_max < 1) die_usage("--search-max must be at least 1, got %s", val);
-            } else if (!strcmp(name, "search-min-gain")) {
-                o->search_min_gain = parse_dbl(flag, val);
-                if (o->search_min_gain < 0 || o->search_min_gain > 1000)
-                    die_usage("--search-min-gain must be between 0 (off) and 1000 percent, got %s", val);
-            } else if (!strcmp(name, "search-step-time")) {
-                o->search_step_time_s = parse_dbl(flag, val);
-                if (!(o->search_step_time_s >= 0.1) || o->search_step_time_s > 3600)
-                    die_usage("--search-step-time must be between 0.1 and 3600 seconds, got %s", val);
-            } else {
-                static const struct { const char *n; double p; } pcts[] = {
-                    {"p50", 50}, {"p90", 90}, {"p95", 95}, {"p99", 99}, {"p99.9", 99.9}};
-                int ok = 0;
-                for (size_t k = 0; k < sizeof pcts / sizeof pcts[0]; k++)
-                    if (!strcmp(val, pcts[k].n)) { o->search_pct = pcts[k].p; o->search_pct_name = pcts[k].n; ok = 1; }
-                if (!ok) die_usage("--search-percentile: unknown percentile '%s' (use p50, p90, p95, p99, p99.9)", val);
-            }
-        }
-        else if (!strncmp(name, "db-", 3)) {
-            have_db_opt = 1;
-            static char dbflag[80];
-            snprintf(dbflag, sizeof dbflag, "%s", flag);
-            db_opt = dbflag;
-            if (!strcmp(name, "db-reads-per-txn")) {
-                o->db_reads_per_txn = parse_u64(flag, val, 1000000);
-                if (o->db_reads_per_txn < 1) die_usage("--db-reads-per-txn must be between 1 and 1000000, got %s", val);
-            } else if (!strcmp(name, "db-log-block")) {
-                o->db_log_block = parse_sz(flag, val);
-                if (o->db_log_block < 512 || o->db_log_block % 512 || o->db_log_block > (1u << 20))
-                    die_usage("--db-log-block must be a multiple of 512 bytes between 512 and 1M, got %s", val);
-            } else if (!strcmp(name, "db-log-size")) {
-                o->db_log_size = parse_sz(flag, val);
-                if (o->db_log_size < (1u << 20) || o->db_log_size > (64ull << 30))
-                    die_usage("--db-log-size must be between 1M and 64G, got %s", val);
-            } else if (!strcmp(name, "db-flushers")) {
-                o->db_flushers = (int)parse_u64(flag, val, 64);
-            } else if (!strcmp(name, "db-flush-rate")) {
-                o->db_flush_rate = parse_dbl(flag, val);
-                if (o->db_flush_rate < 0 || o->db_flush_rate > 1e7)
-                    die_usage("--db-flush-rate must be between 0 (unthrottled) and 10000000 pages/s, got %s", val);
-            } else {
-                o->db_group_max = (int)parse_u64(flag, val, 1000000);
-            }
-        }
-        else if (!strcmp(name, "prepare")) o->do_prepare = parse_bool(flag, val);
-        else if (!strcmp(name, "cleanup")) o->do_cleanup = parse_bool(flag, val);
-        else if (!strcmp(name, "direct")) o->direct = parse_bool(flag, val);
-        else if (!strcmp(name, "fsync-all")) o->fsync_all = parse_bool(flag, val);
-        else if (!strcmp(name, "fsync-end")) o->fsync_end = parse_bool(flag, val);
-        else if (!strcmp(name, "keep-cache")) o->keep_cache = parse_bool(flag, val);
-        else if (!strcmp(name, "debug-offsets-hash")) o->debug_offsets_hash = parse_bool(flag, val);
+        set_value(o, d, flag, val);
+        o->given[idx] = 1;
+        if (d->group && !group_flag[d->group] && strcmp(d->name, "search") != 0 && strcmp(d->name, "steady_state") != 0 &&
+            strcmp(d->name, "device") != 0)
+            group_flag[d->group] = flag;
     }
 
-    /* cross-checks */
-    if (!o->dir) die_usage("--dir is required");
+    /* rules between options */
+    if (o->dir && o->device) die_usage("--dir and --device exclude each other (a directory or a block device)");
+    if (!o->dir && !o->device) die_usage("--dir is required (or --device for a raw block device)");
+    if (!o->device && group_flag[G_BDEV]) die_usage("%s needs --device", group_flag[G_BDEV]);
+    if (o->device) {
+        if (given(o, "total_size")) die_usage("--total-size is not used with --device (use --size, default the whole device)");
+        if (given(o, "file_num")) die_usage("--file-num is not used with --device (the device is the one file)");
+        if (o->mode == MODE_DBPATTERN) die_usage("--device cannot be used with --mode dbpattern (its redo log needs --dir)");
+        if (o->dev_size % 512) die_usage("--size must be a multiple of 512 bytes, got %llu", (unsigned long long)o->dev_size);
+        o->direct = 1;              /* a block device is always measured with O_DIRECT */
+        o->file_num = 1;                 /* sizes: dev_setup, once the device is known */
+    }
     if (o->command != CMD_RUN && (o->do_prepare || o->do_cleanup))
         die_usage("--prepare/--cleanup are only valid with the run command");
     if (o->command == CMD_RUN && o->mode == MODE_NONE)
         die_usage("--mode is required for run (seqwr, seqrewr, seqrd, rndrd, rndwr, rndrw, dbpattern)");
-    if (o->file_num * o->block_size / o->block_size != o->file_num || o->total_size < o->file_num * o->block_size)
+    if (!(o->rw_ratio > 0)) die_usage("--rw-ratio must be greater than 0, got %g", o->rw_ratio);
+    if (o->report_interval_s > 0 && o->report_interval_s < 0.01)
+        die_usage("--report-interval must be 0 (off) or at least 0.01 seconds, got %g", o->report_interval_s);
+    if (!(o->search_bound_ms > 0)) die_usage("--search-bound-ms must be greater than 0 (and at most 3600000)");
+    if (o->command == CMD_PRECONDITION) {
+        if (!given(o, "block_size")) o->block_size = 128 << 10;
+        if (given(o, "time") || o->requests) die_usage("%s is not used by precondition (a pass writes the whole working set once)",
+                                                      given(o, "time") ? "--time" : "--requests");
+        if (o->search || o->steady_state) die_usage("%s is only valid with the run command", o->search ? "--search" : "--steady-state");
+        if (o->mode == MODE_DBPATTERN) die_usage("--mode dbpattern is not valid with precondition (it writes sequentially)");
+    } else if (group_flag[G_PRE]) {
+        die_usage("%s is only valid with the precondition command", group_flag[G_PRE]);
+    }
+    if (!o->device && (o->file_num * o->block_size / o->block_size != o->file_num ||
+                       o->total_size < o->file_num * o->block_size))
         die_usage("--total-size (%llu bytes) must be at least --file-num x --block-size (%llu x %llu)",
                   (unsigned long long)o->total_size, (unsigned long long)o->file_num,
                   (unsigned long long)o->block_size);
@@ -358,8 +623,11 @@ int cli_parse(int argc, char **argv, options_t *o)
     if (o->direct && o->block_size % 512 != 0)
         die_usage("--block-size %llu is not a multiple of the 512-byte sector size required by --direct",
                   (unsigned long long)o->block_size);
-    if (o->engine == ENGINE_SYNC && have_iodepth && o->iodepth > 1)
+    if (o->engine == ENGINE_SYNC && given(o, "iodepth") && o->iodepth > 1)
         die_usage("--iodepth %d needs --engine io_uring (the sync engine has one request in flight per thread)", o->iodepth);
+    if (o->rate_iops > 0 && (o->engine != ENGINE_SYNC || o->mode == MODE_DBPATTERN || o->search))
+        die_usage("--rate-iops needs --engine sync and is not valid with --mode dbpattern or --search");
+    int have_time = given(o, "time");
     if (o->search) {
         if (o->command != CMD_RUN) die_usage("--search is only valid with the run command");
         if (o->mode != MODE_RNDRD && o->mode != MODE_RNDWR && o->mode != MODE_RNDRW)
@@ -368,20 +636,23 @@ int cli_parse(int argc, char **argv, options_t *o)
         if (have_time) die_usage("--time cannot be combined with --search (use --search-step-time, seconds per step)");
         if (o->search == SEARCH_IODEPTH && o->engine != ENGINE_URING)
             die_usage("--search iodepth needs --engine io_uring (the sync engine has one request in flight per thread)");
-        if (o->search == SEARCH_THREADS && have_threads && o->threads != 1)
+        if (o->search == SEARCH_THREADS && given(o, "threads") && o->threads != 1)
             die_usage("--threads %d cannot be combined with --search threads (the search sets the thread count)", o->threads);
-        if (o->search == SEARCH_IODEPTH && have_iodepth && o->iodepth != 1)
+        if (o->search == SEARCH_IODEPTH && given(o, "iodepth") && o->iodepth != 1)
             die_usage("--iodepth %d cannot be combined with --search iodepth (the search sets the depth)", o->iodepth);
         if (o->search == SEARCH_THREADS && o->search_max > MAX_THREADS)
             die_usage("--search-max must be between 1 and %d for --search threads, got %d", MAX_THREADS, o->search_max);
         o->time_s = o->search_step_time_s;
         have_time = 1;
-    } else if (have_search_opt) {
-        die_usage("%s needs --search threads|iodepth", search_opt);
+    } else if (group_flag[G_SEARCH]) {
+        die_usage("%s needs --search threads|iodepth", group_flag[G_SEARCH]);
     }
     if (o->mode == MODE_DBPATTERN) {
         if (o->requests) die_usage("--requests cannot be combined with --mode dbpattern (use --time)");
         if (o->engine != ENGINE_SYNC) die_usage("--engine io_uring is not supported by --mode dbpattern (use --engine sync)");
+        if (o->db_log_block % 512)
+            die_usage("--db-log-block must be a multiple of 512 bytes between 512 and 1M, got %llu",
+                      (unsigned long long)o->db_log_block);
         if (o->db_log_block > o->block_size)
             die_usage("--db-log-block %llu must not be larger than --block-size %llu (the page size)",
                       (unsigned long long)o->db_log_block, (unsigned long long)o->block_size);
@@ -390,18 +661,41 @@ int cli_parse(int argc, char **argv, options_t *o)
         if (o->db_log_size % o->db_log_block)
             die_usage("--db-log-size must be a multiple of --db-log-block (%llu)", (unsigned long long)o->db_log_block);
         if (have_time && o->time_s == 0) die_usage("--time 0 is not valid with --mode dbpattern (no limit needs --requests, which dbpattern has not)");
-    } else if (have_db_opt) {
-        die_usage("%s needs --mode dbpattern", db_opt);
+    } else if (group_flag[G_DB]) {
+        die_usage("%s needs --mode dbpattern", group_flag[G_DB]);
+    }
+    if (o->steady_state) {
+        if (o->command != CMD_RUN) die_usage("--steady-state is only valid with the run command");
+        if (o->search) die_usage("--steady-state cannot be combined with --search");
+        if (o->mode == MODE_DBPATTERN) die_usage("--steady-state is not supported by --mode dbpattern");
+        if (o->requests) die_usage("--requests cannot be combined with --steady-state (rounds run --ss-round-time seconds)");
+        if (have_time) die_usage("--time cannot be combined with --steady-state (use --ss-round-time and --ss-max-rounds)");
+        if (o->ss_max_rounds < o->ss_window)
+            die_usage("--ss-max-rounds %d must be at least --ss-window %d", o->ss_max_rounds, o->ss_window);
+        if (o->report_interval_s > 0) {
+            double q = o->ss_round_time_s / o->report_interval_s;
+            if (fabs(q - round(q)) > 1e-6 * q && !given(o, "report_interval"))
+                o->report_interval_s = o->ss_round_time_s;     /* default 1 s does not divide the round */
+            else if (fabs(q - round(q)) > 1e-6 * q)
+                die_usage("--ss-round-time %g must be a multiple of --report-interval %g (or use --report-interval 0)",
+                          o->ss_round_time_s, o->report_interval_s);
+        }
+        o->time_s = o->ss_round_time_s;
+        have_time = 1;
+    } else if (group_flag[G_SS]) {
+        die_usage("%s needs --steady-state", group_flag[G_SS]);
     }
     if (!have_time) o->time_s = o->requests ? 0 : 10;
+    if (o->command == CMD_PRECONDITION) o->time_s = 0;
     if (o->time_s == 0 && o->requests == 0 && o->command == CMD_RUN)
         die_usage("--time 0 needs --requests (the run would never end)");
-    if (o->command == CMD_RUN && o->mode <= MODE_SEQRD) {
+    if (((o->command == CMD_RUN && o->mode <= MODE_SEQRD) || o->command == CMD_PRECONDITION) && !o->device) {
         uint64_t blocks = o->file_size / o->block_size * o->file_num;
         if (blocks < (uint64_t)o->threads)
             die_usage("--threads %d is more than the %llu blocks of the working set (each thread needs its own stripe)",
                       o->threads, (unsigned long long)blocks);
     }
+    o->seed_given = given(o, "seed");
     if (!o->seed_given) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);

@@ -17,11 +17,28 @@ void *engine_sync_thread(thread_t *t)
     const uint64_t limit = t->req_limit;
     const int writes_possible = o->mode != MODE_SEQRD && o->mode != MODE_RNDRD;
     unsigned char *buf = t->buf;
+    /* --rate-iops: this thread's requests are due every gap ns (issue times fixed in advance;
+     * latency is still measured from the actual issue) */
+    const uint64_t gap = o->rate_iops > 0 ? (uint64_t)(1e9 * (double)b->nth / o->rate_iops) : 0;
+    uint64_t due = 0;
     if (atomic_load(&b->stop)) return NULL;
 
     for (;;) {
         if (stop_requested(b)) break;
         if (limit && t->measured >= limit) break;
+        if (gap) {
+            uint64_t now = now_ns();
+            if (!due) due = now;
+            if (due >= deadline) break;
+            while (due > now && !stop_requested(b)) {   /* sleep in slices of at most 50 ms */
+                uint64_t until = due - now > 50000000ull ? now + 50000000ull : due;
+                struct timespec ts = {(time_t)(until / 1000000000ull), (long)(until % 1000000000ull)};
+                clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+                now = now_ns();
+            }
+            if (stop_requested(b)) break;
+            due += gap;
+        }
         int kind;
         uint64_t fi, off;
         pick_op(t, &kind, &fi, &off);
@@ -46,7 +63,7 @@ void *engine_sync_thread(thread_t *t)
             break;
         }
         record_op(t, kind, t0, t1, bs);
-        if (kind == OP_WRITE) after_write(t, (int)fi);
+        if (kind == OP_WRITE) after_write(t, (int)fi, t0);
         if (t1 >= deadline) break;
     }
     if (writes_possible && t->err_total == 0) fsync_end_all(t);

@@ -1,8 +1,18 @@
 /* io_uring engine through the raw system calls (no liburing). Each thread owns a ring
- * with --iodepth entries and keeps that many requests in flight. Latency of a request
- * is taken from just before the io_uring_enter() that submits it to just after the
- * io_uring_enter() (or ring peek) that finds its completion. fsync requests
- * (--fsync-freq/--fsync-all/--fsync-end) are issued synchronously by the thread. */
+ * with --iodepth entries and keeps that many requests in flight.
+ *
+ * Latency of a request = fio's completion latency (clat): from its own submission (kept in
+ * the request's slot, named by its user_data) to its own completion, the instant the thread
+ * found its CQE in the completion ring (one clock read per reaped batch, as fio's per-batch
+ * completion time). Submission instant: fio (one request per io_uring_enter by default)
+ * takes the return of the call that submitted it; a call here submits up to --iodepth
+ * requests and only submits (no GETEVENTS: completion work runs in the next call), the
+ * kernel issuing them in queue order during the call, so request i of the n the call
+ * consumed gets start + (end - start) * (i + 1) / n of that call. Requests that
+ * one io_uring_enter() did not consume keep no time until the call that does. With IOBENCH_URING_ONECALL=1 (submit and wait in one call)
+ * the submission instant is just before that call. docs/iobench.md "io_uring latency".
+ * fsync requests (--fsync-freq/--fsync-all/--fsync-end) are issued synchronously by the
+ * thread. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <linux/io_uring.h>
@@ -122,6 +132,9 @@ static int ring_init(ring_t *r, unsigned entries, const int *fds, unsigned nfds)
 
 static void ring_free(ring_t *r)
 {
+    /* drop the registered files now: left to the ring's asynchronous teardown, they would keep
+     * the files open for a while, and an O_EXCL block device (--device) busy for its cleanup */
+    if (r->fixed_files) sys_register(r->fd, IORING_UNREGISTER_FILES, NULL, 0);
     munmap(r->sqes, r->sqes_sz);
     munmap(r->sq_ptr, r->sq_sz);
     if (!r->single_mmap) munmap(r->cq_ptr, r->cq_sz);
@@ -155,9 +168,9 @@ void *engine_uring_thread(thread_t *t)
     }
     slot_t *slots = calloc(depth, sizeof *slots);
     unsigned *freel = malloc(depth * sizeof *freel);
-    unsigned *fresh = malloc(depth * sizeof *fresh);
+    unsigned *fresh = malloc(depth * sizeof *fresh);   /* slots queued, not yet consumed by the kernel, in order */
     if (!slots || !freel || !fresh) { free(slots); free(freel); free(fresh); ring_free(&r); return NULL; }
-    unsigned nfree = depth;
+    unsigned nfree = depth, nfresh = 0;
     for (unsigned i = 0; i < depth; i++) freel[i] = depth - 1 - i;
     unsigned inflight = 0, to_submit = 0;
     int stopping = 0;
@@ -167,7 +180,6 @@ void *engine_uring_thread(thread_t *t)
 
     for (;;) {
         if (!stopping && (stop_requested(b) || last >= b->deadline)) stopping = 1;
-        unsigned nfresh = 0;
         if (!stopping) {
             unsigned tail = *r.sq_tail;
             while (inflight < depth && (!limit || t->measured + inflight < limit)) {
@@ -198,19 +210,35 @@ void *engine_uring_thread(thread_t *t)
             __atomic_store_n(r.sq_tail, tail, __ATOMIC_RELEASE);
         }
         if (inflight == 0) break;
-        uint64_t ts = now_ns();
-        for (unsigned i = 0; i < nfresh; i++) slots[fresh[i]].t0 = ts;
         int ret = 0;
-        if (split_wait) {          /* submit, then wait only if nothing has completed yet */
+        if (split_wait) {          /* submit, then wait (unless a completion is already posted) */
             if (to_submit) {
-                ret = sys_enter(r.fd, to_submit, 0, IORING_ENTER_GETEVENTS);  /* also flushes ready completions */
-                if (ret >= 0) { to_submit -= (unsigned)ret < to_submit ? (unsigned)ret : to_submit; ret = 0; }
+                uint64_t tb = now_ns();
+                ret = sys_enter(r.fd, to_submit, 0, 0);   /* submission only: the call's time is submitting */
+                if (ret >= 0) {
+                    unsigned done = (unsigned)ret < to_submit ? (unsigned)ret : to_submit;
+                    uint64_t te = now_ns();
+                    /* the kernel issues the consumed requests in queue order during the call:
+                     * request i of n has been submitted at tb + (te - tb) * (i + 1) / n */
+                    for (unsigned i = 0; i < done; i++) slots[fresh[i]].t0 = tb + (te - tb) * (i + 1) / done;
+                    memmove(fresh, fresh + done, (nfresh - done) * sizeof *fresh);
+                    nfresh -= done;
+                    to_submit -= done;
+                    ret = 0;
+                }
             }
             if (ret >= 0 && __atomic_load_n(r.cq_tail, __ATOMIC_ACQUIRE) == *r.cq_head)
                 ret = sys_enter(r.fd, 0, 1, IORING_ENTER_GETEVENTS);
         } else {
+            uint64_t ts = now_ns();
             ret = sys_enter(r.fd, to_submit, 1, IORING_ENTER_GETEVENTS);
-            if (ret >= 0) to_submit -= (unsigned)ret < to_submit ? (unsigned)ret : to_submit;
+            if (ret >= 0) {
+                unsigned done = (unsigned)ret < to_submit ? (unsigned)ret : to_submit;
+                for (unsigned i = 0; i < done; i++) slots[fresh[i]].t0 = ts;
+                memmove(fresh, fresh + done, (nfresh - done) * sizeof *fresh);
+                nfresh -= done;
+                to_submit -= done;
+            }
         }
         if (ret < 0) {
             int e = errno;
@@ -239,7 +267,7 @@ void *engine_uring_thread(thread_t *t)
                 continue;
             }
             record_op(t, s->kind, s->t0, t1, bs);
-            if (s->kind == OP_WRITE) after_write(t, s->fi);
+            if (s->kind == OP_WRITE) after_write(t, s->fi, s->t0);
         }
         __atomic_store_n(r.cq_head, head, __ATOMIC_RELEASE);
     }

@@ -14,7 +14,8 @@
 /* exit codes (docs/contracts.md section 1) */
 enum { EXIT_OK = 0, EXIT_INTERNAL = 1, EXIT_USAGE = 2, EXIT_ENV = 3, EXIT_IOERR = 4, EXIT_INTR = 5 };
 
-enum { CMD_NONE = 0, CMD_PREPARE, CMD_RUN, CMD_CLEANUP };
+enum { CMD_NONE = 0, CMD_PREPARE, CMD_RUN, CMD_CLEANUP, CMD_PRECONDITION };
+enum { SS_IOPS = 0, SS_MIB, SS_P99 };
 enum { MODE_NONE = -1, MODE_SEQWR = 0, MODE_SEQREWR, MODE_SEQRD, MODE_RNDRD, MODE_RNDWR, MODE_RNDRW, MODE_DBPATTERN };
 enum { SEARCH_NONE = 0, SEARCH_THREADS, SEARCH_IODEPTH };
 enum { ENGINE_SYNC = 0, ENGINE_URING };
@@ -30,6 +31,12 @@ enum { OP_READ = 0, OP_WRITE = 1, OP_FSYNC = 2, OP_KINDS = 3 };
 #define FILE_PREFIX "test_file."
 #define DB_LOG_NAME "ib_logfile.iobench"   /* dbpattern redo log; removed by cleanup */
 #define SEARCH_MAX_STEPS 32
+#define DEVSTAT_MAX 32                     /* --devstat devices */
+#define DEVSTAT_NAME 64
+#define DEVSTAT_FIELDS 20
+#define SS_MAX_ROUNDS 1000                 /* --ss-max-rounds */
+#define PRECOND_MAX_PASSES 100             /* precondition --passes */
+#define OPT_MAX 96                         /* rows of the option table (cli.c) */
 
 typedef struct options {
     int command;
@@ -74,6 +81,21 @@ typedef struct options {
     int db_flushers;
     double db_flush_rate;     /* pages/s over all flushers, 0 = unthrottled */
     int db_group_max;         /* 0 = unlimited (readers) */
+    /* --devstat */
+    int devstat_n;
+    char devstat[DEVSTAT_MAX][DEVSTAT_NAME];
+    double rate_iops;         /* --rate-iops: read+write requests/s over all threads, 0 = unlimited */
+    /* --steady-state */
+    int steady_state;
+    double ss_round_time_s, ss_range_pct, ss_slope_pct;
+    int ss_window, ss_max_rounds, ss_metric;
+    /* precondition */
+    int passes;
+    /* --device: a raw block device instead of --dir (dev.c) */
+    const char *device;
+    uint64_t dev_size;        /* --size, 0 = the whole device */
+    uint64_t dev_bytes;       /* the device's size (dev_setup) */
+    unsigned char given[OPT_MAX];   /* cli.c: option i of the table was on the command line */
 } options_t;
 
 /* ---- size.c ---- */
@@ -83,6 +105,8 @@ void format_size(uint64_t v, char *buf, size_t n);      /* "16 KiB" */
 /* ---- cli.c ---- */
 int cli_parse(int argc, char **argv, options_t *o);     /* returns 0 ok or exit code */
 void usage(FILE *f);
+void write_config_json(FILE *f, const options_t *o);   /* "config": {...} from the option table */
+void json_str(FILE *f, const char *s);                 /* json.c: a JSON string */
 const char *mode_name(int m);
 void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 void err_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -158,6 +182,20 @@ const char *err_kind_name(int k);
 
 struct bench;
 
+/* ---- devstat.c: --devstat ---- */
+typedef struct devstat_dev {
+    char name[DEVSTAT_NAME];
+    int ok, nfields;           /* ok: read at both edges from the same source */
+    const char *source;        /* "sysfs" | "diskstats" */
+    uint64_t start[DEVSTAT_FIELDS], end[DEVSTAT_FIELDS];
+} devstat_dev_t;
+typedef struct devstat {
+    int n;
+    devstat_dev_t d[DEVSTAT_MAX];
+    char err[256];             /* first device that could not be read, "" = none */
+} devstat_t;
+void devstat_sample(const options_t *o, devstat_t *ds, int end);   /* end=0: window start */
+
 typedef struct thread {
     int id;
     pthread_t tid;
@@ -173,6 +211,8 @@ typedef struct thread {
     uint64_t reads_done, writes_done;
     uint32_t *fsync_ctr;       /* per file */
     uint8_t *dirty;            /* per file */
+    uint64_t *wstart;          /* per file: start of the oldest write not yet made durable, 0 = none */
+    opstat_t cst;              /* ops.commit: oldest write's start .. end of the fsync that made it durable */
     unsigned char *buf;        /* read buffers, iodepth x block */
     unsigned char *wpool;      /* random write data; each write takes a 4 KiB-aligned slice */
     uint64_t wpool_slots;
@@ -195,8 +235,11 @@ typedef struct bench {
     options_t *o;
     int *fds;
     uint64_t blocks_per_file, total_blocks;
-    uint64_t t_start, measure_start, deadline, ival_ns;
+    uint64_t t_start, deadline, ival_ns;
+    _Atomic uint64_t measure_start;   /* set late by run_bench with --devstat and --warmup (the read instant) */
     double epoch_at_measure_start;
+    double epoch_at_start;     /* wall clock when the threads were released (warmup start) */
+    int late_start;            /* the window opened at the --devstat reading after the warmup */
     uint64_t t_end;
     atomic_int stop;
     pthread_barrier_t barrier;
@@ -208,6 +251,8 @@ typedef struct bench {
     pthread_mutex_t setup_lock;
     int nth;                   /* threads started (readers + log writer + flushers for dbpattern) */
     struct dbstate *db;        /* dbpattern shared state (db.c) */
+    devstat_t *ds;             /* --devstat readings at the window edges, or NULL */
+    const uint64_t *seq_resume; /* steady-state rounds: each thread's sequential position to continue at */
 } bench_t;
 
 extern atomic_int g_stop;       /* set by SIGINT/SIGTERM handler */
@@ -279,6 +324,12 @@ void close_test_files(const options_t *o, int *fds);
 int drop_cache(const options_t *o, int *fds);
 int check_marker(const char *dir, int required);                   /* 1 present, 0 absent, <0 bad */
 
+/* ---- dev.c: --device ---- */
+int dev_setup(options_t *o, envinfo_t *env);        /* block device? size, working set, environment; exit code */
+int dev_open(const options_t *o, int **fds_out);    /* O_EXCL | O_DIRECT */
+int dev_prepare(const options_t *o, prep_result_t *pr);
+int dev_cleanup(const options_t *o, uint64_t *zeroed);
+
 /* ---- workload.c ---- */
 int run_bench(bench_t *b);
 void record_op(thread_t *t, int kind, uint64_t t0, uint64_t t1, uint64_t bytes);
@@ -286,7 +337,9 @@ void record_error(thread_t *t, int kind, int fileidx, uint64_t off, const char *
 void pick_op(thread_t *t, int *kind, uint64_t *fileidx, uint64_t *off);
 unsigned char *write_buffer(thread_t *t, uint64_t off);
 int fsync_file(thread_t *t, int fileidx, int measure);
-void after_write(thread_t *t, int fileidx);
+void after_write(thread_t *t, int fileidx, uint64_t t0);
+int commit_measured(const options_t *o);    /* ops.commit present: the workload fsyncs its writes */
+const char *commit_op(const options_t *o);  /* "commit" | "write" (O_SYNC/O_DSYNC) | NULL */
 void fsync_end_all(thread_t *t);
 
 void bench_free(bench_t *b);
@@ -320,6 +373,37 @@ typedef struct search_res {
 } search_res_t;
 int run_search(options_t *o, int *fds, search_res_t *sr);
 
+/* ---- steady.c: --steady-state, precondition ---- */
+typedef struct ss_eval {
+    double avg, range, range_limit, slope, slope_excursion, slope_limit;
+    int range_ok, slope_ok;
+} ss_eval_t;
+/* the SNIA PTS rule on y[0..n-1]: 1 = steady (range and fit excursion within their limits) */
+int ss_eval(const double *y, int n, double range_pct, double slope_pct, ss_eval_t *ev);
+typedef struct ss_round {
+    int round;
+    double iops, mib_per_sec, lat_p99_us, start_epoch, end_epoch;
+} ss_round_t;
+typedef struct ss_res {
+    int nrounds;
+    ss_round_t rounds[SS_MAX_ROUNDS];
+    int reached, round;        /* round: 1-based round where the rule first held, -1 = none */
+    int evaluated;             /* ev holds the last evaluation */
+    ss_eval_t ev;
+    int window_first;          /* first round (1-based) of the reported window */
+    const char *stopped;       /* steady | max_rounds | interrupted | io_error */
+    bench_t *bench;            /* the last --ss-window rounds merged (its o is a private copy) */
+} ss_res_t;
+int run_steady(options_t *o, int *fds, ss_res_t *sr);
+typedef struct precond_res {
+    int passes;
+    uint64_t bytes, errors;
+    double elapsed_s, mib_per_sec;
+    double pass_mib_per_sec[PRECOND_MAX_PASSES];
+    char first_err[320];
+} precond_res_t;
+int run_precondition(options_t *o, int *fds, precond_res_t *pr);
+
 /* ---- engines ---- */
 void *engine_sync_thread(thread_t *t);
 void *engine_uring_thread(thread_t *t);
@@ -333,11 +417,14 @@ typedef struct report {
     bench_t *b;
     int ran;
     uint64_t cleaned;
+    uint64_t zeroed;           /* --device cleanup: bytes zeroed */
     int cleanup_done;
     int exit_code;
     int interrupted;
     int signal;
     search_res_t *search;      /* --search result, or NULL */
+    ss_res_t *steady;          /* --steady-state result, or NULL */
+    precond_res_t *precond;    /* precondition result, or NULL */
 } report_t;
 void write_json(FILE *f, report_t *r);
 void write_text(FILE *f, report_t *r);

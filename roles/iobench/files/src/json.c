@@ -4,7 +4,7 @@
 #include <string.h>
 #include "summary.h"
 
-static void jstr(FILE *f, const char *s)
+void json_str(FILE *f, const char *s)
 {
     fputc('"', f);
     for (; s && *s; s++) {
@@ -18,57 +18,36 @@ static void jstr(FILE *f, const char *s)
     fputc('"', f);
 }
 
+#define jstr json_str
+
 static void jnum(FILE *f, double v, int prec)
 {
     if (!isfinite(v)) { fputs("null", f); return; }
     fprintf(f, "%.*f", prec, v);
 }
 
-static void write_config(FILE *f, const options_t *o)
+/* window.devstat / window.devstat_error (--devstat): raw counters at both edges */
+static void write_devstat(FILE *f, const devstat_t *ds)
 {
-    fprintf(f, "  \"config\": {\"dir\": ");
-    jstr(f, o->dir);
-    fprintf(f, ", \"file_num\": %llu, \"file_size\": %llu, \"total_size\": %llu, \"total_size_requested\": %llu,\n",
-            (unsigned long long)o->file_num, (unsigned long long)o->file_size,
-            (unsigned long long)(o->file_size * o->file_num), (unsigned long long)o->total_size);
-    fprintf(f, "             \"block_size\": %llu, \"mode\": ", (unsigned long long)o->block_size);
-    if (o->mode == MODE_NONE) fputs("null", f); else jstr(f, mode_name(o->mode));
-    fprintf(f, ", \"rw_ratio\": ");
-    jnum(f, o->rw_ratio, 3);
-    fprintf(f, ", \"threads\": %d, \"engine\": \"%s\", \"iodepth\": %d, \"direct\": %s,\n",
-            o->threads, o->engine == ENGINE_URING ? "io_uring" : "sync", o->iodepth, o->direct ? "true" : "false");
-    fprintf(f, "             \"open_flags\": [");
+    fprintf(f, ",\n             \"devstat\": {");
     int first = 1;
-    if (o->open_sync) { fputs("\"sync\"", f); first = 0; }
-    if (o->open_dsync) { fprintf(f, "%s\"dsync\"", first ? "" : ", "); }
-    fprintf(f, "], \"fsync_freq\": %llu, \"fsync_all\": %s, \"fsync_end\": %s, \"fsync_mode\": \"%s\",\n",
-            (unsigned long long)o->fsync_freq, o->fsync_all ? "true" : "false", o->fsync_end ? "true" : "false",
-            o->fsync_mode == FSYNC_FDATASYNC ? "fdatasync" : "fsync");
-    fprintf(f, "             \"time_s\": ");
-    jnum(f, o->time_s, 3);
-    fprintf(f, ", \"requests\": %llu, \"warmup_s\": ", (unsigned long long)o->requests);
-    jnum(f, o->warmup_s, 3);
-    fprintf(f, ", \"seed\": %llu, \"report_interval_s\": ", (unsigned long long)o->seed);
-    jnum(f, o->report_interval_s, 3);
-    fprintf(f, ", \"keep_cache\": %s, \"prepare\": %s, \"cleanup\": %s, \"format\": \"%s\"",
-            o->keep_cache ? "true" : "false", o->do_prepare ? "true" : "false", o->do_cleanup ? "true" : "false",
-            o->format == FMT_TEXT ? "text" : "json");
-    if (o->search) {
-        fprintf(f, ",\n             \"search\": \"%s\", \"search_bound_ms\": ", o->search == SEARCH_THREADS ? "threads" : "iodepth");
-        jnum(f, o->search_bound_ms, 3);
-        fprintf(f, ", \"search_max\": %d, \"search_step_time_s\": ", o->search_max);
-        jnum(f, o->search_step_time_s, 3);
-        fprintf(f, ", \"search_percentile\": \"%s\", \"search_min_gain_pct\": ", o->search_pct_name);
-        jnum(f, o->search_min_gain, 3);
+    for (int i = 0; ds && i < ds->n; i++) {
+        const devstat_dev_t *d = &ds->d[i];
+        if (!d->ok) continue;
+        fprintf(f, "%s", first ? "" : ", ");
+        jstr(f, d->name);
+        for (int e = 0; e < 2; e++) {
+            const uint64_t *v = e ? d->end : d->start;
+            fprintf(f, e ? "], \"end\": [" : ": {\"start\": [");
+            for (int k = 0; k < d->nfields; k++) fprintf(f, "%s%llu", k ? ", " : "", (unsigned long long)v[k]);
+        }
+        fprintf(f, "], \"source\": \"%s\"}", d->source);
+        first = 0;
     }
-    if (o->mode == MODE_DBPATTERN) {
-        fprintf(f, ",\n             \"db_reads_per_txn\": %llu, \"db_log_block\": %llu, \"db_log_size\": %llu, "
-                "\"db_flushers\": %d, \"db_flush_rate\": ", (unsigned long long)o->db_reads_per_txn,
-                (unsigned long long)o->db_log_block, (unsigned long long)o->db_log_size, o->db_flushers);
-        jnum(f, o->db_flush_rate, 3);
-        fprintf(f, ", \"db_group_commit_max\": %d", o->db_group_max);
-    }
-    fprintf(f, "},\n");
+    fprintf(f, "}, \"devstat_error\": ");
+    if (!ds) fputs("\"out of memory\"", f);
+    else if (ds->err[0]) jstr(f, ds->err);
+    else fputs("null", f);
 }
 
 static const struct { const char *k; double p; } DBP[] = {
@@ -171,6 +150,57 @@ static void write_search(FILE *f, const report_t *r)
     fprintf(f, "},\n");
 }
 
+static void write_steady(FILE *f, const report_t *r)
+{
+    const ss_res_t *sr = r->steady;
+    const options_t *o = r->o;
+    static const char *mn[] = {"iops", "mib_per_sec", "lat_p99_us"};
+    fprintf(f, "  \"steady_state\": {\"enabled\": true, \"reached\": %s, \"round\": ", sr->reached ? "true" : "false");
+    if (sr->reached) fprintf(f, "%d", sr->round); else fputs("null", f);
+    fprintf(f, ", \"stopped\": \"%s\", \"window\": %d, \"range_pct\": ", sr->stopped, o->ss_window);
+    jnum(f, o->ss_range_pct, 3);
+    fprintf(f, ", \"slope_pct\": ");
+    jnum(f, o->ss_slope_pct, 3);
+    fprintf(f, ", \"max_rounds\": %d, \"metric\": \"%s\", \"round_time_s\": ", o->ss_max_rounds, mn[o->ss_metric]);
+    jnum(f, o->ss_round_time_s, 3);
+    fprintf(f, ", \"measured_rounds\": [%d, %d],\n    \"evaluation\": ", sr->window_first, sr->nrounds);
+    if (sr->evaluated) {
+        const ss_eval_t *e = &sr->ev;
+        fprintf(f, "{\"avg\": "); jnum(f, e->avg, 3);
+        fprintf(f, ", \"range\": "); jnum(f, e->range, 3);
+        fprintf(f, ", \"range_limit\": "); jnum(f, e->range_limit, 3);
+        fprintf(f, ", \"slope\": "); jnum(f, e->slope, 3);
+        fprintf(f, ", \"slope_excursion\": "); jnum(f, e->slope_excursion, 3);
+        fprintf(f, ", \"slope_limit\": "); jnum(f, e->slope_limit, 3);
+        fprintf(f, ", \"range_ok\": %s, \"slope_ok\": %s}", e->range_ok ? "true" : "false", e->slope_ok ? "true" : "false");
+    } else {
+        fputs("null", f);
+    }
+    fprintf(f, ",\n    \"rounds\": [");
+    for (int i = 0; i < sr->nrounds; i++) {
+        const ss_round_t *x = &sr->rounds[i];
+        fprintf(f, "%s\n      {\"round\": %d, \"iops\": ", i ? "," : "", x->round);
+        jnum(f, x->iops, 3);
+        fprintf(f, ", \"mib_per_sec\": "); jnum(f, x->mib_per_sec, 3);
+        fprintf(f, ", \"lat_p99_us\": "); jnum(f, x->lat_p99_us, 3);
+        fprintf(f, ", \"start_epoch\": %.6f, \"end_epoch\": %.6f}", x->start_epoch, x->end_epoch);
+    }
+    fprintf(f, "%s]},\n", sr->nrounds ? "\n    " : "");
+}
+
+static void write_precond(FILE *f, const report_t *r)
+{
+    const precond_res_t *p = r->precond;
+    fprintf(f, "  \"precondition\": {\"passes\": %d, \"passes_requested\": %d, \"block_size\": %llu, \"bytes\": %llu, "
+            "\"elapsed_s\": ", p->passes, r->o->passes, (unsigned long long)r->o->block_size, (unsigned long long)p->bytes);
+    jnum(f, p->elapsed_s, 3);
+    fprintf(f, ", \"mib_per_sec\": ");
+    jnum(f, p->mib_per_sec, 3);
+    fprintf(f, ", \"pass_mib_per_sec\": [");
+    for (int i = 0; i < p->passes; i++) { if (i) fputs(", ", f); jnum(f, p->pass_mib_per_sec[i], 3); }
+    fprintf(f, "], \"errors\": %llu},\n", (unsigned long long)p->errors);
+}
+
 static void write_op(FILE *f, const char *name, const merged_t *m, double elapsed, int last)
 {
     double persec = elapsed > 0 ? (double)m->n / elapsed : 0;
@@ -216,10 +246,10 @@ static void empty_op(FILE *f, const char *name, int last)
 void write_json(FILE *f, report_t *r)
 {
     const options_t *o = r->o;
-    static const char *cmds[] = {"none", "prepare", "run", "cleanup"};
+    static const char *cmds[] = {"none", "prepare", "run", "cleanup", "precondition"};
     fprintf(f, "{\n  \"schema_version\": %d,\n  \"tool\": \"iobench\", \"version\": \"%s\",\n  \"command\": \"%s\",\n",
             IOBENCH_SCHEMA, IOBENCH_VERSION, cmds[o->command]);
-    write_config(f, o);
+    write_config_json(f, o);
     fprintf(f, "  \"environment\": {\"hostname\": ");
     jstr(f, r->env->hostname);
     fprintf(f, ", \"kernel\": ");
@@ -238,7 +268,9 @@ void write_json(FILE *f, report_t *r)
     } else {
         fprintf(f, "  \"prepare\": null,\n");
     }
-    if (r->cleanup_done) fprintf(f, "  \"cleanup\": {\"removed_files\": %llu},\n", (unsigned long long)r->cleaned);
+    if (r->cleanup_done && o->device)
+        fprintf(f, "  \"cleanup\": {\"removed_files\": 0, \"zeroed_bytes\": %llu},\n", (unsigned long long)r->zeroed);
+    else if (r->cleanup_done) fprintf(f, "  \"cleanup\": {\"removed_files\": %llu},\n", (unsigned long long)r->cleaned);
     else fprintf(f, "  \"cleanup\": null,\n");
 
     summary_t s;
@@ -246,9 +278,11 @@ void write_json(FILE *f, report_t *r)
     if (r->ran) summarize(r->b, &s);
     double el = s.elapsed_s;
     if (r->ran) {
-        fprintf(f, "  \"window\": {\"start_epoch\": %.6f, \"end_epoch\": %.6f},\n", s.start_epoch, s.end_epoch);
+        fprintf(f, "  \"window\": {\"start_epoch\": %.6f, \"end_epoch\": %.6f", s.start_epoch, s.end_epoch);
+        if (o->devstat_n) write_devstat(f, r->b->ds);
+        fprintf(f, "},\n");
         fprintf(f, "  \"warmup_window\": {\"start_epoch\": %.6f, \"end_epoch\": %.6f},\n",
-                s.start_epoch - o->warmup_s, s.start_epoch);
+                r->b->late_start ? r->b->epoch_at_start : s.start_epoch - o->warmup_s, s.start_epoch);
     } else {
         fprintf(f, "  \"window\": null,\n");
     }
@@ -261,13 +295,17 @@ void write_json(FILE *f, report_t *r)
     if (r->ran) {
         write_op(f, "read", &s.op[OP_READ], el, 0);
         write_op(f, "write", &s.op[OP_WRITE], el, 0);
-        write_op(f, "fsync", &s.op[OP_FSYNC], el, 1);
+        write_op(f, "fsync", &s.op[OP_FSYNC], el, !commit_measured(o));
+        if (commit_measured(o)) write_op(f, "commit", &s.commit, el, 1);
     } else {
         empty_op(f, "read", 0); empty_op(f, "write", 0); empty_op(f, "fsync", 1);
     }
     uint64_t rw = s.op[OP_READ].n + s.op[OP_WRITE].n;
     uint64_t rwb = s.op[OP_READ].bytes + s.op[OP_WRITE].bytes;
-    fprintf(f, "  },\n  \"total\": {\"count\": %llu, \"events\": %llu, \"iops\": ", (unsigned long long)rw,
+    fprintf(f, "  },\n  \"commit_op\": ");
+    if (r->ran && commit_op(o)) fprintf(f, "\"%s\"", commit_op(o));
+    else fputs("null", f);
+    fprintf(f, ",\n  \"total\": {\"count\": %llu, \"events\": %llu, \"iops\": ", (unsigned long long)rw,
             (unsigned long long)s.events);
     jnum(f, el > 0 ? (double)rw / el : 0, 3);
     fprintf(f, ", \"mib_per_sec\": ");
@@ -275,6 +313,9 @@ void write_json(FILE *f, report_t *r)
     fprintf(f, "},\n");
     if (r->ran && r->search) write_search(f, r);
     else fprintf(f, "  \"search\": null,\n");
+    if (r->ran && r->steady) write_steady(f, r);
+    else fprintf(f, "  \"steady_state\": null,\n");
+    if (r->precond) write_precond(f, r);
     if (r->ran && r->b->db) write_db(f, r, &s);
     else fprintf(f, "  \"db\": null,\n");
 

@@ -60,11 +60,12 @@ static int real_main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
 
     envinfo_t env;
-    int rc = env_check_dir(&o, &env);
+    int rc = o.device ? dev_setup(&o, &env) : env_check_dir(&o, &env);
     if (rc) return rc;
-    if (o.direct && (o.command == CMD_RUN || o.command == CMD_PREPARE) && o.block_size % env.logical_block_size != 0) {
-        err_msg("--block-size %llu is not a multiple of the logical block size %u of the device under --dir %s (needed by --direct)",
-                (unsigned long long)o.block_size, env.logical_block_size, o.dir);
+    if (o.direct && o.command != CMD_CLEANUP && o.block_size % env.logical_block_size != 0) {
+        err_msg("--block-size %llu is not a multiple of the logical block size %u of the device under %s %s (needed by --direct)",
+                (unsigned long long)o.block_size, env.logical_block_size, o.device ? "--device" : "--dir",
+                o.device ? o.device : o.dir);
         return EXIT_USAGE;
     }
     if (o.direct && o.command == CMD_RUN && o.mode == MODE_DBPATTERN && o.db_log_block % env.logical_block_size != 0) {
@@ -89,7 +90,7 @@ static int real_main(int argc, char **argv)
 
     if (o.command == CMD_CLEANUP) {
         uint64_t removed = 0;
-        rc = do_cleanup(&o, &removed);
+        rc = o.device ? dev_cleanup(&o, &rep.zeroed) : do_cleanup(&o, &removed);
         if (rc) return rc;
         rep.cleaned = removed;
         rep.cleanup_done = 1;
@@ -100,12 +101,12 @@ static int real_main(int argc, char **argv)
         char msg[512];
         if (uring_probe(msg, sizeof msg) != 0) { err_msg("%s", msg); return EXIT_ENV; }
     }
-    if (o.command == CMD_RUN && o.do_prepare && o.direct) {
+    if (o.command == CMD_RUN && o.do_prepare && o.direct && !o.device) {
         rc = check_direct_support(&o, &env, 1);
         if (rc) return rc;
     }
     if (o.command == CMD_PREPARE || o.do_prepare) {
-        rc = do_prepare(&o, &env, &pr);
+        rc = o.device ? dev_prepare(&o, &pr) : do_prepare(&o, &env, &pr);
         if (rc == EXIT_ENV || rc == EXIT_INTERNAL) return rc;
         if (rc) {
             rep.exit_code = rc;
@@ -122,8 +123,21 @@ static int real_main(int argc, char **argv)
 
     /* run */
     int *fds = NULL;
-    rc = open_test_files(&o, &fds);
+    rc = o.device ? dev_open(&o, &fds) : open_test_files(&o, &fds);
     if (rc) return rc;
+    if (o.command == CMD_PRECONDITION) {
+        static precond_res_t pcr;
+        rc = run_precondition(&o, fds, &pcr);
+        close_test_files(&o, fds);
+        if (rc) return rc;
+        rep.precond = &pcr;
+        rep.signal = atomic_load(&g_signal);
+        rep.interrupted = rep.signal != 0;
+        if (pcr.errors) err_msg("I/O errors during precondition (%llu); first: %s", (unsigned long long)pcr.errors, pcr.first_err);
+        rep.exit_code = rep.interrupted ? EXIT_INTR : pcr.errors ? EXIT_IOERR : EXIT_OK;
+        if (emit(&o, &rep) != 0) return EXIT_INTERNAL;
+        return rep.exit_code;
+    }
     int log_fd = -1;
     if (o.mode == MODE_DBPATTERN) {
         rc = db_open_log(&o, &log_fd);
@@ -131,8 +145,15 @@ static int real_main(int argc, char **argv)
     }
     if (!o.keep_cache) env.page_cache_dropped = drop_cache(&o, fds);
     static search_res_t sr;
+    static ss_res_t ssr;
     bench_t *b = NULL;
-    if (o.search) {
+    if (o.steady_state) {
+        rc = run_steady(&o, fds, &ssr);
+        if (rc) { close_test_files(&o, fds); return rc; }
+        b = ssr.bench;
+        rep.steady = &ssr;
+        rep.o = b->o;
+    } else if (o.search) {
         rc = run_search(&o, fds, &sr);
         if (rc) { close_test_files(&o, fds); return rc; }
         b = sr.bench;
@@ -173,12 +194,12 @@ static int real_main(int argc, char **argv)
     }
     if (o.do_cleanup) {
         uint64_t removed = 0;
-        int crc = do_cleanup(&o, &removed);
+        int crc = o.device ? dev_cleanup(&o, &rep.zeroed) : do_cleanup(&o, &removed);
         if (!crc) { rep.cleaned = removed; rep.cleanup_done = 1; }
         else if (rep.exit_code == 0) rep.exit_code = crc;
     }
     if (emit(&o, &rep) != 0) return EXIT_INTERNAL;
-    options_t *so = o.search ? b->o : NULL;
+    options_t *so = o.search || o.steady_state ? b->o : NULL;
     bench_free(b);
     free(so);
     return rep.exit_code;

@@ -18,7 +18,10 @@ void summarize(bench_t *b, summary_t *s)
     int n = b->nth ? b->nth : b->o->threads;
     memset(s, 0, sizeof *s);
     for (int i = 0; i < n; i++)
+    {
         for (int k = 0; k < OP_KINDS; k++) merged_add(&s->op[k], &b->th[i].st[k]);
+        merged_add(&s->commit, &b->th[i].cst);
+    }
     uint64_t end = b->t_end > b->measure_start ? b->t_end : b->measure_start;
     s->elapsed_s = (double)(end - b->measure_start) / 1e9;
     s->start_epoch = b->epoch_at_measure_start;

@@ -9,6 +9,7 @@ typedef struct ival_sum {
 
 typedef struct summary {
     merged_t op[OP_KINDS];
+    merged_t commit;             /* ops.commit (commit_measured) */
     double elapsed_s;
     double start_epoch, end_epoch;
     uint64_t events;             /* read+write+fsync */

@@ -23,6 +23,10 @@ void write_text(FILE *f, report_t *r)
         fprintf(f, "%llu files, %llu bytes written in %.2f seconds (%.2f MiB/sec).\n\n",
                 (unsigned long long)r->prep->files, (unsigned long long)r->prep->bytes,
                 r->prep->elapsed_s, r->prep->mib_per_sec);
+    if (r->precond)
+        fprintf(f, "precondition: %d of %d passes, %llu bytes written in %.2f seconds (%.2f MiB/sec).\n\n",
+                r->precond->passes, o->passes, (unsigned long long)r->precond->bytes, r->precond->elapsed_s,
+                r->precond->mib_per_sec);
     if (r->ran) {
         summary_t s;
         summarize(r->b, &s);
@@ -93,9 +97,24 @@ void write_text(FILE *f, report_t *r)
         if (s.op[0].n) lat_block(f, "Read", &s.op[0]);
         if (s.op[1].n) lat_block(f, "Write", &s.op[1]);
         if (s.op[2].n) lat_block(f, "Fsync", &s.op[2]);
+        if (s.commit.n) lat_block(f, "Commit (oldest write's start to its fsync's end)", &s.commit);
         fprintf(f, "Threads fairness:\n");
         fprintf(f, "    events (avg/stddev):           %.4f/%.2f\n", s.ev_avg, s.ev_std);
         fprintf(f, "    execution time (avg/stddev):   %.4f/%.2f\n\n", s.time_avg, s.time_std);
+        if (r->steady) {
+            const ss_res_t *ss = r->steady;
+            static const char *mn[] = {"IOPS", "MiB/s", "p99 latency"};
+            if (ss->reached)
+                fprintf(f, "Steady state (%s): reached at round %d; measured rounds %d..%d\n", mn[o->ss_metric],
+                        ss->round, ss->window_first, ss->nrounds);
+            else
+                fprintf(f, "Steady state (%s): NOT reached in %d rounds (%s); measured rounds %d..%d\n", mn[o->ss_metric],
+                        ss->nrounds, ss->stopped, ss->window_first, ss->nrounds);
+            for (int i = 0; i < ss->nrounds; i++)
+                fprintf(f, "    round %3d: %12.2f IOPS %10.2f MiB/s p99 %.3f ms\n", ss->rounds[i].round, ss->rounds[i].iops,
+                        ss->rounds[i].mib_per_sec, ss->rounds[i].lat_p99_us / 1e3);
+            fputc('\n', f);
+        }
         if (r->search) {
             const search_res_t *sr = r->search;
             fprintf(f, "Latency-bounded search (%s, %s <= %.3f ms): stopped: %s\n",

@@ -26,7 +26,8 @@ static void ival_grow(thread_t *t, uint64_t idx)
 void record_op(thread_t *t, int kind, uint64_t t0, uint64_t t1, uint64_t bytes)
 {
     bench_t *b = t->b;
-    if (t1 < b->measure_start) return;   /* warmup */
+    const uint64_t ms = atomic_load_explicit(&b->measure_start, memory_order_relaxed);
+    if (t1 < ms) return;   /* warmup */
     uint64_t lat = t1 - t0;
     opstat_add(&t->st[kind], lat, bytes);
     t->busy_ns += lat;
@@ -34,9 +35,9 @@ void record_op(thread_t *t, int kind, uint64_t t0, uint64_t t1, uint64_t bytes)
     if (kind != OP_FSYNC) t->measured++;
     if (b->ival_ns) {
         if (t1 >= t->iv_end) {
-            uint64_t idx = (t1 - b->measure_start) / b->ival_ns;
+            uint64_t idx = (t1 - ms) / b->ival_ns;
             t->iv_cur = idx;
-            t->iv_end = b->measure_start + (idx + 1) * b->ival_ns;
+            t->iv_end = ms + (idx + 1) * b->ival_ns;
             ival_grow(t, idx);
             if (idx + 1 > t->iv_used) t->iv_used = idx + 1;
         }
@@ -58,7 +59,10 @@ void record_error(thread_t *t, int kind, int fileidx, uint64_t off, const char *
     if (t->err_total == 1) {
         t->first_err_kind = kind;
         t->first_err_t = now_ns();
-        if (fileidx < 0)   /* dbpattern log */
+        if (t->b->o->device)
+            snprintf(t->first_err, sizeof t->first_err, "thread %d: %s %s at offset %llu: %s",
+                     t->id, what, t->b->o->device, (unsigned long long)off, err ? strerror(err) : "short transfer");
+        else if (fileidx < 0)   /* dbpattern log */
             snprintf(t->first_err, sizeof t->first_err, "thread %d: %s %s/" DB_LOG_NAME " at offset %llu: %s",
                      t->id, what, t->b->o->dir, (unsigned long long)off, err ? strerror(err) : "short transfer");
         else
@@ -131,15 +135,35 @@ int fsync_file(thread_t *t, int fileidx, int measure)
         return -1;
     }
     t->dirty[fileidx] = 0;
-    if (measure) record_op(t, OP_FSYNC, t0, t1, 0);
+    if (measure) {
+        record_op(t, OP_FSYNC, t0, t1, 0);
+        uint64_t ws = t->wstart[fileidx] ? t->wstart[fileidx] : t0;
+        if (t1 >= atomic_load_explicit(&t->b->measure_start, memory_order_relaxed)) opstat_add(&t->cst, t1 - ws, 0);
+    }
+    t->wstart[fileidx] = 0;
     return 0;
 }
 
-/* after a successful write: --fsync-all / --fsync-freq */
-void after_write(thread_t *t, int fileidx)
+int commit_measured(const options_t *o)
+{
+    return o->mode != MODE_SEQRD && o->mode != MODE_RNDRD && o->mode != MODE_DBPATTERN &&
+           (o->fsync_freq > 0 || o->fsync_all);
+}
+
+const char *commit_op(const options_t *o)
+{
+    if (o->mode == MODE_SEQRD || o->mode == MODE_RNDRD || o->mode == MODE_DBPATTERN) return NULL;
+    if (commit_measured(o)) return "commit";
+    if (o->open_sync || o->open_dsync) return "write";
+    return NULL;
+}
+
+/* after a successful write that started at t0 (submission): --fsync-all / --fsync-freq */
+void after_write(thread_t *t, int fileidx, uint64_t t0)
 {
     const options_t *o = t->b->o;
     t->dirty[fileidx] = 1;
+    if (!t->wstart[fileidx] || t0 < t->wstart[fileidx]) t->wstart[fileidx] = t0 ? t0 : 1;
     if (o->fsync_all) { fsync_file(t, fileidx, 1); return; }
     if (o->fsync_freq && ++t->fsync_ctr[fileidx] >= o->fsync_freq) {
         t->fsync_ctr[fileidx] = 0;
@@ -209,14 +233,16 @@ static int thread_init(bench_t *b, thread_t *t, int id)
     t->seq_start = b->total_blocks * (uint64_t)id / (uint64_t)n;
     t->seq_end = b->total_blocks * (uint64_t)(id + 1) / (uint64_t)n;
     t->seq_pos = t->seq_start;
+    if (b->seq_resume && b->seq_resume[id] >= t->seq_start && b->seq_resume[id] < t->seq_end) t->seq_pos = b->seq_resume[id];
     t->fsync_ctr = calloc(o->file_num, sizeof *t->fsync_ctr);
     t->dirty = calloc(o->file_num, 1);
+    t->wstart = calloc(o->file_num, sizeof *t->wstart);
     size_t bufsz = (size_t)o->block_size * (size_t)o->iodepth;
     size_t poolsz = (size_t)wpool_slots(o, n) * (size_t)o->block_size;
     t->wpool_slots = wpool_slots(o, n);
     t->buf = b->arena + (size_t)id * b->arena_stride;
     t->wpool = t->buf + round4k(bufsz);
-    if (!t->fsync_ctr || !t->dirty || !t->buf || !t->wpool) return -1;
+    if (!t->fsync_ctr || !t->dirty || !t->wstart || !t->buf || !t->wpool) return -1;
     rng_seed(t->brng, o->seed ^ 0xb0ffe5ull, (uint64_t)id + 0x10000);
     rng_fill(t->brng, t->buf, bufsz);
     rng_fill(t->brng, t->wpool, poolsz);
@@ -258,15 +284,34 @@ int run_bench(bench_t *b)
         for (int i = 0; i < created; i++) pthread_join(b->th[i].tid, NULL);
         return EXIT_INTERNAL;
     }
+    if (o->devstat_n && !b->ds && !(b->ds = calloc(1, sizeof *b->ds))) err_msg("out of memory for --devstat");
+    const int warm = o->warmup_s > 0;
+    if (b->ds && !warm) devstat_sample(o, b->ds, 0);   /* no I/O of ours yet: the window starts now */
     uint64_t mono = now_ns();
     double ep = epoch_now();
     b->t_start = mono;
-    b->measure_start = mono + (uint64_t)(o->warmup_s * 1e9);
-    b->deadline = o->time_s > 0 ? b->measure_start + (uint64_t)(o->time_s * 1e9) : UINT64_MAX;
+    const uint64_t planned = mono + (uint64_t)(o->warmup_s * 1e9);
+    const int late_start = b->ds && warm;
+    /* with --devstat after a warmup the window opens when the main thread has read the
+     * counters, not at the planned instant: on a busy host it may run late, and I/O between the
+     * planned instant and the reading would be in the benchmark's figures but not the device's */
+    atomic_store(&b->measure_start, late_start ? UINT64_MAX : planned);
+    b->deadline = o->time_s > 0 ? planned + (uint64_t)(o->time_s * 1e9) : UINT64_MAX;
     b->epoch_at_measure_start = ep + o->warmup_s;
+    b->epoch_at_start = ep;
+    b->late_start = late_start;
     pthread_barrier_wait(&b->barrier);
+    if (late_start) {
+        struct timespec ts = {(time_t)(planned / 1000000000ull), (long)(planned % 1000000000ull)};
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR && !atomic_load(&g_stop)) {}
+        devstat_sample(o, b->ds, 0);
+        uint64_t now = now_ns();
+        b->epoch_at_measure_start = epoch_now();
+        atomic_store(&b->measure_start, now);
+    }
     for (int i = 0; i < n; i++) pthread_join(b->th[i].tid, NULL);
     b->t_end = now_ns();
+    if (b->ds) devstat_sample(o, b->ds, 1);        /* all our I/O has completed: the window ends now */
     pthread_barrier_destroy(&b->barrier);
     return 0;
 }
@@ -276,9 +321,10 @@ void bench_free(bench_t *b)
     if (!b) return;
     for (int i = 0; b->th && i < b->nth; i++) {
         thread_t *t = &b->th[i];
-        free(t->iv); free(t->fsync_ctr); free(t->dirty); free(t->xst);
+        free(t->iv); free(t->fsync_ctr); free(t->dirty); free(t->wstart); free(t->xst);
     }
     db_free(b);
+    free(b->ds);
     free(b->th);
     free(b->arena);
     free(b);

@@ -1,0 +1,84 @@
+"""--devstat: the device's own counters at the measured window's edges (issue 10.1)."""
+import os
+import subprocess
+import sys
+
+from iobench_helpers import assert_usage_error, loop_device
+
+SECTOR = 512
+
+
+def delta(dev, field):
+    return dev["end"][field] - dev["start"][field]
+
+
+def test_devstat_matches_direct_reads_on_a_loop_device(ib):
+    with loop_device(256, fs="ext4") as (_dev, name, _backing, mnt):
+        d = os.path.join(mnt, "bench")
+        os.mkdir(d)
+        r = ib("prepare", "--dir", d, "--file-num", "4", "--total-size", "96M")
+        assert r.rc == 0, r
+        r = ib("run", "--dir", d, "--file-num", "4", "--total-size", "96M", "--mode", "rndrd", "--direct",
+               "--block-size", "16K", "--requests", "4000", "--devstat", name, "--warmup", "0.2")
+        assert r.rc == 0, r
+        w = r.json["window"]
+        assert w["devstat_error"] is None
+        dev = w["devstat"][name]
+        assert dev["source"] == "sysfs" and len(dev["start"]) >= 11 and len(dev["end"]) == len(dev["start"])
+        bench = r.json["ops"]["read"]["bytes"]
+        assert bench == 4000 * 16384
+        dev_bytes = delta(dev, 2) * SECTOR
+        assert abs(dev_bytes - bench) <= 0.03 * bench, (dev_bytes, bench)
+        assert delta(dev, 0) >= 4000 * 0.97          # read requests completed
+        assert delta(dev, 6) * SECTOR < 0.03 * bench   # a read workload writes (next to) nothing
+        ib("cleanup", "--dir", d)
+
+
+def test_devstat_unknown_device_is_reported_not_fatal(ib, prepared):
+    r = ib("run", "--dir", prepared, "--file-num", "4", "--total-size", "16M", "--mode", "rndrd",
+           "--requests", "200", "--devstat", "no-such-dev0")
+    assert r.rc == 0, r
+    w = r.json["window"]
+    assert w["devstat"] == {}
+    assert "no-such-dev0" in w["devstat_error"]
+    assert r.json["config"]["devstat"] == ["no-such-dev0"]
+
+
+def test_devstat_absent_without_the_flag(ib, prepared):
+    r = ib("run", "--dir", prepared, "--file-num", "4", "--total-size", "16M", "--mode", "rndrd",
+           "--requests", "100")
+    assert r.rc == 0, r
+    assert "devstat" not in r.json["window"] and "devstat" not in r.json["config"]
+
+
+def test_devstat_path_refused(ib, tmp_path):
+    d = tmp_path / "never"
+    r = ib("run", "--dir", d, "--mode", "rndrd", "--devstat", "/dev/sda")
+    assert_usage_error(r, "--devstat", d)
+
+
+HOG = "import time\nend = time.monotonic() + 60\nwhile time.monotonic() < end:\n    pass\n"
+
+
+def test_devstat_exact_while_the_machine_is_busy(ib):
+    """Three CPU hogs per core (each bounded to 60 s, ended by PID): the counters are read by the
+    code that opens and closes the window, so the device bytes still match the benchmark's."""
+    with loop_device(256, fs="ext4") as (_dev, name, _backing, mnt):
+        d = os.path.join(mnt, "bench")
+        os.mkdir(d)
+        assert ib("prepare", "--dir", d, "--file-num", "2", "--total-size", "64M").rc == 0
+        hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(3 * (os.cpu_count() or 1))]
+        try:
+            for _ in range(4):
+                r = ib("run", "--dir", d, "--file-num", "2", "--total-size", "64M", "--mode", "rndrd", "--direct",
+                       "--requests", "1500", "--warmup", "0.1", "--devstat", name)
+                assert r.rc == 0, r
+                dev = r.json["window"]["devstat"][name]
+                bench = r.json["ops"]["read"]["bytes"]
+                assert abs(delta(dev, 2) * SECTOR - bench) <= 0.05 * bench, (delta(dev, 2) * SECTOR, bench)
+        finally:
+            for h in hogs:
+                h.kill()
+            for h in hogs:
+                h.wait()
+        ib("cleanup", "--dir", d)
