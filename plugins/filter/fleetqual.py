@@ -33,9 +33,15 @@ def _wrap(name, func):
 
 
 def plan(profile_or_matrix, cache_size=_plan.DEFAULT_CACHE_SIZE, mem_total_mb=None, overrides=None,
-         profiles=None, matrix=None, seed=None):
-    return _plan.plan(profile_or_matrix, cache_size=cache_size, mem_total_mb=mem_total_mb,
-                      overrides=overrides, profiles=profiles, matrix=matrix, seed=seed)
+         profiles=None, matrix=None, seed=None, targets=None, test_dir=None, capacities=None):
+    specs = _plan.plan(profile_or_matrix, cache_size=cache_size, mem_total_mb=mem_total_mb,
+                       overrides=overrides, profiles=profiles, matrix=matrix, seed=seed)
+    if targets:  # fleetqual_targets: the plan on each target, one after the other (issue 11)
+        resolved, errors = _validate.resolve_targets(targets, test_dir=test_dir)
+        if errors:
+            raise _plan.PlanError(errors)
+        specs = _plan.plan_targets(specs, resolved, capacities=capacities)
+    return specs
 
 
 def validate_profile(profiles, profile, matrix=None, cache_size=_plan.DEFAULT_CACHE_SIZE, overrides=None):
@@ -46,9 +52,9 @@ def validate_rules(rules, var_name=_rules.DEFAULT_VAR):
     return _rules.validate_rules(rules, var_name=var_name)
 
 
-def judge(workloads, rules=None, expected_ids=None, error=None, diagnostics=None, options=None):
+def judge(workloads, rules=None, expected_ids=None, error=None, diagnostics=None, options=None, drives=None):
     return _judge.judge(workloads, rules, expected_ids=expected_ids, error=error, diagnostics=diagnostics,
-                        options=options)
+                        options=options, drives=drives)
 
 
 def diagnostics(workloads, latency_bound_ms=None, options=None):

@@ -25,7 +25,8 @@ workload: integrity errors, then rules in list order, then each rule's limits in
 canonical order (min_iops, min_mibps, max_read_*, max_write_*, max_fsync_* by
 percentile, metric min, metric max). ``status`` is ``pass``, ``fail``, ``n/a`` or
 ``error``; ``passed`` is true, false, or null for n/a. ``kind`` is ``limit`` (built-in),
-``metric`` (JMESPath rule), ``diagnostic`` (cache proof, diagnostic rules) or ``error`` (integrity; ``rule`` is one of
+``metric`` (JMESPath rule), ``diagnostic`` (cache proof, diagnostic rules), ``drive`` (drive health) or ``error``
+(integrity; ``rule`` is one of
 ``host_error``, ``workload_missing``, ``module_failed``, ``skipped``, ``no_metrics``,
 ``io_errors``, ``timed_out``, ``interrupted``, ``no_workloads``).
 
@@ -42,6 +43,22 @@ Missing values -- an explicit decision:
 * ``require_steady_state: true`` FAILS on a workload that did not reach steady state
   (``metrics.steady_state``), quoting the tracked value of every round, and on one that
   ran without steady state (validation refuses a rule that can only match such ones).
+
+Drives (issue 11; ``drives`` argument, the host's drives of docs/contracts.md section 7):
+
+* Always, per drive, ``rule: drive_health``: FAIL when the drive's own SMART / NVMe verdict
+  is failed (``health.passed`` false), pass when it passed, ``n/a`` with the reason (and a
+  warning) when its health was not collected or the tool gives no verdict.
+* Drive rules (``rules.is_drive_rule``): per selected drive and limit; a counter the tool
+  does not report, or health not collected, is ``n/a``; a ``drive:`` selector naming no
+  drive of the host FAILS (listing the host's drives); without ``drives`` every drive
+  rule is ``n/a`` ("drive inventory not collected") with a warning.
+* Reasons cite the drive's model and serial; checks add ``drive``, ``serial``, ``model``,
+  ``firmware``.
+
+Several targets (records with ``target``, docs/contracts.md section 4): messages say
+``<id> on <target>``, checks carry ``target``, the cache proof is computed per target,
+and :func:`target_verdicts` gives a verdict per target.
 
 The judge reads each record's ``metrics`` (``metrics.record_metrics``) and the module's
 result status (``failed``, ``skipped``, ``msg``, ``rc``), never the benchmark's JSON.
@@ -74,9 +91,13 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import fmt_n
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import is_number
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import diagnostics as _diag
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import DEVICE_FIELDS, record_metrics
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.plan import workload_key
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.rules import (
+    DRIVE_LIMITS,
     compile_metric,
+    drive_selected,
     is_diagnostic_rule,
+    is_drive_rule,
     rule_limits,
     rule_matches,
     rule_name,
@@ -282,7 +303,7 @@ def _expected_list(expected_ids):
         return None
     out = []
     for item in expected_ids:
-        wid = item.get("id") if isinstance(item, dict) else item
+        wid = (workload_key(item) if item.get("id") else None) if isinstance(item, dict) else item
         if isinstance(wid, str) and wid not in out:
             out.append(wid)
     return out
@@ -347,15 +368,127 @@ def _diagnostic_checks(rule, diags):
     return out
 
 
-def judge(workloads, rules, expected_ids=None, error=None, diagnostics=None, options=None):
+# --------------------------------------------------------------------------- drives (issue 11)
+
+def drive_label(drive):
+    """``drive sda (Samsung SSD 870, serial WD-WX12A3456789)``: how reasons cite a drive."""
+    return "drive %s (%s, serial %s)" % (drive.get("name") or drive.get("path") or "?",
+                                          drive.get("model") or "model unknown", drive.get("serial") or "unknown")
+
+
+def _drive_check(drive, rule, metric, value, limit, op, passed, status, message, ev):
+    c = _check(None, rule, metric, value, limit, op, passed, ev, status, "drive", message)
+    c.update(drive=drive.get("name"), serial=drive.get("serial"), model=drive.get("model"),
+             firmware=drive.get("firmware"))
+    return c
+
+
+def _health_evidence(health):
+    if not health.get("collected"):
+        return "health not collected: %s" % (health.get("reason") or "no reason given")
+    items = ["%s %s" % (k.replace("_", " "), fmt_num(health[k])) for k in (
+        "critical_warning", "media_errors", "percentage_used", "available_spare", "reallocated_sectors",
+        "pending_sectors", "temperature_c", "power_on_hours") if is_number(health.get(k))]
+    return "%s: %s" % (health.get("tool") or "health", ", ".join(items) or "no counters reported")
+
+
+def drive_list(drives):
+    """The drives of a ``drives`` argument: a list, or the drives module's result."""
+    if isinstance(drives, dict):
+        drives = drives.get("drives")
+    return [d for d in drives or [] if isinstance(d, dict)] if isinstance(drives, list) else None
+
+
+def _drive_checks(checks, rules, drives, matched, applicable):
+    """Drive checks appended to ``checks``: the default verdict check of every drive
+    (``drive_health``), then every drive rule over the drives it selects. Returns warnings."""
+    warnings = []
+    drive_rules = [(ri, r) for ri, r in enumerate(rules) if is_drive_rule(r)]
+    listed = drive_list(drives)
+    if listed is None:
+        for ri, rule in drive_rules:
+            matched[ri] += 1
+            for key, op, limit in rule_limits(rule):
+                msg = "%s: drive inventory not collected for this host; not applicable" % rule_name(rule, key)
+                checks.append(_check(None, rule_name(rule, key), "health.%s" % DRIVE_LIMITS[key], None, limit, op,
+                                     None, "no drive inventory", "n/a", "drive", msg))
+        return warnings
+    for d in listed:
+        health = d.get("health") if isinstance(d.get("health"), dict) else {
+            "collected": False, "reason": "no health in the drive inventory (drives module run without health)"}
+        label = drive_label(d)
+        ev = _health_evidence(health)
+        if not health.get("collected"):
+            msg = "%s: own health verdict not applicable: %s" % (label, ev)
+            checks.append(_drive_check(d, "drive_health", "health.passed", None, True, "==", None, "n/a", msg, ev))
+            warnings.append(msg)
+        elif health.get("passed") is False:
+            problems = "; ".join(health.get("problems") or []) or "the drive reports itself failing"
+            msg = "%s: the drive's own health verdict is FAILED (%s)" % (label, problems)
+            checks.append(_drive_check(d, "drive_health", "health.passed", False, True, "==", False, "fail", msg, ev))
+        elif health.get("passed") is True:
+            msg = "%s: the drive's own health verdict is PASSED" % label
+            checks.append(_drive_check(d, "drive_health", "health.passed", True, True, "==", True, "pass", msg, ev))
+        else:
+            msg = "%s: %s gives no overall health verdict; not applicable (%s)" % (
+                label, health.get("tool") or "the tool", ev)
+            checks.append(_drive_check(d, "drive_health", "health.passed", None, True, "==", None, "n/a", msg, ev))
+    for ri, rule in drive_rules:
+        chosen = [d for d in listed if drive_selected(rule, d)]
+        if not chosen:
+            matched[ri] += 1
+            applicable[ri] += 1
+            names = ", ".join("%s (%s)" % (d.get("name"), d.get("serial") or "serial unknown") for d in listed)
+            name = rule_name(rule, rule_limits(rule)[0][0])
+            msg = "%s: selects no drive of this host (drive: %s); its drives: %s" % (
+                name, rule.get("drive"), names or "none")
+            checks.append(_check(None, name, "drive", rule.get("drive"), None, None, False, names, "fail", "drive",
+                                 msg))
+            continue
+        matched[ri] += 1
+        for d in chosen:
+            health = d.get("health") if isinstance(d.get("health"), dict) else {"collected": False}
+            for key, op, limit in rule_limits(rule):
+                field = DRIVE_LIMITS[key]
+                c = _drive_limit_check(d, health, rule, key, field, op, limit)
+                if c["status"] != "n/a":
+                    applicable[ri] += 1
+                checks.append(c)
+    return warnings
+
+
+def _drive_limit_check(drive, health, rule, key, field, op, limit):
+    name = rule_name(rule, key)
+    label = drive_label(drive)
+    ev = _health_evidence(health)
+    what = field.replace("_", " ")
+    tag = " [rule %s]" % rule["name"] if rule.get("name") else ""
+    if not health.get("collected"):
+        msg = "%s: %s not applicable, %s%s" % (label, name, ev, tag)
+        return _drive_check(drive, name, "health.%s" % field, None, limit, op, None, "n/a", msg, ev)
+    value = health.get(field)
+    if not is_number(value):
+        msg = "%s: %s does not report %s; %s not applicable%s" % (label, health.get("tool") or "the tool", what,
+                                                                   name, tag)
+        return _drive_check(drive, name, "health.%s" % field, None, limit, op, None, "n/a", msg, ev)
+    passed = _compare(value, op, limit)
+    msg = "%s: %s %s %s limit %s%s (%s)" % (label, what, fmt_num(value), _cmp_word(op, passed), fmt_num(limit),
+                                           tag, ev)
+    return _drive_check(drive, name, "health.%s" % field, value, limit, op, passed,
+                        "pass" if passed else "fail", msg, ev)
+
+
+def judge(workloads, rules, expected_ids=None, error=None, diagnostics=None, options=None, drives=None):
     """Judge one host. See the module docstring for the shape and the decisions.
 
     ``workloads``: records (spec + ``result`` + optional ``metrics``); ``rules``:
     ``fleetqual_thresholds``; ``expected_ids``: the planned ids (strings or the plan's
     specs); ``error``: a host-level failure outside any workload (the role's rescue:
     ``{task, msg}`` or a string), which makes the verdict ERROR; ``diagnostics``: the
-    host's ``diagnostics.diagnose`` result (computed here with ``options`` when None).
-    The result carries ``diagnostics`` too. Raises ``ValueError`` when the rules do not
+    host's ``diagnostics.diagnose`` result (computed here with ``options`` when None);
+    ``drives``: the host's drives (docs/contracts.md section 7, a list or the drives
+    module's result; None: not collected, no drive checks). The result carries
+    ``diagnostics`` too. Raises ``ValueError`` when the rules do not
     validate.
     """
     problems = validate_rules(rules)
@@ -366,19 +499,32 @@ def judge(workloads, rules, expected_ids=None, error=None, diagnostics=None, opt
     expected = _expected_list(expected_ids)
     # (id, record or None) in plan order, then records not in the plan in record order
     slots = []
+
+    def key(rec):
+        return workload_key(rec) if rec.get("id") else None
+
     for wid in expected or []:
-        mine = [r for r in records if r.get("id") == wid]
+        mine = [r for r in records if key(r) == wid or (r.get("id") == wid and "@" not in wid)]
         if mine:
-            slots.extend((wid, r) for r in mine)
+            slots.extend((r.get("id"), r) for r in mine)
         else:
             slots.append((wid, None))
     for i, rec in enumerate(records):
-        if expected is None or rec.get("id") not in expected:
+        if expected is None or (key(rec) not in expected and rec.get("id") not in expected):
             slots.append((rec.get("id") or "workload[%d]" % i, rec))
 
     if not isinstance(diagnostics, dict):
         diagnostics = _diag.diagnose(records, options=options)
-    proof_failed = dict(_diag.cache_proof_failures(diagnostics))
+    targets = list(dict.fromkeys(r.get("target") for r in records if r.get("target")))
+    if targets:
+        # several targets share workload ids: the cache proof of each target's own records
+        proof_failed = {}
+        for t in targets:
+            mine = [r for r in records if r.get("target") == t]
+            for wid, ev in _diag.cache_proof_failures(_diag.diagnose(mine, options=options)):
+                proof_failed[(t, wid)] = ev
+    else:
+        proof_failed = {(None, wid): ev for wid, ev in _diag.cache_proof_failures(diagnostics)}
 
     checks = []
     if error:
@@ -387,28 +533,21 @@ def judge(workloads, rules, expected_ids=None, error=None, diagnostics=None, opt
     applicable = [0] * len(rules)
     for wid, rec in slots:
         if rec is None:
-            checks.append(_error(wid, "workload_missing", "%s: planned workload has no result (missing)" % wid))
+            wid_only, _, target = wid.rpartition("@") if "@" in wid else (wid, "", None)
+            label = "%s on %s" % (wid_only, target) if target else wid
+            checks.append(_error(wid_only, "workload_missing", "%s: planned workload has no result (missing)" % label))
+            if target:
+                checks[-1]["target"] = target
             continue
-        metrics = record_metrics(rec)
-        view = rec if rec.get("metrics") is metrics else dict(rec, metrics=metrics)
-        integrity = _integrity(rec, wid, metrics)
-        checks.extend(integrity)
-        if any(c["rule"] in ("no_metrics", "skipped") for c in integrity) or not metrics.get("measured"):
-            continue
-        if wid in proof_failed:
-            checks.append(_cache_proof_check(wid, proof_failed[wid]))
-        for ri, rule in enumerate(rules):
-            if not rule_matches(rule, rec):
-                continue
-            matched[ri] += 1
-            for key, op, limit in rule_limits(rule):
-                if key in ("min", "max"):
-                    c = _metric_check(rule, key, op, limit, view, wid, metrics)
-                else:
-                    c = _limit_check(rule, key, op, limit, rec, wid, metrics)
-                if c["status"] != "n/a":
-                    applicable[ri] += 1
-                checks.append(c)
+        first = len(checks)
+        if rec.get("target"):
+            # messages say "<id> on <target>"; the check keeps the id and gains target
+            wid = "%s on %s" % (wid, rec["target"])
+        _workload_checks(checks, rules, matched, applicable, proof_failed, wid, rec)
+        if rec.get("target"):
+            for c in checks[first:]:
+                c["workload"] = rec.get("id")
+                c["target"] = rec["target"]
     if not slots and not error:
         checks.append(_error(None, "no_workloads", "no workload results for this host"))
     for ri, rule in enumerate(rules):
@@ -416,7 +555,36 @@ def judge(workloads, rules, expected_ids=None, error=None, diagnostics=None, opt
             matched[ri] += 1
             applicable[ri] += 1
             checks.extend(_diagnostic_checks(rule, diagnostics))
+    drive_warnings = _drive_checks(checks, rules, drives, matched, applicable)
+    return _verdict(checks, rules, matched, applicable, diagnostics, slots, drive_warnings)
 
+
+def _workload_checks(checks, rules, matched, applicable, proof_failed, wid, rec):
+    """Checks of one workload record (integrity, cache proof, rules), appended to ``checks``."""
+    metrics = record_metrics(rec)
+    view = rec if rec.get("metrics") is metrics else dict(rec, metrics=metrics)
+    integrity = _integrity(rec, wid, metrics)
+    checks.extend(integrity)
+    if any(c["rule"] in ("no_metrics", "skipped") for c in integrity) or not metrics.get("measured"):
+        return
+    proof = proof_failed.get((rec.get("target"), rec.get("id")))
+    if proof is not None:
+        checks.append(_cache_proof_check(wid, proof))
+    for ri, rule in enumerate(rules):
+        if not rule_matches(rule, rec):
+            continue
+        matched[ri] += 1
+        for key, op, limit in rule_limits(rule):
+            if key in ("min", "max"):
+                c = _metric_check(rule, key, op, limit, view, wid, metrics)
+            else:
+                c = _limit_check(rule, key, op, limit, rec, wid, metrics)
+            if c["status"] != "n/a":
+                applicable[ri] += 1
+            checks.append(c)
+
+
+def _verdict(checks, rules, matched, applicable, diagnostics, slots, drive_warnings):
     errors = [c for c in checks if c["status"] == "error"]
     failed = [c for c in checks if c["status"] == "fail"]
     verdict = ERROR if errors else FAIL if failed else PASS
@@ -424,8 +592,14 @@ def judge(workloads, rules, expected_ids=None, error=None, diagnostics=None, opt
     cp = diagnostics.get("cache_proof") if isinstance(diagnostics.get("cache_proof"), dict) else {}
     if cp.get("status") == "unproven":
         warnings.append(cp.get("sentence") or "cache proof unproven")
+    warnings.extend(drive_warnings)
     for ri, rule in enumerate(rules):
         label = rule.get("name") or rule_name(rule, rule_limits(rule)[0][0])
+        if is_drive_rule(rule):
+            if matched[ri] and not applicable[ri]:
+                warnings.append("rule %s matched only drives where its limits do not apply (health not collected "
+                                "or not reported)" % label)
+            continue
         if not matched[ri]:
             warnings.append("rule %s matched no workload" % label)
         elif not applicable[ri]:
@@ -446,6 +620,24 @@ def judge(workloads, rules, expected_ids=None, error=None, diagnostics=None, opt
         "warnings": warnings,
         "diagnostics": diagnostics,
     }
+
+
+def target_verdicts(host_judgement):
+    """``{target: {verdict, reasons, checks}}`` from the checks that carry ``target`` (a
+    host with several targets: a report row and a JUnit case per target). Host-level
+    checks (host error, drives, diagnostic rules) stay the host's; ``{}`` for the
+    shorthand target (no check carries a target)."""
+    out = {}
+    for c in (host_judgement or {}).get("checks") or []:
+        if isinstance(c, dict) and c.get("target"):
+            out.setdefault(c["target"], []).append(c)
+    result = {}
+    for target, checks in out.items():
+        errors = [c["message"] for c in checks if c.get("status") == "error"]
+        failed = [c["message"] for c in checks if c.get("status") == "fail"]
+        result[target] = {"verdict": ERROR if errors else FAIL if failed else PASS, "reasons": errors + failed,
+                          "checks": len(checks)}
+    return result
 
 
 def first_failing_check(host_judgement, workload=None):
@@ -470,4 +662,5 @@ def first_failing_rule(host_judgement, workload=None):
     return (c.get("rule") or c.get("metric") or "rule") if c else None
 
 
-__all__ = ["judge", "evidence", "first_failing_check", "first_failing_rule", "PASS", "FAIL", "ERROR"]
+__all__ = ["judge", "evidence", "drive_label", "drive_list", "target_verdicts", "first_failing_check",
+           "first_failing_rule", "PASS", "FAIL", "ERROR"]

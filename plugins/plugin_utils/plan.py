@@ -82,6 +82,7 @@ VAR_NAMES = {
     "test_dir": "fleetqual_test_dir",
     "thresholds": "fleetqual_thresholds",
     "latency_bound_ms": "fleetqual_latency_bound_ms",
+    "targets": "fleetqual_targets",
 }
 
 BUILTIN_DEFAULTS = {"threads": 1, "block_size": 16384, "direct": True, "time": 60, "warmup": 5}
@@ -650,8 +651,11 @@ def resolve(profile_or_matrix, cache_size=DEFAULT_CACHE_SIZE, mem_total_mb=None,
 
 
 def module_args(spec):
-    """Only the ``fleetqual.storage.iobench`` parameters of a resolved spec."""
-    return {k: copy.deepcopy(v) for k, v in spec.items() if k in MODULE_PARAMS}
+    """Only the ``fleetqual.storage.iobench`` parameters of a resolved spec (on a device
+    target without ``total_size``/``file_num``, which iobench refuses with ``--device``;
+    :func:`target_args` adds where it runs)."""
+    skip = ("total_size", "file_num") if spec.get("target_kind") == "device" else ()
+    return {k: copy.deepcopy(v) for k, v in spec.items() if k in MODULE_PARAMS and k not in skip}
 
 
 def largest_working_set(plan_list):
@@ -663,9 +667,13 @@ def largest_working_set(plan_list):
 def required_space(plan_list):
     """Bytes of all distinct data sets of the plan: the free space needed when data sets
     are kept until the end of the run (prepared once, shared by their workloads). A
-    dbpattern workload adds its log file (db_log_size, iobench's default 64 MiB)."""
+    dbpattern workload adds its log file (db_log_size, iobench's default 64 MiB). Device
+    targets need no free space and are not counted; with several path targets, call it on
+    each target's workloads (``selectattr('target', 'equalto', name)``)."""
     sizes = {}
     for w in plan_list or []:
+        if w.get("target_kind") == "device":
+            continue
         name = w.get("dataset") or dataset_name(w)
         log = int(w.get("db_log_size") or DB_LOG_SIZE_DEFAULT) if w.get("mode") == "dbpattern" else 0
         sizes[name] = max(sizes.get(name, 0), int(w.get("total_size") or 0) + log)
@@ -714,7 +722,10 @@ def workload_line(w):
     parts = ["%s, %d thread%s" % (w["mode"], w["threads"], "" if w["threads"] == 1 else "s")]
     fn = int(w.get("file_num") or 1)
     total = int(w.get("total_size") or 0)
-    if fn == 1:
+    if w.get("target_kind") == "device":
+        parts.append("device %s, %s" % (w.get("target_device"), "the first %s" % human_size(w["device_size"])
+                                        if w.get("device_size") else "the whole device"))
+    elif fn == 1:
         parts.append("1 file of %s" % human_size(total))
     else:
         parts.append("%d files x %s = %s" % (fn, human_size(total // fn), human_size(total)))
@@ -745,7 +756,8 @@ def workload_line(w):
         parts.append("%s s + %s s warmup" % (w["time"], w.get("warmup", 0)))
     else:
         parts.append("%s requests + %s s warmup" % (w.get("requests"), w.get("warmup", 0)))
-    return "[%s/%s] %s: %s" % (w.get("index", "?"), w.get("of", "?"), w["id"], ", ".join(parts))
+    where = " on %s" % w["target"] if w.get("target") else ""
+    return "[%s/%s] %s%s: %s" % (w.get("index", "?"), w.get("of", "?"), w["id"], where, ", ".join(parts))
 
 
 def plan_summary(plan_list):
@@ -761,4 +773,162 @@ def plan_summary(plan_list):
 
 __all__ = ["plan", "resolve", "derive_id", "module_args", "largest_working_set",
            "required_space", "dataset_name", "expected_duration_s",
-           "plan_summary", "workload_line", "workload_duration_s", "search_steps", "human_size", "PlanError", "MODULE_PARAMS"]
+           "plan_summary", "workload_line", "workload_duration_s", "search_steps", "human_size", "PlanError",
+           "MODULE_PARAMS",
+           "plan_targets", "TARGET_SPEC_KEYS", "workload_key", "target_args"]
+
+
+# --------------------------------------------------------------------------- targets (issue 11)
+#
+# ``fleetqual_targets``: where a host's plan runs, one target after the other. Checked and
+# resolved by ``validate.resolve_targets`` (validation before any host is contacted, and
+# the filter before the plan is expanded here):
+#
+#   {name, kind: path, path, shorthand}                              a directory
+#   {name, kind: device, device, destroy_data: true, serial, size}   a whole block device
+#
+# An empty list is the shorthand: one path target, ``fleetqual_test_dir``; the plan of a
+# shorthand target is the plan as it always was (no target keys at all).
+
+TARGET_VAR = "fleetqual_targets"
+DEVICE_ALIGN = 512
+# keys plan_targets adds to a spec (and so to its record)
+TARGET_SPEC_KEYS = ("target", "target_kind", "target_path", "target_device", "target_serial", "key", "device_size")
+
+
+def _capacity_map(capacities):
+    """``{device path: bytes}`` from a mapping, or from the drives module's result
+    (``guard`` entries' ``device``/``resolved``/``size_bytes``, ``drives``' paths)."""
+    if not isinstance(capacities, dict):
+        return {}
+    if not any(k in capacities for k in ("guard", "drives")):
+        return {k: v for k, v in capacities.items() if is_int(v) and v > 0}
+    out = {}
+    for d in capacities.get("drives") or []:
+        if isinstance(d, dict) and is_int(d.get("size_bytes")):
+            for p in [d.get("path"), d.get("id_path")] + list(d.get("by_id") or []):
+                if p:
+                    out[p] = d["size_bytes"]
+    for g in capacities.get("guard") or []:
+        if isinstance(g, dict) and is_int(g.get("size_bytes")):
+            for p in (g.get("device"), g.get("resolved")):
+                if p:
+                    out[p] = g["size_bytes"]
+    return out
+
+
+def _device_spec(spec, target, region, region_text, where, errors):
+    """A workload spec on a device target: one region from offset 0 (iobench --device
+    --size), no files. Over-cache working sets use the whole region; cache and explicit
+    ones keep their size and must fit in it."""
+    s = dict(spec)
+    planned = int(spec.get("total_size") or 0)
+    s["file_num"] = 1
+    if not s.get("direct"):
+        s["direct"] = True
+        note = "; O_DIRECT (a block device is always measured with O_DIRECT)"
+    else:
+        note = ""
+    if spec.get("working_set") == "over_cache":
+        if region is None:
+            s["total_size"] = None
+            s["device_size"] = 0
+            s["sizing"] = "the whole device %s (capacity not known to the plan; at least %s for over_cache)%s" % (
+                target["device"], human_size(planned), note)
+        else:
+            usable = region - region % int(spec["block_size"])
+            if usable < planned:
+                errors.append("%s: %s is smaller than workload %s's over_cache working set %s (%s); give a larger "
+                              "size: (at least %s) or a smaller fleetqual_cache_size"
+                              % (where, region_text, spec["id"], human_size(planned), spec.get("sizing"),
+                                 _compact_size(-(-planned // DEVICE_ALIGN) * DEVICE_ALIGN)))
+                return None
+            s["total_size"] = usable
+            s["device_size"] = usable
+            s["sizing"] = "%s -> %s%s" % (region_text, human_size(usable), note)
+    else:
+        if region is not None and planned > region:
+            errors.append("%s: %s is smaller than workload %s's working set %s; give a larger size: (at least %s)"
+                          % (where, region_text, spec["id"], human_size(planned),
+                             _compact_size(-(-planned // DEVICE_ALIGN) * DEVICE_ALIGN)))
+            return None
+        s["device_size"] = planned
+        s["sizing"] = "%s, the first %s of %s%s" % (spec.get("sizing"), human_size(planned), target["device"], note)
+    s["dataset"] = "%s@0+%s" % (target["name"], _compact_size(int(s["device_size"])) if s["device_size"] else "all")
+    return s
+
+
+def plan_targets(plan_list, targets, capacities=None, host=None, names=None):
+    """The host's plan run on each of its targets, one target after the other.
+
+    ``plan_list``: the resolved plan (:func:`plan`); ``targets``: the resolved targets
+    (``validate.resolve_targets``; empty or the one shorthand target: the plan as it is);
+    ``capacities``: device sizes from the host's facts (a mapping ``{device path: bytes}``
+    or the ``fleetqual.storage.drives`` result).
+
+    With the shorthand target the plan is returned unchanged. Otherwise every spec gains
+    ``target`` (name), ``target_kind`` (path | device), ``target_path`` or
+    ``target_device`` (+ ``target_serial`` when given), ``key`` (``<id>@<target>``: unique
+    in the expanded plan; the record key is (host, target, id)) and new ``index``/``of``.
+    Device specs also get ``device_size`` (iobench ``--size``, 0 = the whole device),
+    ``file_num: 1``, ``direct: true`` and a ``dataset`` naming the region
+    (``<target>@0+<size>``: offsets, not files). Raises :class:`PlanError`.
+    """
+    resolved, errors = list(targets or []), []
+    if not resolved or (len(resolved) == 1 and resolved[0].get("shorthand")):
+        return list(plan_list or [])
+    caps = _capacity_map(capacities)
+    var = dict(VAR_NAMES, **(names or {})).get("targets", TARGET_VAR)
+    out = []
+    for ti, target in enumerate(resolved):
+        where = "%s%s[%d] (%s)" % ("host %s: " % host if host else "", var, ti, target["name"])
+        if target["kind"] == "device":
+            cap = caps.get(target["device"])
+            if target.get("size") is not None:
+                if cap is not None and target["size"] > cap:
+                    errors.append("%s.size: %s is larger than the device (%s); at most %s"
+                                  % (where, human_size(target["size"]), human_size(cap), _compact_size(cap)))
+                    continue
+                region, region_text = target["size"], "size: %s" % human_size(target["size"])
+            elif cap is not None:
+                region, region_text = cap, "the whole device (%s)" % human_size(cap)
+            else:
+                region, region_text = None, None
+        for spec in plan_list or []:
+            if target["kind"] == "device":
+                s = _device_spec(spec, target, region, region_text, where, errors)
+                if s is None:
+                    continue
+                s["target_device"] = target["device"]
+                if target.get("serial"):
+                    s["target_serial"] = target["serial"]
+            else:
+                s = dict(spec)
+                s["target_path"] = target["path"]
+            s["target"] = target["name"]
+            s["target_kind"] = target["kind"]
+            s["key"] = workload_key(s)
+            out.append(s)
+    if errors:
+        raise PlanError(errors)
+    for i, s in enumerate(out):
+        s["index"] = i + 1
+        s["of"] = len(out)
+    return out
+
+
+def workload_key(spec):
+    """The key of a workload in the host's expanded plan and of its record: ``<id>@<target>``,
+    or the ``id`` alone for the shorthand target (the record key is (host, target, id))."""
+    return "%s@%s" % (spec["id"], spec["target"]) if spec.get("target") else spec["id"]
+
+
+def target_args(spec):
+    """Where the benchmark of a spec runs, as module parameters: ``{dir: <path>/<dataset>}``
+    for a path target, ``{device, size}`` for a device target, ``{}`` for the shorthand
+    (the role passes ``fleetqual_test_dir`` as it always did)."""
+    if spec.get("target_kind") == "device":
+        return {"device": spec["target_device"], "size": int(spec.get("device_size") or 0)}
+    if spec.get("target_kind") == "path":
+        return {"dir": "%s/%s" % (spec["target_path"].rstrip("/"), spec["dataset"])}
+    return {}

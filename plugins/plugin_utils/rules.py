@@ -37,6 +37,20 @@ workloads}``). Selectors and the built-in limits are refused on a diagnostic rul
 ``expect`` without ``diagnostic`` is refused. Derived names: ``diagnostic:<name>=<expect>``
 (``|`` between several) and ``max(<metric>)@diagnostic:<name>``.
 
+Drive rules (issue 11) judge the host's drives (the normalised ``health`` of the drives
+module, docs/contracts.md section 7), once per drive, not each workload::
+
+    - drive: nvme0n1                 # optional selector: a drive's name, /dev path, by-id
+      max_media_errors: 0            #   path, serial or model (or a list); absent = all drives
+      max_critical_warning: 0        # limits, at least one: max_media_errors,
+      min_available_spare: 10        #   max_critical_warning, max_reallocated_sectors,
+                                     #   max_pending_sectors, max_percentage_used,
+                                     #   min_available_spare, max_temperature_c,
+                                     #   max_power_on_hours
+
+Workload selectors and limits, ``metric`` and ``diagnostic`` are refused on a drive rule.
+Derived names: ``<limit>@drive:<selector>`` (``*`` for all drives).
+
 Derived names: ``<limit>@<workload>/<mode>/t<threads>`` with ``*`` for an absent
 selector and trailing ``*`` dropped, e.g. ``min_iops@over_cache/rndrd/t64``,
 ``max_read_p99_ms@cache``, ``min_iops@*``, ``max(metrics.dev_util_pct)@*/rndwr``;
@@ -51,7 +65,7 @@ from jmespath import exceptions as jmespath_exceptions
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import diagnostics as _diag
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import METRIC_KEYS
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.plan import SPEC_KEYS
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.plan import SPEC_KEYS, TARGET_SPEC_KEYS
 from ansible_collections.fleetqual.storage.plugins.plugin_utils._common import (
     MODES,
     OPS,
@@ -66,6 +80,19 @@ MIN_LIMITS = ("min_iops", "min_mibps")
 STATE_LIMITS = ("require_steady_state",)      # true: the workload must reach steady state
 LIMIT_KEYS = MIN_LIMITS + LATENCY_LIMITS + STATE_LIMITS       # canonical check order
 OTHER_KEYS = ("name", "description", "metric", "min", "max", "diagnostic", "expect")
+# drive rules: limit -> the key of the drive's normalised health (module_utils/drives.py HEALTH_KEYS)
+DRIVE_LIMITS = {
+    "max_media_errors": "media_errors",
+    "max_critical_warning": "critical_warning",
+    "max_reallocated_sectors": "reallocated_sectors",
+    "max_pending_sectors": "pending_sectors",
+    "max_percentage_used": "percentage_used",
+    "min_available_spare": "available_spare",
+    "max_temperature_c": "temperature_c",
+    "max_power_on_hours": "power_on_hours",
+}
+DRIVE_KEYS = ("name", "description", "drive") + tuple(DRIVE_LIMITS)
+DRIVE_SELECT_FIELDS = ("name", "path", "id_path", "serial", "model")   # plus every by_id link
 KNOWN_KEYS = ("name", "description") + SELECTOR_KEYS + LIMIT_KEYS + ("metric", "min", "max", "diagnostic", "expect")
 KNOWN_TEXT = ("name, description, id, workload, mode, threads, min_iops, min_mibps, "
               "max_<read|write|fsync>_<p50|p90|p95|p99|p999>_ms, require_steady_state, metric, min, max, diagnostic, expect")
@@ -121,10 +148,13 @@ def validate_rules(rules, var_name=DEFAULT_VAR):
         if not isinstance(rule, dict):
             errors.append("%s: must be a mapping (a rule), got %s" % (path, type_name(rule)))
             continue
+        if is_drive_rule(rule):
+            errors.extend(_check_drive_rule(rule, path, names, i, var_name))
+            continue
         for key, value in rule.items():
             where = "%s.%s" % (path, key)
             if key not in KNOWN_KEYS:
-                guess = difflib.get_close_matches(str(key), KNOWN_KEYS, n=1, cutoff=0.75)
+                guess = difflib.get_close_matches(str(key), KNOWN_KEYS + tuple(DRIVE_LIMITS), n=1, cutoff=0.75)
                 errors.append("%s: unknown key%s; known: %s"
                               % (where, " (did you mean %s?)" % guess[0] if guess else "", KNOWN_TEXT))
             elif key in SELECTOR_KEYS:
@@ -204,7 +234,7 @@ def _unknown_record_field(expr):
         fields = _leading_fields(compile_metric(expr).parsed)
     except (jmespath_exceptions.JMESPathError, ValueError, TypeError):
         return None  # reported as a parse error already
-    record_keys = set(SPEC_KEYS) | {"result", "metrics", "sizing", "dataset", "index", "of"}
+    record_keys = set(SPEC_KEYS) | {"result", "metrics", "sizing", "dataset", "index", "of"} | set(TARGET_SPEC_KEYS)
     if fields and fields[0] not in record_keys:
         return "%r is not a field of the workload record; it has: %s" % (
             fields[0], ", ".join(sorted(record_keys)))
@@ -257,6 +287,58 @@ def _check_diagnostic_rule(rule, path):
     return errs
 
 
+def is_drive_rule(rule):
+    """A rule on the host's drives: it has ``drive`` or a drive health limit."""
+    return isinstance(rule, dict) and ("drive" in rule or any(k in rule for k in DRIVE_LIMITS))
+
+
+def _check_drive_rule(rule, path, names, index, var_name):
+    """Errors of a drive rule (``names`` collects rule names across the list)."""
+    errs = []
+    for key, value in rule.items():
+        where = "%s.%s" % (path, key)
+        if key not in DRIVE_KEYS:
+            guess = difflib.get_close_matches(str(key), DRIVE_KEYS, n=1, cutoff=0.6)
+            why = (" (workload selectors, limits, metric and diagnostic do not apply to a drive rule)"
+                   if key in KNOWN_KEYS else "")
+            errs.append("%s: unknown key in a drive rule%s%s; known: %s" % (
+                where, " (did you mean %s?)" % guess[0] if guess else "", why, ", ".join(DRIVE_KEYS)))
+        elif key == "drive":
+            values = value if isinstance(value, list) else [value]
+            if isinstance(value, list) and not value:
+                errs.append("%s: list must not be empty" % where)
+            for v in values:
+                if not isinstance(v, str) or not v.strip():
+                    errs.append("%s: must be a drive's name, /dev path, serial or model (or a list of them), got "
+                                "%s %r; for example nvme0n1" % (where, type_name(v), v))
+        elif key in ("name", "description"):
+            if not isinstance(value, str) or not value.strip():
+                errs.append("%s: must be a non-empty string, got %s %r" % (where, type_name(value), value))
+            elif key == "name":
+                if value in names:
+                    errs.append("%s: duplicate rule name %r (also %s[%d])" % (where, value, var_name, names[value]))
+                names.setdefault(value, index)
+        else:
+            bad = _bad_number(value)
+            if bad:
+                errs.append("%s: %s" % (where, bad))
+            elif value < 0:
+                errs.append("%s: must not be negative, got %r; closest: 0" % (where, value))
+    if not any(k in rule for k in DRIVE_LIMITS):
+        errs.append("%s: drive rule sets no limit; give one of %s" % (path, ", ".join(DRIVE_LIMITS)))
+    return errs
+
+
+def drive_selected(rule, drive):
+    """True when the drive rule's ``drive`` selector (absent: all) names this drive."""
+    if "drive" not in rule:
+        return True
+    wants = rule["drive"] if isinstance(rule["drive"], list) else [rule["drive"]]
+    have = {str(drive.get(f)) for f in DRIVE_SELECT_FIELDS if drive.get(f)}
+    have.update(str(x) for x in drive.get("by_id") or [])
+    return any(w in have for w in wants)
+
+
 def is_diagnostic_rule(rule):
     return isinstance(rule, dict) and "diagnostic" in rule
 
@@ -292,6 +374,9 @@ def rule_name(rule, limit):
     """Name of one limit of a rule: the given ``name`` or a derived one."""
     if rule.get("name"):
         return rule["name"]
+    if is_drive_rule(rule):
+        sel = rule.get("drive")
+        return "%s@drive:%s" % (limit, ",".join(sel) if isinstance(sel, list) else sel or "*")
     if is_diagnostic_rule(rule):
         if limit == "expect":
             return "diagnostic:%s=%s" % (rule["diagnostic"], "|".join(str(v) for v in expect_values(rule)))
@@ -306,6 +391,8 @@ def rule_name(rule, limit):
 def rule_limits(rule):
     """Limits of a rule in canonical order: list of (limit_key, op, limit)."""
     out = []
+    if is_drive_rule(rule):
+        return [(k, ">=" if k.startswith("min_") else "<=", rule[k]) for k in DRIVE_LIMITS if k in rule]
     if is_diagnostic_rule(rule) and "expect" in rule:
         out.append(("expect", "in", expect_values(rule)))
     for key in LIMIT_KEYS:
@@ -331,7 +418,7 @@ def _sel_match(want, have):
 def rule_matches(rule, workload):
     """True when every selector of ``rule`` matches the workload record/spec (a
     diagnostic rule never matches a workload: the judge checks it once per host)."""
-    if is_diagnostic_rule(rule):
+    if is_diagnostic_rule(rule) or is_drive_rule(rule):
         return False
     for key in SELECTOR_KEYS:
         if key in rule and not _sel_match(rule[key], workload.get(key)):
@@ -340,5 +427,6 @@ def rule_matches(rule, workload):
 
 
 __all__ = ["validate_rules", "rule_name", "rule_limits", "rule_matches", "selector_text",
-           "compile_metric", "is_diagnostic_rule", "expect_values", "LIMIT_KEYS", "LATENCY_LIMITS", "STATE_LIMITS",
+           "compile_metric", "is_diagnostic_rule", "is_drive_rule", "drive_selected", "expect_values", "DRIVE_LIMITS",
+           "LIMIT_KEYS", "LATENCY_LIMITS", "STATE_LIMITS",
            "KNOWN_KEYS"]

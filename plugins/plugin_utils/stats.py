@@ -9,6 +9,9 @@ judge, diagnostics; fleet and report too).
 * :func:`mean` / :func:`median`: of the numbers in an iterable (others skipped), None
   when there are none; the standard :mod:`statistics` module does the arithmetic.
 * :func:`ratio`: ``a / b`` or None (either missing, ``b <= 0``).
+* :func:`robust_scale`: the spread of values around their median for outlier scores:
+  MAD x 1.4826 (Iglewicz & Hoaglin), else the mean absolute deviation x 1.2533 when the
+  MAD is 0 (more than half the values equal), else 0 (all equal).
 """
 
 import math
@@ -67,4 +70,22 @@ def ratio(a, b):
     return a / b
 
 
-__all__ = ["is_number", "is_int", "as_number", "to_float", "numbers", "mean", "median", "ratio"]
+MAD_SCALE = 1.4826           # MAD -> sigma for normal data
+MEANAD_SCALE = 1.2533        # mean absolute deviation -> sigma (used when MAD == 0)
+
+
+def robust_scale(values, med):
+    """``(scale, method, mad)`` of ``values`` around ``med``: method ``mad``, ``meanad`` or
+    ``none`` (scale 0: all values equal ``med``)."""
+    dev = [abs(v - med) for v in numbers(values)]
+    mad = median(dev)
+    if mad and mad > 0:
+        return MAD_SCALE * mad, "mad", mad
+    mean_ad = sum(dev) / len(dev) if dev else 0.0
+    if mean_ad > 0:
+        return MEANAD_SCALE * mean_ad, "meanad", mad or 0.0
+    return 0.0, "none", mad or 0.0
+
+
+__all__ = ["robust_scale", "MAD_SCALE", "MEANAD_SCALE", "is_number", "is_int", "as_number", "to_float", "numbers",
+           "mean", "median", "ratio"]

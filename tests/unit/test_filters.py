@@ -199,3 +199,26 @@ def test_validate_inputs_refuses_a_rule_that_matches_no_workload(render, profile
                       "fleetqual_workload_overrides, 'fleetqual_thresholds': fleetqual_thresholds} "
                       "| fleetqual.storage.validate_inputs }}", **v)
     assert len(problems) == 1 and "did you mean over_cache?" in problems[0]
+
+
+def test_targets_and_drives_through_templar(render, profiles):
+    """issue 11: the plan filter expands over fleetqual_targets; the judge takes the drives."""
+    v = dict(fleetqual_profiles=profiles, fleetqual_profile="quick", fleetqual_test_dir="/var/tmp/fleetqual",
+             fleetqual_targets=[{"path": "/data1/fq"}, {"device": "/dev/sdb", "destroy_data": True, "size": "1G"}])
+    expr = ("{{ fleetqual_profile | fleetqual.storage.plan(profiles=fleetqual_profiles, targets=fleetqual_targets, "
+            "test_dir=fleetqual_test_dir) }}")
+    plan = render(expr, **v)
+    assert [w["target"] for w in plan] == ["fq"] * 6 + ["sdb"] * 6
+    assert plan[6]["key"] == plan[6]["id"] + "@sdb" and plan[6]["device_size"] == plan[0]["total_size"]
+    v["fleetqual_targets"] = []
+    assert all("target" not in w for w in render(expr, **v))
+    v["fleetqual_targets"] = [{"device": "/dev/sdb", "destroy_data": "yes"}]
+    with pytest.raises(AnsibleError, match=r"fleetqual_targets\[0\].destroy_data: a raw device target destroys"):
+        render(expr, **v)
+    drives = [{"name": "sda", "model": "M", "serial": "S1",
+               "health": {"collected": True, "tool": "smartctl", "passed": False, "problems": ["SMART FAILED"]}}]
+    r = render("{{ [] | fleetqual.storage.judge([], drives=d) }}", d=drives)
+    # no workload results is an ERROR of its own; the failing drive is reported beside it
+    assert r["verdict"] == "ERROR" and r["reasons"] == [
+        "no workload results for this host", "drive sda (M, serial S1): the drive's own health verdict is FAILED "
+        "(SMART FAILED)"]

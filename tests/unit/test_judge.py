@@ -10,6 +10,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import (
     first_failing_check,
     first_failing_rule,
     judge,
+    target_verdicts,
 )
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import workload_metrics
 
@@ -393,3 +394,130 @@ def test_require_steady_state_must_be_a_boolean_and_false_is_no_limit():
         "fleetqual_thresholds[0].require_steady_state: must be true or false, got string 'yes'"]
     errs = validate_rules([{"require_steady_state": False}])
     assert len(errs) == 1 and errs[0].startswith("fleetqual_thresholds[0]: rule sets no limit")
+
+
+# --------------------------------------------------------------------------- drives (issue 11)
+
+DRIVE_FIX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "drives")
+
+
+def health(name):
+    from ansible_collections.fleetqual.storage.plugins.module_utils import drives as dr
+    with open(os.path.join(DRIVE_FIX, name)) as fh:
+        data = json.load(fh)
+    return dr.parse_nvme_smart_log(data) if name.startswith("nvme-cli") else dr.parse_smartctl(data)
+
+
+def drive(name, model, serial, fixture):
+    return {"name": name, "path": "/dev/" + name, "id_path": "/dev/disk/by-id/x-" + serial,
+            "by_id": ["/dev/disk/by-id/x-" + serial], "model": model, "serial": serial, "firmware": "F1",
+            "size_bytes": 10 ** 12, "health": health(fixture)}
+
+
+@pytest.fixture
+def drives():
+    return [drive("nvme0n1", "SAMSUNG MZQL21T9HCJR-00A07", "S64GNE0R601234", "smartctl-nvme-healthy.json"),
+            drive("nvme1n1", "SAMSUNG MZQL21T9HCJR-00A07", "S64GNE0R609876", "smartctl-nvme-failing.json"),
+            drive("sda", "Samsung SSD 870 EVO 1TB", "S6PUNX0T123456A", "smartctl-sata-ssd-healthy.json"),
+            drive("vda", None, "overlayblk", "smartctl-virtio-unsupported.json")]
+
+
+def test_without_drives_the_judge_is_unchanged(nvme):
+    a = judge(nvme, [{"min_iops": 1}], expected_ids=[w["id"] for w in nvme])
+    b = judge(nvme, [{"min_iops": 1}], expected_ids=[w["id"] for w in nvme], drives=None)
+    assert a == b and not [c for c in a["checks"] if c["kind"] == "drive"]
+
+
+def test_default_check_fails_a_drive_whose_own_verdict_is_failed(slow, drives):
+    r = judge([slow], [], drives=drives)
+    assert r["verdict"] == "FAIL"
+    by = {c["drive"]: c for c in r["checks"] if c["rule"] == "drive_health"}
+    assert [by[n]["status"] for n in ("nvme0n1", "nvme1n1", "sda", "vda")] == ["pass", "fail", "pass", "n/a"]
+    assert r["reasons"] == [
+        "drive nvme1n1 (SAMSUNG MZQL21T9HCJR-00A07, serial S64GNE0R609876): the drive's own health verdict is FAILED "
+        "(overall health self-assessment FAILED; critical_warning 0x04 (NVM subsystem reliability degraded); "
+        "37 media errors)"]
+    assert by["nvme1n1"]["serial"] == "S64GNE0R609876" and by["nvme1n1"]["kind"] == "drive"
+    # not collected: n/a with the tool's reason, never a pass, never a fail; and a warning
+    assert by["vda"]["passed"] is None
+    assert by["vda"]["message"].startswith("drive vda (model unknown, serial overlayblk): own health verdict not "
+                                           "applicable: health not collected: smartctl")
+    assert by["vda"]["message"] in r["warnings"]
+
+
+def test_drive_rules_limits_selectors_and_not_reported_values(slow, drives):
+    healthy = [d for d in drives if d["name"] != "nvme1n1"]
+    r = judge([slow], [{"max_media_errors": 0, "max_temperature_c": 33}], drives=healthy)
+    got = [(c["drive"], c["rule"], c["status"]) for c in r["checks"] if c["rule"] != "drive_health"]
+    assert got == [("nvme0n1", "max_media_errors@drive:*", "pass"), ("nvme0n1", "max_temperature_c@drive:*", "fail"),
+                   ("sda", "max_media_errors@drive:*", "n/a"), ("sda", "max_temperature_c@drive:*", "pass"),
+                   ("vda", "max_media_errors@drive:*", "n/a"), ("vda", "max_temperature_c@drive:*", "n/a")]
+    assert r["verdict"] == "FAIL"
+    assert r["reasons"] == ["drive nvme0n1 (SAMSUNG MZQL21T9HCJR-00A07, serial S64GNE0R601234): temperature c 34 > "
+                            "limit 33 (smartctl: critical warning 0, media errors 0, percentage used 2, available "
+                            "spare 100, temperature c 34, power on hours 8123)"]
+    sata = [c for c in r["checks"] if c["drive"] == "sda" and c["rule"] == "max_media_errors@drive:*"][0]
+    assert sata["message"] == ("drive sda (Samsung SSD 870 EVO 1TB, serial S6PUNX0T123456A): smartctl does not "
+                               "report media errors; max_media_errors@drive:* not applicable")
+    # a selector by serial, and one whose drives report nothing it limits: a warning, not a silent pass
+    r = judge([slow], [{"name": "sata-media", "drive": "S6PUNX0T123456A", "max_media_errors": 0},
+                       {"drive": ["nvme1n1", "/dev/nvme0n1"], "max_percentage_used": 80}], drives=drives)
+    assert "rule sata-media matched only drives where its limits do not apply (health not collected or not " \
+           "reported)" in r["warnings"]
+    pct = [(c["drive"], c["status"], c["value"]) for c in r["checks"] if c["metric"] == "health.percentage_used"]
+    assert pct == [("nvme0n1", "pass", 2), ("nvme1n1", "fail", 91)]
+
+
+def test_drive_rule_selecting_no_drive_fails_naming_the_drives(slow, drives):
+    r = judge([slow], [{"drive": "nvme9n1", "max_media_errors": 0}], drives=drives[:1])
+    (c,) = [c for c in r["checks"] if c["rule"] == "max_media_errors@drive:nvme9n1"]
+    assert c["status"] == "fail" and r["verdict"] == "FAIL"
+    assert c["message"] == ("max_media_errors@drive:nvme9n1: selects no drive of this host (drive: nvme9n1); its "
+                            "drives: nvme0n1 (S64GNE0R601234)")
+
+
+def test_drive_rule_without_inventory_is_not_applicable(slow):
+    r = judge([slow], [{"min_available_spare": 10}], drives=None)
+    (c,) = r["checks"]
+    assert (c["status"], c["passed"], c["kind"]) == ("n/a", None, "drive") and r["verdict"] == "PASS"
+    assert r["warnings"][-1] == ("rule min_available_spare@drive:* matched only drives where its limits do not "
+                                 "apply (health not collected or not reported)")
+    # the drives module's result is accepted as it is
+    nv = {"name": "nvme0n1", "model": "M", "serial": "S", "health": health("nvme-cli-smart-log-failing.json")}
+    r = judge([slow], [{"min_available_spare": 10}], drives={"drives": [nv]})
+    assert [c["status"] for c in r["checks"]] == ["fail", "fail"]
+
+
+def test_records_of_several_targets_are_judged_apart(slow):
+    a = dict(copy.deepcopy(slow), target="data1", target_kind="path", target_path="/data1")
+    b = dict(copy.deepcopy(slow), target="nvme0", target_kind="device", target_device="/dev/nvme0n1")
+    wid = slow["id"]
+    value = workload_metrics(slow)["iops"]
+    r = judge([a, b], [{"min_iops": value * 2}], expected_ids=[dict(a, result=None), dict(b, result=None),
+                                                                dict(a, target="data2")])
+    fails = [c for c in r["checks"] if c["status"] == "fail"]
+    assert [(c["workload"], c["target"]) for c in fails] == [(wid, "data1"), (wid, "nvme0")]
+    assert fails[1]["message"].startswith("%s on nvme0: IOPS " % wid)
+    (missing,) = [c for c in r["checks"] if c["rule"] == "workload_missing"]
+    assert missing["message"] == "%s on data2: planned workload has no result (missing)" % wid
+    assert (missing["workload"], missing["target"]) == (wid, "data2")
+    assert r["verdict"] == "ERROR" and r["summary"]["workloads"] == 3
+    # a row (and a JUnit case) per target
+    per = target_verdicts(r)
+    assert {t: v["verdict"] for t, v in per.items()} == {"data1": "FAIL", "nvme0": "FAIL", "data2": "ERROR"}
+    assert per["data2"]["reasons"] == [missing["message"]] and per["nvme0"]["reasons"] == [fails[1]["message"]]
+    assert target_verdicts(judge([slow], [{"min_iops": value * 2}])) == {}
+
+
+def test_cache_proof_is_judged_per_target():
+    from test_diagnostics import devstat, rec
+    cached = rec("over_cache-rndrd-t1", "over_cache", "rndrd", reads=1000, dev=devstat(r_s=10, rkb=160),
+                 target="data1", target_kind="path", target_path="/data1")
+    disk = rec("over_cache-rndrd-t1", "over_cache", "rndrd", reads=1000, dev=devstat(r_s=1000, rkb=16000),
+               target="nvme0", target_kind="device", target_device="/dev/nvme0n1")
+    for records in ([cached, disk], [disk, cached]):
+        r = judge(records, [])
+        (c,) = [c for c in r["checks"] if c["rule"] == "cache_proof"]
+        assert (c["target"], c["status"]) == ("data1", "fail")
+        assert c["message"].startswith("over_cache-rndrd-t1 on data1: served from a cache, not the disk")
+    assert [c["rule"] for c in judge([disk], [])["checks"]] == []

@@ -139,3 +139,42 @@ def test_metric_naming_a_field_no_record_has_is_refused(expr, fragment):
                                   "result.vmstat.avg.wa", "threads", "max([metrics.read_p99_ms, metrics.write_p99_ms])"])
 def test_metric_paths_a_record_has_are_accepted(expr):
     assert validate_rules([{"metric": expr, "max": 1}]) == []
+
+
+# --------------------------------------------------------------------------- drive rules (issue 11)
+
+def test_drive_rules_validate():
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.rules import rule_limits, rule_name
+    ok = [{"max_media_errors": 0, "max_critical_warning": 0, "max_reallocated_sectors": 0, "max_pending_sectors": 0,
+           "max_percentage_used": 90, "min_available_spare": 10, "max_temperature_c": 70, "max_power_on_hours": 50},
+          {"name": "boot", "drive": ["nvme0n1", "S64GNE0R601234"], "max_media_errors": 0}]
+    assert validate_rules(ok) == []
+    assert rule_limits(ok[1]) == [("max_media_errors", "<=", 0)]
+    assert rule_limits({"min_available_spare": 10}) == [("min_available_spare", ">=", 10)]
+    assert rule_name({"drive": "sda", "max_media_errors": 0}, "max_media_errors") == "max_media_errors@drive:sda"
+
+
+@pytest.mark.parametrize("rule, message", [
+    ({"max_media_error": 0}, "[0].max_media_error: unknown key (did you mean max_media_errors?); known: name, "
+                             "description, id, workload"),
+    ({"drive": "sda", "max_media_erors": 0},
+     "[0].max_media_erors: unknown key in a drive rule (did you mean max_media_errors?); known: name, description, "
+     "drive, max_media_errors"),
+    ({"drive": "sda", "max_media_errors": 0, "workload": "cache"},
+     "[0].workload: unknown key in a drive rule (workload selectors, limits, metric and diagnostic do not apply to "
+     "a drive rule); known: name, description, drive"),
+    ({"drive": "sda"}, "[0]: drive rule sets no limit; give one of max_media_errors, max_critical_warning"),
+    ({"max_media_errors": -1}, "[0].max_media_errors: must not be negative, got -1; closest: 0"),
+    ({"max_media_errors": "0"}, "[0].max_media_errors: must be a number, got string '0'"),
+    ({"drive": 3, "max_media_errors": 0}, "[0].drive: must be a drive's name, /dev path, serial or model (or a list "
+                                          "of them), got integer 3; for example nvme0n1"),
+])
+def test_drive_rule_errors(rule, message):
+    errs = validate_rules([rule])
+    assert errs and errs[0].startswith("fleetqual_thresholds" + message), errs
+
+
+def test_metric_rule_may_read_the_target_keys_of_a_record():
+    assert validate_rules([{"metric": "device_size", "min": 1}]) == []
+    (err,) = validate_rules([{"metric": "target_sise", "min": 1}])
+    assert "'target_sise' is not a field of the workload record" in err
