@@ -21,8 +21,13 @@ description:
     verdict gate fails them.
   - Flags fleet outliers within groups of like hosts (robust MAD score or percentage worse than the
     group median) and regressions against a baseline C(fleet.json). With C(fail) they turn C(PASS)
-    hosts into C(FAIL) in the report; a callback cannot change ansible-playbook's exit code, which
-    stays with the playbook's final verdict gate (record verdicts).
+    hosts into C(FAIL); the final verdict of every host is decided by one function
+    (plugin_utils/verdict.py) which the playbook's verdict gate also uses (the callback hands the gate
+    play the verdicts when it starts), so the report and the exit code agree.
+  - Stores every host's summary in C(<output_dir>/<run_id>/fleet.d/) and writes C(not-passed.limit)
+    (the hosts to re-run with C(--limit @file)). With C(playbooks/report.yml) (C(fleetqual.storage.report)),
+    renders every format of a whole run from every host stored in its run directory (slices,
+    controllers, re-runs), outliers judged over the whole fleet, percentiles merged from the histograms.
   - Optionally appends to C(<output_dir>/history.jsonl) and writes a Prometheus textfile for the
     node_exporter textfile collector.
   - See docs/report.md in the collection for the fleet.json schema.
@@ -137,7 +142,10 @@ options:
     env:
       - name: FLEETQUAL_REPORT_TABLE_WIDTH
   html_detail_hosts:
-    description: Hosts drawn with per-host charts in report.html (non-passing and outlier hosts first).
+    description:
+      - Hosts given full detail (every check and metric, iostat series) in fleet.json and drawn with per-host
+        charts in report.html, non-passing and outlier hosts first; the others keep a summary (their verdict,
+        reasons and each workload's figures).
     type: int
     default: 100
     ini:
@@ -186,6 +194,10 @@ class CallbackModule(CallbackBase):
         self.written = {}
         self._validating = False  # inside the playbook's input-validation play
         self._refused = []        # [{task, msg}] failures of that play: inputs refused
+        self._gate_entries = {}   # host -> fleet entry of the record set_stats handed over (for the gate)
+        self._gating = False      # inside the verdict-gate play: its failures are the verdicts
+        self._merged = None       # fleet of a merge play (playbooks/report.yml)
+        self._gate_failures = {}  # host -> failures in the gate play (not counted as outcomes)
 
     @staticmethod
     def _play_role(play):
@@ -198,8 +210,15 @@ class CallbackModule(CallbackBase):
     def v2_playbook_on_play_start(self, play):
         # The validation play runs on the controller before any host is contacted: its
         # hosts are not fleet members and its failures mean the inputs were refused.
-        self._validating = self._play_role(play) == "validation"
+        role = self._play_role(play)
+        self._validating = role == "validation"
+        self._gating = role == "gate"
         if self._validating:
+            return
+        if role == "gate":
+            self._hand_verdicts_to_gate(play)
+        if role == "merge":
+            self._merge_run(play)
             return
         try:
             inventory = play.get_variable_manager()._inventory
@@ -241,12 +260,33 @@ class CallbackModule(CallbackBase):
                     break
         return name, {"task": str(task), "msg": str(msg or "failed")}
 
+    def v2_runner_on_ok(self, result):
+        # the record a host hands over with set_stats, kept for the verdict gate
+        try:
+            data = result.result
+        except AttributeError:  # pragma: no cover - pre-2.19 shape
+            data = getattr(result, "_result", {}) or {}
+        stats = data.get("ansible_stats") if isinstance(data, dict) else None
+        if isinstance(stats, dict) and isinstance(stats.get("data"), dict):
+            rec = stats["data"].get(RECORD_KEY)
+            if isinstance(rec, dict):
+                name, _ = self._event(result)
+                try:
+                    # a summary, not the record (stats.custom holds that already)
+                    self._gate_entries[name] = fleetmod.build_host(name, rec, keep_detail=False)
+                except Exception as exc:  # pragma: no cover - never break the run for the report
+                    self._display.vvv("fleetqual.storage.qualify_report: %s" % exc)
+
     def v2_runner_on_failed(self, result, ignore_errors=False):
         if ignore_errors:
             return
         name, ev = self._event(result)
         if self._validating:
             self._refused.append(ev)
+            return
+        if self._gating:
+            # the gate only carries out verdict.final_verdict: not an outcome of its own
+            self._gate_failures[name] = self._gate_failures.get(name, 0) + 1
             return
         self._failed.setdefault(name, []).append(ev)
 
@@ -266,7 +306,9 @@ class CallbackModule(CallbackBase):
         names = set(self._failed) | set(self._unreachable) | set(self._hosts)
         play = {}
         for name in names:
-            summary = stats.summarize(name)
+            summary = dict(stats.summarize(name))
+            if self._gate_failures.get(name):
+                summary["failures"] = max(0, int(summary.get("failures") or 0) - self._gate_failures[name])
             play[name] = {
                 "counts": summary,
                 # stats.failures excludes rescued failures; events carry the task and message
@@ -275,7 +317,56 @@ class CallbackModule(CallbackBase):
             }
         return play
 
+    def _hand_verdicts_to_gate(self, play):
+        """Give the gate play every host's final verdict as play variable
+        ``_fleetqual_final`` ({host: {verdict, reasons}}): the records of this run judged
+        with the fleet judgements (outliers, regressions) by verdict.final_verdict."""
+        try:
+            opts, baseline, _notes = self._options_and_baseline()
+            entries, self._gate_entries = list(self._gate_entries.values()), {}
+            fleet = fleetmod.aggregate({}, entries=entries, options=opts, baseline=baseline, detail_hosts=0)
+            play.vars["_fleetqual_final"] = {h["host"]: {"verdict": h["verdict"], "reasons": h["reasons"]}
+                                             for h in fleet["hosts"]}
+        except Exception as exc:  # the gate falls back to the record verdicts
+            self._display.warning("fleetqual.storage.qualify_report: no fleet verdicts for the gate: %s" % exc)
+            self._display.vvv(traceback.format_exc())
+
+    def _merge_run(self, play):
+        """playbooks/report.yml: render every format from every host record stored in the
+        run directory, and give the play the run's summary (``_fleetqual_merged``)."""
+        try:
+            extra = play.get_variable_manager().extra_vars
+            run_id = extra.get("fleetqual_run_id")
+            if not run_id:
+                raise ValueError("fleetqual_run_id is not set: pass -e fleetqual_run_id=<run id>")
+            root = extra.get("fleetqual_results_dir") or self.get_option("output_dir") \
+                or os.environ.get("FLEETQUAL_RESULTS_DIR") or os.path.join(os.getcwd(), "results")
+            run_dir = os.path.join(str(root), str(run_id))
+            if not os.path.isdir(run_dir):
+                raise ValueError("no run directory %s (fleetqual_results_dir=%s, fleetqual_run_id=%s)"
+                                 % (run_dir, root, run_id))
+            opts, baseline, notes = self._options_and_baseline()
+            detail = int(self.get_option("html_detail_hosts") or 0)
+            fleet = fleetmod.aggregate_run(run_dir, options=opts, baseline=baseline, detail_hosts=detail)
+            fleet["notes"].extend(notes)
+            self._merged = fleet
+            # history.jsonl: each qualify run (slice, re-run) appended its own hosts already
+            self._emit(fleet, str(root), run_dir, history=False)
+            summary = fleetmod.run_summary(fleet)
+            summary["run_dir"] = run_dir
+            summary["limit_file"] = self.written.get("limit")
+            play.vars["_fleetqual_merged"] = summary
+        except Exception as exc:
+            self._merged = {}
+            play.vars["_fleetqual_merged"] = {"error": str(exc)}
+            self._display.warning("fleetqual.storage.qualify_report: could not merge the run: %s" % exc)
+            self._display.vvv(traceback.format_exc())
+
     def v2_playbook_on_stats(self, stats):
+        if self._merged is not None:
+            # playbooks/report.yml: the run was reported when its play started; its own
+            # play (on the controller) is not a fleet
+            return
         try:
             self._report(stats)
         except Exception as exc:  # keep the playbook's own outcome; say why there is no report
@@ -298,6 +389,33 @@ class CallbackModule(CallbackBase):
                 % self._refused[0]["msg"].splitlines()[0][:300], color="red")
             return
 
+        opts, baseline, notes = self._options_and_baseline()
+        root = self.get_option("output_dir") or fleetmod.results_root(records, default="results")
+        run_id = fleetmod.pick_run_id(records.values())
+        run_dir = os.path.join(root, run_id)
+        slices = sorted({"%s" % (r.get("slice") or {}).get("number") for r in records.values()
+                         if isinstance(r.get("slice"), dict) and r["slice"].get("number") is not None})
+        # the hosts' summaries (fleet.d/), for playbooks/report.yml's merge of every slice,
+        # controller and re-run of this run id
+        sink = fleetmod.EntryWriter(run_dir, "slice-%s" % slices[0] if len(slices) == 1 else "run")
+        try:
+            fleet = fleetmod.aggregate(records, play=self._play_outcome(stats), inventory=self._hosts,
+                                       options=opts, baseline=baseline, run_id=run_id, entry_sink=sink,
+                                       detail_hosts=int(self.get_option("html_detail_hosts") or 0))
+        except BaseException:
+            sink.abort()
+            raise
+        sink.close()
+        fleet["notes"].extend(notes)
+        self.last_fleet = fleet
+        if len(slices) == 1 and any((r.get("slice") or {}).get("count") not in (None, 1, "1")
+                                    for r in records.values()):
+            # one slice of a sliced run: its own report beside the others'; the run's report
+            # over every slice is playbooks/report.yml's
+            run_dir = os.path.join(run_dir, "slice-%s" % slices[0])
+        self._emit(fleet, root, run_dir)
+
+    def _options_and_baseline(self):
         opts = self._report_options()
         baseline = None
         notes = []
@@ -307,14 +425,10 @@ class CallbackModule(CallbackBase):
             except (OSError, ValueError) as exc:
                 notes.append("baseline not used: %s" % exc)
                 self._display.warning("fleetqual.storage.qualify_report: baseline not used: %s" % exc)
+        return opts, baseline, notes
 
-        fleet = fleetmod.aggregate(records, play=self._play_outcome(stats), inventory=self._hosts,
-                                   options=opts, baseline=baseline)
-        fleet["notes"].extend(notes)
-        self.last_fleet = fleet
-
-        root = self.get_option("output_dir") or fleetmod.results_root(records, default="results")
-        run_dir = os.path.join(root, fleet["run_id"])
+    def _emit(self, fleet, root, run_dir, history=True):
+        """Terminal table, every file format, history and the Prometheus textfile."""
         formats = [str(f).strip().lower() for f in (self.get_option("formats") or []) if str(f).strip()]
         unknown = [f for f in formats if f not in reportmod.FORMATS]
         if unknown:
@@ -328,16 +442,17 @@ class CallbackModule(CallbackBase):
             for line in reportmod.detail_lines(fleet, width=width):
                 self._display.display(line)
 
-        self.written = reportmod.write_reports(fleet, run_dir, formats, records=records, rows=rows,
+        self.written = reportmod.write_reports(fleet, run_dir, formats, rows=rows,
                                                detail_hosts=int(self.get_option("html_detail_hosts") or 0))
-        if self.get_option("history"):
+        if history and self.get_option("history"):
             self.written["history"] = fleetmod.append_history(os.path.join(root, "history.jsonl"), fleet)
         prom = self.get_option("prometheus_textfile")
         if prom:
-            self.written["prometheus"] = fleetmod.write_atomic(prom, fleetmod.prometheus_text(fleet))
+            self.written["prometheus"] = fleetmod.write_prometheus(prom, fleet)
 
         colour = "green" if fleet["summary"]["passed"] == fleet["summary"]["hosts"] and fleet["hosts"] else "red"
         self._display.display(reportmod.summary_line(fleet), color=colour)
         if self.written:
             self._display.display("fleet report: %s" % ", ".join(
-                self.written[k] for k in ("json", "junit", "html", "md", "history", "prometheus") if k in self.written))
+                self.written[k] for k in ("json", "junit", "html", "md", "limit", "history", "prometheus")
+                if k in self.written))

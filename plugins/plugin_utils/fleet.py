@@ -23,10 +23,13 @@ import re
 import tempfile
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import diagnostics as diagmod
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import histogram as histmod
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import verdict as verdictmod
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import first_failing_rule
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import median
 
 SCHEMA = "fleetqual.fleet"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 GENERATOR = "fleetqual.storage.qualify_report"
 
 VERDICTS = ("PASS", "FAIL", "UNREACHABLE", "ERROR")
@@ -114,15 +117,6 @@ def num(value):
     return f
 
 
-def median(values):
-    vals = sorted(values)
-    n = len(vals)
-    if n == 0:
-        return None
-    mid = n // 2
-    if n % 2:
-        return vals[mid]
-    return (vals[mid - 1] + vals[mid]) / 2.0
 
 
 def utc_now():
@@ -147,10 +141,9 @@ def _round(value, digits=4):
 
 # --------------------------------------------------------------------------- workloads
 
-def latency_op(mode, metrics):
-    """Which operation's latency describes a workload: read, write or mixed (worse of both).
-
-    Falls back to whatever the metrics carry (fsync for a pure fsync workload)."""
+def latency_op_from_mode(mode, metrics):
+    """For records written before metrics.latency_op existed: which operation's latency
+    describes a workload, from its mode: read, write or mixed (worse of both)."""
     mode = (mode or "").lower()
     if mode in READ_MODES or mode.endswith("rd"):
         return "read"
@@ -190,8 +183,9 @@ def device_await(metrics):
     return max(vals) if vals else None
 
 
-def workload_id(spec):
-    wid = spec.get("id")
+def workload_id(spec, metrics=None):
+    """The record's id (``metrics.workload_id`` == ``id``, derived once by the plan)."""
+    wid = spec.get("id") or (metrics or {}).get("workload_id")
     if wid:
         return str(wid)
     parts = [str(p) for p in (spec.get("workload"), spec.get("mode")) if p]
@@ -209,6 +203,10 @@ def _clean_metrics(metrics):
             out[k] = v if v - v == 0.0 else None
         elif t is bool or v is None:
             out[k] = v
+        elif isinstance(v, str):
+            out[str(k)] = str(v)
+        elif isinstance(v, dict):
+            out[str(k)] = plain(v)
         else:
             n = num(v)
             if n is not None or isinstance(v, (int, float)):
@@ -216,45 +214,83 @@ def _clean_metrics(metrics):
     return out
 
 
-def summarize_workload(spec):
-    """The flat per-workload row the fleet report uses (numbers may be None)."""
+PCT_KEYS = ("p50", "p90", "p95", "p99", "p999")
+
+
+def _metric_latency_op(mode, metrics):
+    """The workload record's ``latency_op`` (metrics.py decides it); records written before
+    it existed fall back to the mode (read, write, or mixed = the worse of both)."""
+    op = metrics.get("latency_op")
+    if isinstance(op, str) and op:
+        return op
+    return latency_op_from_mode(mode, metrics)
+
+
+def _lat(metrics, op, pct):
+    """Percentile ``pct`` of the workload's latency op, in ms: the record's ``lat_<pct>_ms``
+    when present, else the per-op keys."""
+    value = num(metrics.get("lat_%s_ms" % pct))
+    if value is not None or "lat_%s_ms" % pct in metrics:
+        return value
+    return _pct_for(metrics, op, pct)
+
+
+def summarize_workload(spec, keep_metrics=True):
+    """The flat per-workload row the fleet report uses (numbers may be None).
+
+    Reads the workload spec and its ``metrics`` only (never the benchmark's raw JSON);
+    ``devices``/``collector`` fall back to the module result's collector block for records
+    written before ``metrics.device`` existed."""
     spec = spec if isinstance(spec, dict) else {}
     metrics = spec.get("metrics") if isinstance(spec.get("metrics"), dict) else {}
-    result = spec.get("result") if isinstance(spec.get("result"), dict) else {}
-    op = latency_op(spec.get("mode"), metrics)
-    bench = result.get("bench") if isinstance(result.get("bench"), dict) else {}
-    collector = result.get("collector") if isinstance(result.get("collector"), dict) else {}
+    op = _metric_latency_op(spec.get("mode"), metrics)
     errors = num(metrics.get("errors"))
-    interrupted = bool(metrics.get("interrupted")) or bool(bench.get("interrupted"))
+    interrupted = bool(metrics.get("interrupted"))
     threads = spec.get("threads")
+    conc = metrics.get("concurrency")
+    if isinstance(conc, dict) and conc.get("threads") is not None:
+        threads = conc.get("threads")
     try:
         threads = int(threads) if threads is not None else None
     except (TypeError, ValueError):
         threads = None
-    return {
-        "id": workload_id(spec),
+    device = metrics.get("device")
+    if isinstance(device, str) and device:
+        devices = device.split(",")
+        source = metrics.get("dev_source")
+    else:
+        result = spec.get("result") if isinstance(spec.get("result"), dict) else {}
+        collector = result.get("collector") if isinstance(result.get("collector"), dict) else {}
+        devices = plain(collector.get("devices") or [])
+        source = collector.get("source")
+    row = {
+        "id": workload_id(spec, metrics),
         "workload": plain(spec.get("workload")),
         "mode": plain(spec.get("mode")),
         "threads": threads,
         "block_size": plain(spec.get("block_size")),
         "direct": plain(spec.get("direct")),
         "time_s": num(spec.get("time")),
-        "elapsed_s": num(bench.get("elapsed_s")),
+        "elapsed_s": num(metrics.get("elapsed_s")),
         "latency_op": op,
-        "iops": num(metrics.get("iops")),
-        "mibps": num(metrics.get("mibps")),
-        "p95_ms": _pct_for(metrics, op, "p95"),
-        "p99_ms": _pct_for(metrics, op, "p99"),
-        "util_pct": num(metrics.get("dev_util_pct")),
-        "await_ms": device_await(metrics),
+        "iops": _round(num(metrics.get("iops")), 3),
+        "mibps": _round(num(metrics.get("mibps")), 4),
+    }
+    for pct in PCT_KEYS:
+        row["%s_ms" % pct] = _round(_lat(metrics, op, pct), 6)
+    row.update({
+        "util_pct": _round(num(metrics.get("dev_util_pct")), 3),
+        "await_ms": _round(device_await(metrics), 6),
         "errors": int(errors) if errors is not None else 0,
         "interrupted": interrupted,
-        "devices": plain(collector.get("devices") or []),
-        "collector": plain(collector.get("source")),
-        "metrics": _clean_metrics(metrics),
+        "devices": devices,
+        "collector": plain(source),
         "outliers": [],
         "baseline": None,
-    }
+    })
+    if keep_metrics:
+        row["metrics"] = _clean_metrics(metrics)
+    return row
 
 
 def iostat_samples(spec):
@@ -307,39 +343,17 @@ def group_of(groups, facts):
     if g:
         return g, "inventory"
     facts = facts if isinstance(facts, dict) else {}
-    hw = facts.get("product_name") or facts.get("hardware_model")
-    disk = facts.get("disk_model")
-    if hw or disk:
-        return "%s / %s" % (hw or "?", disk or "?"), "hardware"
+    parts = [str(v) for v in (facts.get("product_name") or facts.get("hardware_model"), facts.get("disk_model"))
+             if v not in (None, "", "NA", "N/A", "?")]
+    if parts:
+        return " / ".join(parts), "hardware"
     return "(none)", "none"
 
 
-def _event_text(ev):
-    if not ev:
-        return ""
-    task = ev.get("task") or "?"
-    msg = (ev.get("msg") or "").strip().splitlines()
-    msg = msg[0] if msg else ""
-    if len(msg) > 300:
-        msg = msg[:297] + "..."
-    return "task '%s': %s" % (task, msg) if msg else "task '%s'" % task
-
-
-def build_host(name, record, play=None, inventory_groups=None):
-    """One host entry of fleet.json from its record (or None) and its play outcome.
-
-    Rules (documented in docs/report.md):
-      * no record, unreachable         -> UNREACHABLE (task and message)
-      * no record, a task failed       -> ERROR (task and message)
-      * no record, nothing failed      -> ERROR ("no record")
-      * record                         -> the record's verdict (the judge's), except
-      * record PASS, then a task failed or the host became unreachable -> ERROR: the
-        measurements stand (and are kept) but the run on that host did not complete, so
-        PASS would not be truthful.  ``record_verdict`` keeps PASS.
-      * record FAIL/ERROR and a later failure (e.g. the final verdict gate) -> unchanged.
-    """
+def _last_events(play):
+    """(last failed task, last unreachable event) of a host's play outcome, as counted by
+    ansible's stats (rescued failures do not count)."""
     play = play or {}
-    record = record if isinstance(record, dict) else None
     failed = play.get("failed") or []          # [{task, msg}], not-ignored, not-rescued
     unreachable = play.get("unreachable") or []
     counts = play.get("counts") or {}
@@ -347,78 +361,66 @@ def build_host(name, record, play=None, inventory_groups=None):
     n_dark = int(counts.get("unreachable", len(unreachable)) or 0)
     last_fail = failed[-1] if failed and n_fail else None
     last_dark = unreachable[-1] if unreachable and n_dark else None
+    if n_fail and not last_fail:
+        last_fail = {"task": "?", "msg": "failed"}
     if n_dark and not last_dark:
         last_dark = {"task": "?", "msg": "host unreachable"}
+    return last_fail, last_dark
 
-    reasons = []
-    notes = []
+
+def build_host(name, record, play=None, inventory_groups=None, keep_detail=True, histograms=False):
+    """One host entry of fleet.json from its record (or None) and its play outcome.
+
+    The verdict is decided by ``verdict.final_verdict`` (the one owner; rules in
+    docs/report.md); ``aggregate`` applies it again once the fleet judgements (outliers,
+    regressions) are known.  ``keep_detail``: keep every check, each workload's full
+    metrics and the iostat series (what report.html draws for a host); without it the
+    entry keeps the summary and the checks that did not pass.  ``hist``: a
+    ``HistogramAccumulator`` that receives the workloads' latency histograms."""
+    play = play or {}
+    record = record if isinstance(record, dict) else None
+    last_fail, last_dark = _last_events(play)
+    counts = play.get("counts") or {}
     if record is None:
         groups = list(inventory_groups or [])
         facts = {}
         workloads = []
         checks = []
-        record_verdict = None
-        if n_dark:
-            verdict = "UNREACHABLE"
-            reasons.append("unreachable at %s" % _event_text(last_dark))
-        elif n_fail:
-            verdict = "ERROR"
-            reasons.append("failed before storing a record: %s" % _event_text(last_fail or {"task": "?"}))
-        else:
-            verdict = "ERROR"
-            reasons.append("no fleetqual_report record: the qualify role did not complete on this host "
-                           "(play stopped early, host skipped, or the role was not run)")
     else:
         groups = list(record.get("groups") or inventory_groups or [])
         facts = record.get("facts") if isinstance(record.get("facts"), dict) else {}
-        workloads = record.get("workloads") if isinstance(record.get("workloads"), list) else []
+        workloads = [w for w in record.get("workloads") or [] if isinstance(w, dict)] \
+            if isinstance(record.get("workloads"), list) else []
         checks = [c for c in (record.get("checks") or []) if isinstance(c, dict)]
-        record_verdict = str(record.get("verdict") or "ERROR").upper()
-        if record_verdict not in ("PASS", "FAIL", "ERROR"):
-            notes.append("record verdict %r is not PASS/FAIL/ERROR; reported as ERROR" % record_verdict)
-            record_verdict_eff = "ERROR"
-        else:
-            record_verdict_eff = record_verdict
-        reasons.extend(str(r) for r in (record.get("reasons") or []))
-        verdict = record_verdict_eff
-        if record_verdict_eff == "PASS" and (n_fail or n_dark):
-            verdict = "ERROR"
-            if n_dark:
-                reasons.append("record verdict PASS, but the host then became unreachable at %s"
-                               % _event_text(last_dark))
-            if n_fail:
-                reasons.append("record verdict PASS, but then %s failed" % _event_text(last_fail or {}))
-        elif n_fail or n_dark:
-            ev = last_fail or last_dark
-            notes.append("play outcome after the record (%s verdict kept): %s"
-                         % (record_verdict_eff, _event_text(ev)))
-        if not workloads and verdict == "PASS":
-            verdict = "ERROR"
-            reasons.append("record verdict PASS but the record holds no workload results")
-
+    decided = verdictmod.final_verdict(record, last_fail, last_dark)
     group, group_source = group_of(groups, facts)
-    rows = [summarize_workload(w) for w in workloads if isinstance(w, dict)]
+    rows = [summarize_workload(w, keep_metrics=keep_detail) for w in workloads]
     diagnostics = host_diagnostics(record, workloads)
     for row in rows:
         row["first_failing_rule"] = first_failing_rule({"checks": checks}, row["id"])
     ffr = first_failing_rule({"checks": checks})
+    kept_checks = checks if keep_detail else [c for c in checks if c.get("passed") is not True]
     entry = {
         "host": str(name),
-        "verdict": verdict,
-        "record_verdict": record_verdict,
+        "verdict": decided["verdict"],
+        "record_verdict": decided["record_verdict"],
         "first_failing_rule": ffr,
-        "reasons": reasons,
-        "notes": notes,
+        "reasons": decided["reasons"],
+        "notes": decided["notes"],
         "group": group,
         "group_source": group_source,
         "groups": [str(g) for g in groups],
         "run_id": plain(record.get("run_id")) if record else None,
+        "slice": plain(record.get("slice")) if record else None,
         "profile": plain(record.get("profile")) if record else None,
         "facts": plain(facts),
         "test_dir": plain(record.get("test_dir")) if record else None,
+        "targets": plain(record.get("targets")) if record else None,
         "device": plain(record.get("device")) if record else None,
         "results_file": plain(record.get("results_file")) if record else None,
-        "checks": plain(checks),
+        "warnings": plain(record.get("warnings") or []) if record else [],
+        "checks": plain(kept_checks),
+        "checks_total": len(checks),
         "play": {
             "counts": {k: int(v or 0) for k, v in counts.items()},
             "failed_task": plain(last_fail),
@@ -428,8 +430,117 @@ def build_host(name, record, play=None, inventory_groups=None):
         "diagnostics": diagnostics,
         "outliers": [],
         "regressions": [],
+        "detail": None,
     }
+    # what verdict.final_verdict needs again once the fleet judgements are known
+    entry["_record"] = None if record is None else {
+        "verdict": record.get("verdict"), "reasons": list(record.get("reasons") or []), "workloads": bool(workloads)}
+    if histograms:
+        entry["histograms"] = {}
+        for w, row in zip(workloads, rows):
+            h = latency_histogram(row, w)
+            if h:
+                entry["histograms"][row["id"]] = h
+    if keep_detail:
+        entry["detail"] = host_detail(workloads)
     return entry
+
+
+def latency_histogram(row, spec):
+    """{op, bits, buckets} of a workload's latency op (read+write merged for a mixed one),
+    None when the record has none or the workload had errors / was interrupted."""
+    if row["errors"] or row["interrupted"]:
+        return None
+    op = row["latency_op"]
+    hists = [h for h in (histmod.workload_histogram(spec, o) for o in (("read", "write") if op == "mixed" else (op,)))
+             if h]
+    if not hists:
+        return None
+    bits = {int(h.get("sub_bucket_bits", histmod.DEFAULT_BITS)) for h in hists}
+    if len(bits) > 1:
+        return None
+    # flat [index, count, index, count, ...]: a stored entry parses faster than pairs
+    pairs = hists[0]["buckets"] if len(hists) == 1 else histmod.merge(*[h["buckets"] for h in hists])
+    return {"op": op, "bits": bits.pop(), "buckets": [x for pair in pairs for x in pair]}
+
+
+def host_detail(workloads):
+    """What report.html draws for a host beyond fleet.json's summary: each workload's
+    iostat series [[t, %util, await], ...] (fleet.iostat_samples)."""
+    return {"iostat": {workload_id(w, w.get("metrics") if isinstance(w.get("metrics"), dict) else None):
+                       [list(s) for s in iostat_samples(w)] for w in workloads}}
+
+
+class HistogramAccumulator:
+    """Exact fleet latency percentiles: merges the latency histogram of every workload
+    (plugin_utils/histogram.py), per group and workload id; the fleet's are the sum of
+    its groups'."""
+
+    def __init__(self):
+        self.groups = {}     # (group, wid) -> {"op", "bits", "hosts", "buckets": {idx: count}, "mismatch"}
+
+    def add_host(self, group, histograms, sign=1):
+        """Add (sign -1: take away again) one host's {wid: {op, bits, buckets}}."""
+        for wid, h in (histograms or {}).items():
+            self._add(group, wid, h["op"], h["bits"], h["buckets"], sign, 1)
+
+    def _add(self, group, wid, op, bits, flat_buckets, sign, hosts):
+        key = (group, wid)
+        slot = self.groups.get(key)
+        if slot is None:
+            slot = self.groups[key] = {"op": op, "bits": bits, "hosts": 0, "buckets": {}, "mismatch": False}
+        if slot["bits"] != bits:
+            slot["mismatch"] = True
+            return
+        acc = slot["buckets"]
+        get = acc.get
+        flat = iter(flat_buckets)
+        for idx, cnt in zip(flat, flat):
+            acc[idx] = get(idx, 0) + sign * cnt
+        slot["hosts"] += sign * hosts
+
+    def state(self):
+        """JSON-able content (EntryWriter's .sum file)."""
+        return [[g, wid, slot["op"], slot["bits"], slot["hosts"], slot["mismatch"],
+                 [x for idx in sorted(slot["buckets"]) for x in (idx, slot["buckets"][idx])]]
+                for (g, wid), slot in self.groups.items()]
+
+    def add_state(self, state):
+        for g, wid, op, bits, hosts, mismatch, flat in state:
+            self._add(g, wid, op, bits, flat, 1, hosts)
+            if mismatch:
+                self.groups[(g, wid)]["mismatch"] = True
+
+    @staticmethod
+    def _summary(slot):
+        pairs = sorted((i, c) for i, c in slot["buckets"].items() if c)
+        out = {"latency_op": slot["op"], "hosts": slot["hosts"], "count": sum(c for _, c in pairs)}
+        for pct, p in (("p50", 50), ("p90", 90), ("p95", 95), ("p99", 99), ("p999", 99.9)):
+            v = histmod.percentile(pairs, p, slot["bits"])
+            out["%s_ms" % pct] = None if v is None else round(v / 1e6, 6)
+        if slot["mismatch"]:
+            out["note"] = "histograms with other sub_bucket_bits left out"
+        return out
+
+    def result(self):
+        fleet = {}
+        for (_g, wid), slot in self.groups.items():
+            f = fleet.get(wid)
+            if f is None:
+                f = fleet[wid] = {"op": slot["op"], "bits": slot["bits"], "hosts": 0, "buckets": {},
+                                  "mismatch": slot["mismatch"]}
+            if f["bits"] != slot["bits"]:
+                f["mismatch"] = True
+                continue
+            acc = f["buckets"]
+            for idx, cnt in slot["buckets"].items():
+                acc[idx] = acc.get(idx, 0) + cnt
+            f["hosts"] += slot["hosts"]
+            f["mismatch"] = f["mismatch"] or slot["mismatch"]
+        return {"fleet": [dict(workload=wid, **self._summary(fleet[wid])) for wid in sorted(fleet)],
+                "groups": [dict(group=g, workload=wid, **self._summary(slot))
+                           for (g, wid), slot in sorted(self.groups.items(),
+                                                        key=lambda kv: (natural_key(kv[0][0]), kv[0][1]))]}
 
 
 def host_diagnostics(record, workloads):
@@ -624,40 +735,84 @@ def baseline_deltas(hosts, baseline, tolerance_pct=10.0):
 
 # --------------------------------------------------------------------------- aggregate
 
-def aggregate(records, play=None, inventory=None, options=None, baseline=None, now=None, run_id=None):
+def aggregate(records, play=None, inventory=None, options=None, baseline=None, now=None, run_id=None,
+              loader=None, detail_hosts=100, entries=(), entry_sink=None, hist=None):
     """Build the fleet dict (fleet.json content).
 
-    records:   {host: record}          (stats.custom[host]['fleetqual_report'])
+    records:   {host: record}, or an iterable of (host, record) pairs consumed one at a
+               time (``iter_run_records``: a results directory streamed record by record)
     play:      {host: {counts: {...}, failed: [{task, msg}], unreachable: [{task, msg}]}}
     inventory: {host: [group, ...]}    every host the plays targeted
     options:   see DEFAULT_OPTIONS
     baseline:  a loaded earlier fleet.json (load_baseline) or None
+    loader:    host -> record, to read again the records of the hosts drawn in detail
+               (default: the ``records`` mapping); None when records is an iterator and
+               no loader is given: no host detail
+    detail_hosts: how many hosts keep full detail (every check, every metric, iostat
+               series): non-passing hosts first, then hosts with outliers; None = all
+    entries:   host entries built earlier (stored by ``entry_sink`` of an earlier run:
+               the run directory's fleet.d/), used as they are
+    hist:      a HistogramAccumulator already holding the histograms of ``entries``
+    entry_sink: called with every host entry built here (before its histograms are
+               merged), to store it (``EntryWriter``)
     """
     with gc_paused():
-        return _aggregate(records, play, inventory, options, baseline, now, run_id)
+        return _aggregate(records, play, inventory, options, baseline, now, run_id, loader, detail_hosts,
+                          entries, entry_sink, hist)
 
 
-def _aggregate(records, play, inventory, options, baseline, now, run_id):
+def _options(options):
     opts = dict(DEFAULT_OPTIONS)
-    opts.update({k: v for k, v in (options or {}).items() if v is not None})
-    # no deep copy of the records (they carry every iostat sample): the pieces the fleet
-    # keeps are converted with plain() where they are copied
-    records = {str(k): v for k, v in (records or {}).items() if isinstance(v, dict)}
+    opts.update({k: v for k, v in (options or {}).items() if v is not None and k in DEFAULT_OPTIONS})
+    return opts
+
+
+def _aggregate(records, play, inventory, options, baseline, now, run_id, loader, detail_hosts, entries,
+               entry_sink, hist):
+    opts = _options(options)
     play = play or {}
     inventory = inventory or {}
     now = now or utc_now()
-    names = set(records) | set(inventory) | {h for h, p in play.items()
-                                             if (p.get("counts") or {}).get("failures")
-                                             or (p.get("counts") or {}).get("unreachable")
-                                             or p.get("failed") or p.get("unreachable")}
-    hosts = [build_host(n, records.get(n), play.get(n), inventory.get(n))
-             for n in sorted(names, key=natural_key)]
+    if isinstance(records, dict) or hasattr(records, "items"):
+        mapping = {str(k): v for k, v in records.items() if isinstance(v, dict)}
+        pairs = iter(mapping.items())
+        loader = loader or mapping.get
+    else:
+        mapping = None
+        pairs = iter(records or ())
+    hist = hist or HistogramAccumulator()
+    hosts = {}
+    run_ids = {}
+
+    def take(entry, built):
+        if built and entry_sink is not None:
+            entry_sink(entry)
+        hist.add_host(entry["group"], entry.pop("histograms", None))
+        hosts[entry["host"]] = entry
+        rid = entry.get("run_id")
+        if rid:
+            run_ids[rid] = run_ids.get(rid, 0) + 1
+
+    for entry in entries or ():
+        take(entry, False)
+    for name, rec in pairs:
+        name = str(name)
+        if isinstance(rec, dict):
+            take(build_host(name, rec, play.get(name), inventory.get(name), keep_detail=False, histograms=True),
+                 True)
+    others = set(inventory) | {h for h, p in play.items()
+                               if (p.get("counts") or {}).get("failures")
+                               or (p.get("counts") or {}).get("unreachable")
+                               or p.get("failed") or p.get("unreachable")}
+    for name in others - set(hosts):
+        take(build_host(name, None, play.get(name), inventory.get(name), keep_detail=False), True)
+    hosts = [hosts[n] for n in sorted(hosts, key=natural_key)]
 
     if run_id is None:
-        ids = [r.get("run_id") for r in records.values() if r.get("run_id")]
-        run_id = max(set(ids), key=ids.count) if ids else run_id_from(now)
+        run_id = max(run_ids, key=lambda r: (run_ids[r], r)) if run_ids else run_id_from(now)
+    run_id = str(run_id)
     notes = []
-    if len({r.get("run_id") for r in records.values() if r.get("run_id")}) > 1:
+    if len(run_ids) > 1:
         notes.append("records carry different run_ids; report filed under %s" % run_id)
 
     outliers, groups = [], []
@@ -675,22 +830,25 @@ def _aggregate(records, play, inventory, options, baseline, now, run_id):
             notes.append("in the baseline but not in this run: %s" % ", ".join(base["missing_hosts"]))
 
     for h in hosts:
-        if h["verdict"] != "PASS":
-            continue
-        if opts["outliers"] == "fail":
-            bad = [o for o in h["outliers"] if o["worse"]]
-            if bad:
-                h["verdict"] = "FAIL"
-                h["reasons"].extend("fleet outlier: %s" % o["text"] for o in bad)
-                h["first_failing_rule"] = h["first_failing_rule"] or "fleet outlier"
-        if opts["regressions"] == "fail" and h["regressions"]:
-            h["verdict"] = "FAIL"
-            h["reasons"].extend("regression against baseline: %s" % r["text"] for r in h["regressions"])
-            h["first_failing_rule"] = h["first_failing_rule"] or "baseline regression"
+        apply_verdict(h, opts)
 
-    by_verdict = {v: 0 for v in VERDICTS}
+    # full detail for the hosts a reader looks at first: read their records again
+    ranked = sorted(hosts, key=detail_rank)
+    chosen = ranked if detail_hosts is None else ranked[:max(0, int(detail_hosts))]
+    if loader is not None:
+        for h in chosen:
+            rec = loader(h["host"]) if h["_record"] is not None else None
+            if isinstance(rec, dict):
+                attach_detail(h, rec)
+            elif h["_record"] is None:
+                h["detail"] = {"iostat": {}}
+    catalog = {}
     for h in hosts:
-        by_verdict[h["verdict"]] = by_verdict.get(h["verdict"], 0) + 1
+        del h["_record"]
+        if h["detail"] is None:
+            compact_host(h, catalog)
+
+    by_verdict = verdictmod.counts(h["verdict"] for h in hosts)
     return {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -706,7 +864,11 @@ def _aggregate(records, play, inventory, options, baseline, now, run_id):
             "outliers": len(outliers),
             "outliers_worse": sum(1 for o in outliers if o["worse"]),
             "regressions": len(base["regressions"]) if base else 0,
+            "detail_hosts": sum(1 for h in hosts if h["detail"] is not None),
+            "slices": sorted({_slice_label(h["slice"]) for h in hosts if h.get("slice")}),
         },
+        "latency": hist.result(),
+        "workloads": [dict(id=wid, **catalog[wid]) for wid in sorted(catalog)],
         "groups": groups,
         "hosts": hosts,
         "outliers": outliers,
@@ -715,7 +877,271 @@ def _aggregate(records, play, inventory, options, baseline, now, run_id):
     }
 
 
+def _slice_label(s):
+    if isinstance(s, dict):
+        return "%s/%s" % (s.get("number"), s.get("count"))
+    return str(s)
+
+
+def detail_rank(h):
+    """Order of the hosts drawn in detail: not PASS, then with outliers, then by name."""
+    return (h["verdict"] == "PASS", not h["outliers"], natural_key(h["host"]))
+
+
+def apply_verdict(h, opts):
+    """Final verdict of a fleet host (verdict.final_verdict with its fleet judgements)."""
+    play = h["play"]
+    decided = verdictmod.final_verdict(h["_record"], play.get("failed_task"), play.get("unreachable_task"),
+                                       h["outliers"], h["regressions"], opts)
+    h["verdict"] = decided["verdict"]
+    h["reasons"] = decided["reasons"]
+    h["notes"] = decided["notes"]
+    if decided["first_failing_rule"] and not h["first_failing_rule"]:
+        h["first_failing_rule"] = decided["first_failing_rule"]
+
+
+SPEC_KEYS = ("workload", "mode", "threads", "block_size", "direct", "time_s", "devices", "collector")
+
+
+def compact_host(h, catalog):
+    """A host without detail keeps its measured figures; what every host shares (the
+    workload's spec) moves to the fleet's ``workloads`` catalog, and diagnostics that did
+    not apply (n/a) are left out: fleet.json stays readable at 10,000 hosts."""
+    for row in h["workloads"]:
+        spec = {k: row.pop(k) for k in SPEC_KEYS if k in row}
+        catalog.setdefault(row["id"], spec)
+    diags = h.get("diagnostics")
+    if diags:
+        h["diagnostics"] = {k: v for k, v in diags.items() if not (isinstance(v, dict) and v.get("status") == "n/a")}
+
+
+def attach_detail(h, record):
+    """Give a summarized host entry its full detail from its record again."""
+    workloads = [w for w in record.get("workloads") or [] if isinstance(w, dict)]
+    checks = [c for c in (record.get("checks") or []) if isinstance(c, dict)]
+    h["checks"] = plain(checks)
+    by_id = {}
+    for w in workloads:
+        m = w.get("metrics") if isinstance(w.get("metrics"), dict) else {}
+        by_id[workload_id(w, m)] = m
+    for row in h["workloads"]:
+        row["metrics"] = _clean_metrics(by_id.get(row["id"]) or {})
+    h["detail"] = host_detail(workloads)
+
+
 # --------------------------------------------------------------------------- files
+
+REPORT_FILES = ("fleet.json", "summary.json", "gate.json")
+LIMIT_FILE = "not-passed.limit"
+
+
+def _read_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def record_paths(run_dir):
+    """Paths of the host records stored in a run directory (``<host>.json``), sorted by
+    host name.  The role's replaced records (``<host>.json.<pid>.<time>~``, kept by
+    ``copy backup``) and the report files are not records."""
+    out = []
+    with os.scandir(run_dir) as it:
+        for e in it:
+            if e.name.endswith(".json") and e.name not in REPORT_FILES and not e.name.startswith(".") \
+                    and e.is_file():
+                out.append((e.name[:-5], e.path))
+    out.sort(key=lambda x: natural_key(x[0]))
+    return out
+
+
+def iter_run_records(run_dir, names=None):
+    """(host, record) of the host records in a run directory (all, or those in ``names``),
+    read one at a time so that only one record is in memory."""
+    for name, path in record_paths(run_dir):
+        if names is not None and name not in names:
+            continue
+        try:
+            rec = _read_json(path)
+        except (OSError, ValueError):
+            continue
+        if isinstance(rec, dict) and "workloads" in rec and "verdict" in rec:
+            yield str(rec.get("host") or name), rec
+
+
+ENTRIES_DIR = "fleet.d"
+_ENTRY_HOST = re.compile(r'^\{"host": ("(?:[^"\\]|\\.)*")')
+
+
+class EntryWriter:
+    """Stores the host entries of one report (a run, a slice, a controller) in
+    ``<run_dir>/fleet.d/``: ``<label>-<time>-<pid>.jsonl`` one entry per line (without its
+    histograms), ``.hist`` each host's latency histograms, ``.sum`` their sum per group and
+    workload.  A merge reads the small entries and the sums (and the histograms only of
+    the hosts a newer file replaces, to subtract them), never every full record.  The
+    ``.jsonl`` is renamed into place last: a file set is complete or absent."""
+
+    def __init__(self, run_dir, label="run"):
+        directory = os.path.join(run_dir, ENTRIES_DIR)
+        os.makedirs(directory, exist_ok=True)
+        name = "%s-%s-%d.jsonl" % (re.sub(r"[^A-Za-z0-9_.-]", "_", str(label)),
+                                   utc_now().strftime("%Y%m%dT%H%M%S.%fZ"), os.getpid())
+        self.path = os.path.join(directory, name)
+        self._tmp = os.path.join(directory, "." + name)
+        self._f = open(self._tmp, "w", encoding="utf-8")
+        self._h = open(self.path + ".hist", "w", encoding="utf-8")
+        self._enc = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":")).encode
+        self._sum = HistogramAccumulator()
+
+    def __call__(self, entry):
+        hists = entry.get("histograms")
+        line = self._enc({k: v for k, v in entry.items() if k != "histograms"})
+        self._f.write(line.replace('{"host":', '{"host": ', 1) + "\n")
+        if hists:
+            self._h.write(self._enc({"host": entry["host"], "group": entry["group"], "histograms": hists})
+                          .replace('{"host":', '{"host": ', 1) + "\n")
+            self._sum.add_host(entry["group"], hists)
+
+    def close(self):
+        self._h.close()
+        write_atomic(self.path + ".sum", self._enc(self._sum.state()) + "\n")
+        self._f.close()
+        os.replace(self._tmp, self.path)
+        return self.path
+
+    def abort(self):
+        for f in (self._f, self._h):
+            f.close()
+        for p in (self._tmp, self.path + ".hist"):
+            with contextlib.suppress(OSError):
+                os.unlink(p)
+
+
+def run_sources(run_dir):
+    """What a run directory holds, newest first: (entries, stale, hist).
+
+    ``entries`` yields the newest stored entry of each host (fleet.d/); ``stale`` is the
+    set of hosts whose record is newer than their entry (or who have none): those records
+    are summarized again; ``hist`` holds the latency histograms of the entries yielded
+    (each file's sum, minus the hosts a newer file or record replaces).  Two passes over
+    the entry files, so that only the winning line of each host is parsed and no more than
+    one entry is held at a time."""
+    directory = os.path.join(run_dir, ENTRIES_DIR)
+    files = []
+    if os.path.isdir(directory):
+        with os.scandir(directory) as it:
+            files = sorted((e.stat().st_mtime_ns, e.name, e.path) for e in it
+                           if e.name.endswith(".jsonl") and not e.name.startswith("."))
+    newest = {}                       # host -> (file index, line number, mtime)
+    in_file = []                      # file index -> hosts in it
+    for fi, (mtime, _name, path) in enumerate(files):
+        names = set()
+        with open(path, encoding="utf-8") as f:
+            for li, line in enumerate(f):
+                m = _ENTRY_HOST.match(line)
+                if m:
+                    host = json.loads(m.group(1))
+                    newest[host] = (fi, li, mtime)
+                    names.add(host)
+        in_file.append(names)
+    stale = set()
+    for name, path in record_paths(run_dir):
+        got = newest.get(name)
+        if got is None or os.stat(path).st_mtime_ns > got[2]:
+            stale.add(name)
+            newest.pop(name, None)
+
+    hist = HistogramAccumulator()
+    for fi, (_mtime, _name, path) in enumerate(files):
+        replaced = {h for h in in_file[fi] if newest.get(h, (None,))[0] != fi}
+        try:
+            with open(path + ".sum", encoding="utf-8") as f:
+                hist.add_state(json.load(f))
+        except (OSError, ValueError):
+            continue
+        if replaced:
+            with open(path + ".hist", encoding="utf-8") as f:
+                for line in f:
+                    m = _ENTRY_HOST.match(line)
+                    if m and json.loads(m.group(1)) in replaced:
+                        h = json.loads(line)
+                        hist.add_host(h["group"], h["histograms"], sign=-1)
+
+    def entries():
+        wanted = {}
+        for host, (fi, li, _m) in newest.items():
+            wanted.setdefault(fi, set()).add(li)
+        for fi, (_mtime, _name, path) in enumerate(files):
+            lines = wanted.get(fi)
+            if not lines:
+                continue
+            with open(path, encoding="utf-8") as f:
+                for li, line in enumerate(f):
+                    if li in lines:
+                        yield json.loads(line)
+    return entries(), stale, hist
+
+
+def run_loader(run_dir):
+    """host -> its record read again from the run directory (None when absent)."""
+    def load(host):
+        try:
+            rec = _read_json(os.path.join(run_dir, "%s.json" % host))
+        except (OSError, ValueError):
+            return None
+        return rec if isinstance(rec, dict) else None
+    return load
+
+
+def aggregate_run(run_dir, options=None, baseline=None, now=None, detail_hosts=100, store_entries=True):
+    """The fleet of every host stored in ``run_dir`` (all slices and controllers that
+    wrote into it, re-runs included): each host's newest entry from fleet.d/, or its
+    record summarized again when the record is newer; streamed one host at a time.
+    ``store_entries``: store the entries summarized here, so the next merge reads them."""
+    run_id = os.path.basename(os.path.normpath(run_dir))
+    entries, stale, hist = run_sources(run_dir)
+    sink = EntryWriter(run_dir, "report") if store_entries and stale else None
+    try:
+        fleet = aggregate(iter_run_records(run_dir, stale), options=options, baseline=baseline, now=now,
+                          run_id=run_id, loader=run_loader(run_dir), detail_hosts=detail_hosts, entries=entries,
+                          entry_sink=sink, hist=hist)
+    except BaseException:
+        if sink is not None:
+            sink.abort()
+        raise
+    if sink is not None:
+        sink.close()
+    return fleet
+
+
+def pick_run_id(records, now=None):
+    """The run id of a set of records: the most common one (ties: the latest), else the
+    time now."""
+    counts = {}
+    for r in records:
+        rid = r.get("run_id") if isinstance(r, dict) else None
+        if rid:
+            counts[rid] = counts.get(rid, 0) + 1
+    return max(counts, key=lambda r: (counts[r], r)) if counts else run_id_from(now or utc_now())
+
+
+def not_passed(fleet):
+    """Hosts whose verdict is not PASS, in fleet order."""
+    return [h["host"] for h in fleet["hosts"] if h["verdict"] != "PASS"]
+
+
+def limit_text(fleet):
+    """Content of the ``--limit @file`` file: one non-PASS host per line (empty: all passed)."""
+    return "".join("%s\n" % h for h in not_passed(fleet))
+
+
+def run_summary(fleet, slice_=None):
+    """The small summary AWX passes between workflow nodes: run id, slice, verdict per
+    host and counts (no measurements)."""
+    return {"run_id": fleet["run_id"], "slice": slice_, "generated_at": fleet["generated_at"],
+            "counts": dict(fleet["summary"]["by_verdict"]), "hosts": fleet["summary"]["hosts"],
+            "verdicts": {h["host"]: h["verdict"] for h in fleet["hosts"]},
+            "not_passed": not_passed(fleet)}
+
 
 def write_atomic(path, text, mode=0o644):
     """Write text to path via a temporary file in the same directory and rename."""
@@ -776,61 +1202,104 @@ def append_history(path, fleet):
     return path
 
 
-def _label(value):
-    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+def prometheus_registry(fleet):
+    """The controller's textfile: the fleet summary only (a host's own series belong in
+    that host's node_exporter textfile directory).  Names follow the Prometheus naming
+    conventions: base units (seconds), no verdict label on a ``_pass`` metric."""
+    from prometheus_client import CollectorRegistry, Gauge  # pylint: disable=import-outside-toplevel
+
+    reg = CollectorRegistry()
+    hosts = Gauge("fleetqual_fleet_hosts", "Hosts per verdict in the last run.", ["verdict"], registry=reg)
+    for verdict, n in fleet["summary"]["by_verdict"].items():
+        hosts.labels(verdict=verdict).set(n)
+    passed = Gauge("fleetqual_host_pass", "1 when the host passed qualification in the last run, else 0.",
+                   ["host", "group"], registry=reg)
+    for h in fleet["hosts"]:
+        passed.labels(host=h["host"], group=h["group"]).set(1 if h["verdict"] == "PASS" else 0)
+    outl = Gauge("fleetqual_fleet_outliers", "Fleet outliers (worse direction) per metric in the last run.",
+                 ["metric"], registry=reg)
+    for metric in JUDGED_METRICS:
+        outl.labels(metric=metric).set(sum(1 for o in fleet["outliers"] if o["metric"] == metric and o["worse"]))
+    lat = Gauge("fleetqual_fleet_latency_seconds",
+                "Fleet-wide latency percentile of a workload, merged exactly from every host's histogram.",
+                ["workload", "op", "percentile"], registry=reg)
+    # a "quantile" label belongs to summary metrics only (promtool): "percentile" p50 ... p999
+    for row in (fleet.get("latency") or {}).get("fleet") or []:
+        for pct in PCT_KEYS:
+            v = row.get("%s_ms" % pct)
+            if v is not None:
+                lat.labels(workload=row["workload"], op=row["latency_op"], percentile=pct).set(v / 1000.0)
+    ts = Gauge("fleetqual_last_run_timestamp_seconds", "When the fleet report was generated.", registry=reg)
+    try:
+        ts.set(datetime.datetime.strptime(fleet["generated_at"], "%Y-%m-%dT%H:%M:%SZ").replace(
+            tzinfo=datetime.timezone.utc).timestamp())
+    except (ValueError, KeyError):
+        ts.set(0)
+    return reg
 
 
-def _labels(**kw):
-    return "{" + ",".join('%s="%s"' % (k, _label("" if v is None else v)) for k, v in kw.items()) + "}"
+def host_prometheus_registry(record, now=None):
+    """One host's own series, for that host's node_exporter textfile directory (the role
+    writes it there when ``fleetqual_node_exporter_textfile_dir`` names one): Prometheus
+    adds the host's own labels when it scrapes them.  Base units: operations and bytes per
+    second, seconds, a 0..1 ratio."""
+    from prometheus_client import CollectorRegistry, Gauge  # pylint: disable=import-outside-toplevel
+
+    reg = CollectorRegistry()
+    labels = ["workload", "mode", "threads"]
+    g = {
+        "ops": Gauge("fleetqual_workload_operations_per_second", "Reads and writes per second of a workload.",
+                     labels, registry=reg),
+        "bytes": Gauge("fleetqual_workload_throughput_bytes_per_second", "Bytes read and written per second.",
+                       labels, registry=reg),
+        "lat": Gauge("fleetqual_workload_latency_seconds", "Latency percentile of the workload's latency operation.",
+                     labels + ["op", "percentile"], registry=reg),
+        "util": Gauge("fleetqual_workload_device_utilization_ratio",
+                      "Share of the measured window the test device was busy (iostat %util / 100).", labels,
+                      registry=reg),
+        "await": Gauge("fleetqual_workload_device_await_seconds", "Average device request time (iostat await).",
+                       labels, registry=reg),
+    }
+    record = record if isinstance(record, dict) else {}
+    for w in record.get("workloads") or []:
+        if not isinstance(w, dict):
+            continue
+        row = summarize_workload(w, keep_metrics=False)
+        lab = {"workload": row["id"], "mode": row["mode"] or "", "threads": "" if row["threads"] is None
+               else str(row["threads"])}
+        for key, gauge, factor in (("iops", "ops", 1.0), ("mibps", "bytes", 1048576.0), ("util_pct", "util", 0.01),
+                                   ("await_ms", "await", 0.001)):
+            if row[key] is not None:
+                g[gauge].labels(**lab).set(row[key] * factor)
+        for pct in PCT_KEYS:
+            if row["%s_ms" % pct] is not None:
+                g["lat"].labels(op=row["latency_op"] or "", percentile=pct, **lab).set(row["%s_ms" % pct] / 1000.0)
+    Gauge("fleetqual_host_pass", "1 when this host's last qualification verdict (the judge's) was PASS.",
+          registry=reg).set(1 if str(record.get("verdict")).upper() == "PASS" else 0)
+    Gauge("fleetqual_last_run_timestamp_seconds", "When this host's record was assembled.",
+          registry=reg).set((now or utc_now()).timestamp())
+    return reg
 
 
-PROM_METRICS = (
-    ("fleetqual_workload_iops", "Operations per second (read+write) of a workload.", "iops", 1.0),
-    ("fleetqual_workload_mibps", "Throughput of a workload in MiB/s.", "mibps", 1.0),
-    ("fleetqual_workload_latency_p95_seconds", "p95 latency of the workload's main operation.", "p95_ms", 1e-3),
-    ("fleetqual_workload_latency_p99_seconds", "p99 latency of the workload's main operation.", "p99_ms", 1e-3),
-    ("fleetqual_workload_device_util_percent", "iostat %util of the test device during the workload.",
-     "util_pct", 1.0),
-    ("fleetqual_workload_device_await_seconds", "iostat await of the test device during the workload.",
-     "await_ms", 1e-3),
-)
+def host_prometheus_text(record, now=None):
+    """A host's own textfile content (host_prometheus_registry)."""
+    from prometheus_client import generate_latest  # pylint: disable=import-outside-toplevel
+    return generate_latest(host_prometheus_registry(record, now)).decode("utf-8")
 
 
 def prometheus_text(fleet):
-    """node_exporter textfile-collector content for the run."""
-    lines = []
-    labelled = [(_labels(host=h["host"], workload=w["id"], mode=w["mode"], threads=w["threads"]), w)
-                for h in fleet["hosts"] for w in h["workloads"]]
-    for name, help_text, key, factor in PROM_METRICS:
-        lines.append("# HELP %s %s" % (name, help_text))
-        lines.append("# TYPE %s gauge" % name)
-        if factor == 1.0:
-            lines.extend("%s%s %r" % (name, lab, w[key]) for lab, w in labelled if w[key] is not None)
-        else:
-            lines.extend("%s%s %r" % (name, lab, w[key] * factor) for lab, w in labelled if w[key] is not None)
-    lines.append("# HELP fleetqual_host_pass 1 when the host passed qualification in the last run.")
-    lines.append("# TYPE fleetqual_host_pass gauge")
-    for h in fleet["hosts"]:
-        lines.append("fleetqual_host_pass%s %d" % (_labels(host=h["host"], verdict=h["verdict"], group=h["group"]),
-                                                   1 if h["verdict"] == "PASS" else 0))
-    lines.append("# HELP fleetqual_workload_outlier 1 when the value is a fleet outlier within its group.")
-    lines.append("# TYPE fleetqual_workload_outlier gauge")
-    for o in fleet["outliers"]:
-        lines.append("fleetqual_workload_outlier%s 1" % _labels(host=o["host"], workload=o["workload"],
-                                                                 metric=o["metric"]))
-    lines.append("# HELP fleetqual_fleet_hosts Hosts per verdict in the last run.")
-    lines.append("# TYPE fleetqual_fleet_hosts gauge")
-    for verdict, n in fleet["summary"]["by_verdict"].items():
-        lines.append("fleetqual_fleet_hosts%s %d" % (_labels(verdict=verdict), n))
-    lines.append("# HELP fleetqual_last_run_timestamp_seconds When the fleet report was generated.")
-    lines.append("# TYPE fleetqual_last_run_timestamp_seconds gauge")
-    try:
-        ts = datetime.datetime.strptime(fleet["generated_at"], "%Y-%m-%dT%H:%M:%SZ").replace(
-            tzinfo=datetime.timezone.utc).timestamp()
-    except (ValueError, KeyError):
-        ts = 0.0
-    lines.append("fleetqual_last_run_timestamp_seconds %d" % ts)
-    return "\n".join(lines) + "\n"
+    """The textfile content (prometheus_client's exposition format)."""
+    from prometheus_client import generate_latest  # pylint: disable=import-outside-toplevel
+    return generate_latest(prometheus_registry(fleet)).decode("utf-8")
+
+
+def write_prometheus(path, fleet):
+    """Write the textfile atomically with prometheus_client's write_to_textfile."""
+    from prometheus_client import write_to_textfile  # pylint: disable=import-outside-toplevel
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with gc_paused():
+        write_to_textfile(path, prometheus_registry(fleet))
+    return path
 
 
 def results_root(records, default="results"):

@@ -17,11 +17,9 @@ error of a percentile is at most ``1 / 2**(bits + 1)`` (0.78 % for 6 bits).
 Percentiles use the nearest-rank definition: the value of rank ``ceil(p/100 * n)``.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import math
-
-__metaclass__ = type
 
 DEFAULT_BITS = 6
 MAX_EXP = 43  # iobench clamps values at 2**44 - 1 ns
@@ -144,3 +142,15 @@ def mean(buckets, bits=DEFAULT_BITS):
     if not total:
         return None
     return sum(bucket_value(i, bits) * c for i, c in pairs) / float(total)
+
+
+def workload_histogram(record, op):
+    """The latency histogram of ``op`` of a workload record, or None.
+
+    The one place that knows where a record keeps it (docs/contracts.md: ``histograms``
+    stay only in the module result, ``result.bench.ops.<op>.histogram``)."""
+    try:
+        h = record["result"]["bench"]["ops"][op]["histogram"]
+    except (KeyError, TypeError):
+        return None
+    return h if isinstance(h, dict) and h.get("buckets") else None

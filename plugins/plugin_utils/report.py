@@ -10,16 +10,23 @@ directory and are rendered with a private Jinja2 environment (no Ansible templar
 from __future__ import annotations
 
 import html
+import json
 import math
 import os
 import re
+import statistics
 import textwrap
+import xml.etree.ElementTree as ET
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import diagnostics as diagmod
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet as fleetmod
+# table cells: '-' for missing, compact (plugin_utils/fmt.py is the one set of formatters)
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import cell_ms as fmt_ms
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import cell_num as fmt_num
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import cell_pct as fmt_pct
 
 TEMPLATES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                              "templates")
@@ -34,55 +41,6 @@ VERDICT_COLOURS = {"PASS": "#1a7f37", "FAIL": "#cf222e", "ERROR": "#9a6700", "UN
 
 
 # --------------------------------------------------------------------------- numbers
-
-def fmt_num(v, width=None):
-    """Compact number: 812, 12.3k, 1.23M; '-' for missing."""
-    v = fleetmod.num(v)
-    if v is None:
-        return DASH
-    a = abs(v)
-    if a >= 1e9:
-        s = "%.2fG" % (v / 1e9)
-    elif a >= 1e6:
-        s = "%.2fM" % (v / 1e6)
-    elif a >= 1e5:
-        s = "%.0fk" % (v / 1e3)
-    elif a >= 1e4:
-        s = "%.1fk" % (v / 1e3)
-    elif a >= 100:
-        s = "%.0f" % v
-    elif a >= 10:
-        s = "%.1f" % v
-    elif a == 0:
-        s = "0"
-    else:
-        s = "%.2f" % v
-    return s
-
-
-def fmt_ms(v):
-    """Latency in ms with 3 significant digits; '-' for missing."""
-    v = fleetmod.num(v)
-    if v is None:
-        return DASH
-    a = abs(v)
-    if a >= 1000:
-        return "%.0f" % v
-    if a >= 100:
-        return "%.0f" % v
-    if a >= 10:
-        return "%.1f" % v
-    if a >= 1:
-        return "%.2f" % v
-    if a == 0:
-        return "0"
-    return "%.3f" % v
-
-
-def fmt_pct(v, digits=1):
-    v = fleetmod.num(v)
-    return DASH if v is None else ("%." + str(digits) + "f") % v
-
 
 def truncate(text, width):
     text = "" if text is None else str(text)
@@ -120,9 +78,25 @@ def table_rows(fleet):
 
 
 def _table_rows(fleet):
+    """Hosts with detail in fleet.json get one row per workload; the others (the passing
+    hosts beyond ``html_detail_hosts`` in a large fleet) one summary row each."""
     rows = []
     for h in fleet["hosts"]:
         v = VERDICT_SHORT.get(h["verdict"], h["verdict"])
+        if h["workloads"] and h.get("detail") is None:
+            flagged = sorted({m for w in h["workloads"] for m in w["outliers"]})
+            rule = h["first_failing_rule"] or (("outlier: " + ",".join(flagged)) if flagged else DASH)
+            if rule == DASH and h["verdict"] != "PASS" and h["reasons"]:
+                rule = h["reasons"][0]
+            iops = [w["iops"] for w in h["workloads"] if w["iops"] is not None]
+            p99 = [w["p99_ms"] for w in h["workloads"] if w["p99_ms"] is not None]
+            rows.append({"host": h["host"], "workload": "%d workloads" % len(h["workloads"]), "threads": DASH,
+                         "iops": "min " + fmt_num(min(iops)) if iops else DASH, "mibps": DASH, "p95": DASH,
+                         "p99": "max " + fmt_ms(max(p99)) if p99 else DASH, "util": DASH, "await": DASH,
+                         "verdict": v, "rule": rule,
+                         "_host": h["host"], "_group": h["group"], "_verdict": h["verdict"], "_span": 0,
+                         "_flags": tuple(flagged), "_util1": DASH})
+            continue
         if not h["workloads"]:
             rule = h["first_failing_rule"] or short_reason(h)
             rows.append({"host": h["host"], "workload": DASH, "threads": DASH, "iops": DASH, "mibps": DASH,
@@ -313,7 +287,8 @@ def html_diagnostics_grid(fleet):
     out = []
     for h in fleet["hosts"]:
         diags = h.get("diagnostics") or {}
-        if not any(isinstance(d, dict) and d.get("status") != "n/a" for d in diags.values()):
+        if h.get("detail") is None or not any(isinstance(d, dict) and d.get("status") != "n/a"
+                                              for d in diags.values()):
             continue
         cells = []
         for name in diagmod.NAMES:
@@ -351,7 +326,7 @@ def _env(kind):
                           autoescape=select_autoescape(enabled_extensions=("html", "xml", "j2"),
                                                        default_for_string=True),
                           trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-        if kind in ("md", "xml_raw"):
+        if kind == "md":
             env.autoescape = False
         env.filters.update(num=fmt_num, ms=fmt_ms, pct=fmt_pct, xml=xml_text, md=md_cell)
         _ENVS[kind] = env
@@ -363,10 +338,6 @@ def _render(kind, template_name, **ctx):
 
 
 # --------------------------------------------------------------------------- JUnit
-
-def _classname(host):
-    return "fleetqual." + re.sub(r"[^A-Za-z0-9_-]", "_", host)
-
 
 def _check_message(c):
     metric = c.get("metric") or c.get("rule") or "value"
@@ -381,102 +352,95 @@ def _fmtv(v):
     return "%g" % n
 
 
-def junit_suites(fleet):
-    """View model: one suite per host with its cases (name, classname, time, failure/error)."""
-    suites = []
+def _targets(h):
+    targets = [str(t) for t in (h.get("targets") or []) if t]
+    return targets or [str(h.get("test_dir") or "-")]
+
+
+def _workload_line(w):
+    return ("%s: iops %s, MiB/s %s, p50 %s ms, p99 %s ms, p99.9 %s ms (%s), %%util %s, await %s ms%s" % (
+        w["id"], fmt_num(w["iops"]), fmt_num(w["mibps"]), fmt_ms(w.get("p50_ms")), fmt_ms(w["p99_ms"]),
+        fmt_ms(w.get("p999_ms")), w.get("latency_op") or "-", fmt_pct(w["util_pct"]), fmt_ms(w["await_ms"]),
+        "" if not (w["errors"] or w["interrupted"]) else
+        " [%s]" % ", ".join(x for x in ("%d I/O errors" % w["errors"] if w["errors"] else "",
+                                        "interrupted" if w["interrupted"] else "") if x)))
+
+
+def junit_cases(fleet):
+    """View model: one test case per host and target, grouped by fleet group:
+    [(group, [{name, classname, time, kind: None|failure|error, message, type, text, out}])].
+
+    The failure/error ``message`` is the host's first reason (GitLab shows it in its list);
+    the text holds every reason with the measured value, the limit and the device evidence
+    of each check that did not pass, the outliers and regressions, and the notes."""
+    groups = {}
     for h in fleet["hosts"]:
-        cls = _classname(h["host"])
-        cases = []
-        for w in h["workloads"]:
-            out = "iops %s, MiB/s %s, p95 %s ms, p99 %s ms, %%util %s, await %s ms" % (
-                fmt_num(w["iops"]), fmt_num(w["mibps"]), fmt_ms(w["p95_ms"]), fmt_ms(w["p99_ms"]),
-                fmt_pct(w["util_pct"]), fmt_ms(w["await_ms"]))
-            case = {"name": "%s measure" % w["id"], "classname": cls, "time": w["elapsed_s"] or w["time_s"] or 0.0,
-                    "failure": None, "error": None, "out": out}
-            if w["errors"] or w["interrupted"] or w["iops"] is None:
-                why = []
-                if w["errors"]:
-                    why.append("%d I/O errors" % w["errors"])
-                if w["interrupted"]:
-                    why.append("interrupted")
-                if w["iops"] is None:
-                    why.append("no IOPS measured")
-                case["error"] = {"message": "%s: %s" % (w["id"], ", ".join(why)), "type": "WorkloadError",
-                                 "text": out}
-            cases.append(case)
+        cls = "fleetqual." + re.sub(r"[^A-Za-z0-9_.-]", "_", h["group"] or "none")
+        time_s = sum((w["elapsed_s"] or w.get("time_s") or 0.0) for w in h["workloads"])
+        text = list(h["reasons"])
         for c in h["checks"]:
-            name = "%s %s" % (c.get("workload") or "host", c.get("rule") or c.get("metric") or "rule")
-            case = {"name": name, "classname": cls, "time": 0.0, "failure": None, "error": None,
-                    "out": _check_message(c)}
             if c.get("passed") is False:
-                text = "measured %s, limit %s %s\n%s" % (_fmtv(c.get("value")), c.get("op") or "",
-                                                          _fmtv(c.get("limit")), c.get("evidence") or "")
-                case["failure"] = {"message": _check_message(c), "type": "ThresholdFailure", "text": text}
-            cases.append(case)
-        opts = fleet["options"]
-        for o in h["outliers"]:
-            if o["worse"] and opts["outliers"] == "fail":
-                cases.append({"name": "%s %s fleet outlier" % (o["workload"], o["metric"]), "classname": cls,
-                              "time": 0.0, "error": None, "out": o["text"],
-                              "failure": {"message": o["text"], "type": "FleetOutlier", "text": o["text"]}})
-        for r in h["regressions"]:
-            if opts["regressions"] == "fail":
-                cases.append({"name": "%s %s baseline" % (r["workload"], r["metric"]), "classname": cls,
-                              "time": 0.0, "error": None, "out": r["text"],
-                              "failure": {"message": r["text"], "type": "BaselineRegression", "text": r["text"]}})
-        verdict_case = {"name": "verdict", "classname": cls, "time": 0.0, "failure": None, "error": None,
-                        "out": "%s%s" % (h["verdict"], (": " + "; ".join(h["reasons"])) if h["reasons"] else "")}
-        msg = h["reasons"][0] if h["reasons"] else h["verdict"]
-        text = "\n".join(h["reasons"] + h["notes"])
-        if h["verdict"] == "FAIL":
-            verdict_case["failure"] = {"message": msg, "type": "FAIL", "text": text}
-        elif h["verdict"] in ("ERROR", "UNREACHABLE"):
-            verdict_case["error"] = {"message": msg, "type": h["verdict"], "text": text}
-        cases.append(verdict_case)
-        suites.append({
-            "name": h["host"], "hostname": h["host"], "cases": cases, "tests": len(cases),
-            "failures": sum(1 for c in cases if c["failure"]),
-            "errors": sum(1 for c in cases if c["error"]), "skipped": 0,
-            "time": sum(c["time"] for c in cases),
-            "properties": [("verdict", h["verdict"]), ("record_verdict", h["record_verdict"] or ""),
-                           ("group", h["group"]), ("run_id", fleet["run_id"]),
-                           ("profile", h["profile"] or "")],
-        })
-    return suites
-
-
-def xml_escape(value):
-    """Escape for XML text and attribute values; drops characters XML 1.0 forbids."""
-    text = "" if value is None else str(value)
-    if _XML_BAD.search(text):
-        text = _XML_BAD.sub("", text)
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
-
-
-def _junit_rows(suites):
-    """Pre-escaped tuples for the template (which runs without autoescape: it only places them)."""
-    x = xml_escape
-    out = []
-    for s in suites:
-        cases = []
-        for c in s["cases"]:
-            err = (x(c["error"]["message"]), x(c["error"]["type"]), x(c["error"]["text"])) if c["error"] else None
-            fail = (x(c["failure"]["message"]), x(c["failure"]["type"]), x(c["failure"]["text"])) \
-                if c["failure"] else None
-            cases.append((x(c["name"]), x(c["classname"]), "%.3f" % c["time"], err, fail, x(c["out"] or "")))
-        out.append({"name": x(s["name"]), "hostname": x(s["hostname"]), "tests": s["tests"],
-                    "failures": s["failures"], "errors": s["errors"], "skipped": s["skipped"],
-                    "time": "%.3f" % s["time"], "properties": [(x(k), x(v)) for k, v in s["properties"]],
-                    "cases": cases})
-    return out
+                text.append("%s: measured %s, limit %s %s; %s" % (
+                    _check_message(c), _fmtv(c.get("value")), c.get("op") or "", _fmtv(c.get("limit")),
+                    c.get("evidence") or ""))
+        text.extend("fleet outlier (%s): %s" % (fleet["options"]["outliers"], o["text"]) for o in h["outliers"])
+        text.extend("baseline regression (%s): %s" % (fleet["options"]["regressions"], r["text"])
+                    for r in h["regressions"])
+        text.extend("note: %s" % n for n in h["notes"])
+        play = h.get("play") or {}
+        for key in ("failed_task", "unreachable_task"):
+            if play.get(key):
+                text.append("%s: task '%s': %s" % (key.replace("_", " "), play[key].get("task"), play[key].get("msg")))
+        out = "\n".join(["verdict %s (judge: %s), group %s, run %s" % (
+            h["verdict"], h["record_verdict"] or "-", h["group"], fleet["run_id"])]
+            + [_workload_line(w) for w in h["workloads"]] + ["warning: %s" % x for x in h.get("warnings") or []])
+        kind = "failure" if h["verdict"] == "FAIL" else ("error" if h["verdict"] in ("ERROR", "UNREACHABLE") else None)
+        for target in _targets(h):
+            groups.setdefault(h["group"] or "(none)", []).append({
+                "name": "%s %s" % (h["host"], target), "classname": cls, "time": time_s, "kind": kind,
+                "message": h["reasons"][0] if h["reasons"] else h["verdict"],
+                "type": (h["first_failing_rule"] or h["verdict"]) if kind == "failure" else h["verdict"],
+                "text": "\n".join(text), "out": out})
+    return [(g, groups[g]) for g in sorted(groups, key=fleetmod.natural_key)]
 
 
 def render_junit(fleet):
-    suites = junit_suites(fleet)
-    totals = {k: sum(s[k] for s in suites) for k in ("tests", "failures", "errors", "skipped", "time")}
-    return _render("xml_raw", "junit.xml.j2", suites=_junit_rows(suites), totals=totals,
-                   name=xml_escape("fleetqual %s" % fleet["run_id"]), package=xml_escape("fleetqual." + fleet["run_id"]),
-                   timestamp=xml_escape(fleet["generated_at"][:19]))
+    """JUnit XML (the Jenkins xunit-plugin junit-10.xsd shape; GitLab reads testcase
+    classname/name/time and the failure text) written with xml.etree.ElementTree.
+    Characters XML 1.0 forbids are dropped first: ElementTree escapes, it does not drop."""
+    x = xml_text
+    cases = junit_cases(fleet)
+    root = ET.Element("testsuites")
+    totals = {"tests": 0, "failures": 0, "errors": 0, "time": 0.0}
+    stamp = fleet["generated_at"][:19]
+    for i, (group, items) in enumerate(cases):
+        n_fail = sum(1 for c in items if c["kind"] == "failure")
+        n_err = sum(1 for c in items if c["kind"] == "error")
+        t = sum(c["time"] for c in items)
+        suite = ET.SubElement(root, "testsuite", {
+            "name": x("fleetqual.%s" % group), "tests": str(len(items)), "failures": str(n_fail),
+            "errors": str(n_err), "skipped": "0", "time": "%.3f" % t, "timestamp": stamp, "id": str(i),
+            "package": x("fleetqual.%s" % fleet["run_id"])})
+        props = ET.SubElement(suite, "properties")
+        for k, v in (("run_id", fleet["run_id"]), ("group", group), ("outliers", fleet["options"]["outliers"]),
+                     ("regressions", fleet["options"]["regressions"])):
+            ET.SubElement(props, "property", {"name": k, "value": x(v)})
+        for c in items:
+            case = ET.SubElement(suite, "testcase", {"name": x(c["name"]), "classname": x(c["classname"]),
+                                                     "time": "%.3f" % c["time"]})
+            if c["kind"]:
+                el = ET.SubElement(case, c["kind"], {"message": x(c["message"]), "type": x(c["type"])})
+                el.text = x(c["text"])
+            ET.SubElement(case, "system-out").text = x(c["out"])
+        totals["tests"] += len(items)
+        totals["failures"] += n_fail
+        totals["errors"] += n_err
+        totals["time"] += t
+    root.attrib.update({"name": x("fleetqual %s" % fleet["run_id"]), "tests": str(totals["tests"]),
+                        "failures": str(totals["failures"]), "errors": str(totals["errors"]),
+                        "time": "%.3f" % totals["time"]})
+    ET.indent(root, space=" ")
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
 # --------------------------------------------------------------------------- Markdown
@@ -494,6 +458,8 @@ def render_markdown(fleet, rows=None):
     table_md = "\n".join("| " + " | ".join(md_cell(r[k]) for k in MD_KEYS) + " |" for r in rows)
     diag = []
     for h in fleet["hosts"]:
+        if h.get("detail") is None:       # the hosts drawn in detail; the others' are in fleet.json
+            continue
         items = diagnostic_items(h)
         if items:
             diag.append("\n### %s\n" % md_cell(h["host"]))
@@ -574,6 +540,9 @@ def svg_line_chart(title, series, x_values, y_label, width=420, height=230):
     return Markup("".join(parts))
 
 
+STRIP_MAX_DOTS = 200      # a group with more hosts is drawn as a box plot (outliers as dots)
+
+
 def svg_strip_chart(title, groups, unit, width=560, row_h=26):
     """Fleet distribution: one row per group, a dot per host, median tick, outliers in red.
 
@@ -600,14 +569,26 @@ def svg_strip_chart(title, groups, unit, width=560, row_h=26):
         parts.append('<text x="%d" y="%.1f" class="tl" text-anchor="end">%s</text>'
                      % (ml - 6, cy + 3, _e(truncate(gname, 20))))
         parts.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" class="lane"/>' % (ml, ml + pw, cy, cy))
-        normal = []
-        for j, (host, v, out) in enumerate(pts):
-            x = ml + v / vmax * pw
-            jitter = ((j * 7) % 9 - 4) * (row_h / 28.0)
-            if out:
-                continue
-            normal.append('<circle cx="%.1f" cy="%.1f" r="3"><title>%s: %s</title></circle>' % (x, cy + jitter, _e(host), _axis_label(v)))
-        parts.append('<g class="dot">%s</g>' % "".join(normal))
+        if len(pts) > STRIP_MAX_DOTS:
+            # a large group: its spread as a box (p25-p75) with whiskers (p5-p95) instead of
+            # a dot per host; the outliers are still drawn one by one below
+            q = statistics.quantiles([v for _, v, _ in pts], n=20)
+            x5, x25, x75, x95 = (ml + q[i] / vmax * pw for i in (0, 4, 14, 18))
+            parts.append('<g class="box"><title>%s: %d hosts, p5 %s, p25 %s, p75 %s, p95 %s</title>'
+                         '<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f"/><rect x="%.1f" y="%.1f" width="%.1f" '
+                         'height="%.1f"/></g>' % (_e(gname), len(pts), _axis_label(q[0]), _axis_label(q[4]),
+                                                  _axis_label(q[14]), _axis_label(q[18]), x5, x95, cy, cy, x25,
+                                                  cy - row_h / 4, max(1.0, x75 - x25), row_h / 2))
+        else:
+            normal = []
+            for j, (host, v, out) in enumerate(pts):
+                x = ml + v / vmax * pw
+                jitter = ((j * 7) % 9 - 4) * (row_h / 28.0)
+                if out:
+                    continue
+                normal.append('<circle cx="%.1f" cy="%.1f" r="3"><title>%s: %s</title></circle>'
+                              % (x, cy + jitter, _e(host), _axis_label(v)))
+            parts.append('<g class="dot">%s</g>' % "".join(normal))
         if med is not None:
             mx = ml + med / vmax * pw
             parts.append('<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" class="median"/>' % (mx, mx, cy - row_h / 2 + 3, cy + row_h / 2 - 3))
@@ -726,14 +707,6 @@ def fleet_distribution_charts(fleet, limit=None):
     return charts
 
 
-def _records_by_host(records):
-    out = {}
-    for name, rec in (records or {}).items():
-        if isinstance(rec, dict):
-            out[str(name)] = {fleetmod.workload_id(w): w for w in rec.get("workloads") or [] if isinstance(w, dict)}
-    return out
-
-
 def html_table_body(rows):
     """The <tbody> rows of the fleet table, from table_rows() (built here, not in Jinja:
     16 000 rows through the template engine cost about a second)."""
@@ -742,9 +715,11 @@ def html_table_body(rows):
     for r in rows:
         span = r["_span"]
         badge = '<span class="badge %s">%s</span>' % (e(r["_verdict"]), e(r["_verdict"]))
-        if span == 0:           # host without workloads
-            out.append('<tr class="first"><td><strong>%s</strong></td><td>%s</td><td>-</td>%s<td>%s</td><td>%s</td></tr>'
-                       % (e(r["_host"]), e(r["_group"]), '<td class="n">-</td>' * 7, badge, e(r["rule"])))
+        if span == 0:           # host without workloads, or one summary row for a host
+            cells = "".join('<td class="n">%s</td>' % e(r[k]) for k in ("threads", "iops", "mibps", "p95", "p99",
+                                                                       "_util1", "await"))
+            out.append('<tr class="first"><td><strong>%s</strong></td><td>%s</td><td>%s</td>%s<td>%s</td><td>%s</td></tr>'
+                       % (e(r["_host"]), e(r["_group"]), e(r["workload"]), cells, badge, e(r["rule"])))
             continue
         flags = r["_flags"]
         head = ('<tr class="first"><td rowspan="%d"><strong>%s</strong></td><td rowspan="%d">%s</td>'
@@ -759,19 +734,21 @@ def html_table_body(rows):
 
 
 def html_context(fleet, records=None, detail_hosts=100, rows=None):
-    raw = _records_by_host(records)
-    # detail sections: failing hosts first, then hosts with outliers, then the rest
-    ranked = sorted(fleet["hosts"], key=lambda h: (h["verdict"] == "PASS", not h["outliers"],
-                                                   fleetmod.natural_key(h["host"])))
+    """Everything report.html shows, from the fleet dict alone (``records`` is accepted for
+    compatibility and not read: fleet.json carries the detail of the hosts drawn)."""
+    # detail sections: failing hosts first, then hosts with outliers, then the rest, among
+    # the hosts whose detail fleet.json carries
+    ranked = sorted((h for h in fleet["hosts"] if h.get("detail") is not None), key=fleetmod.detail_rank)
     detail = []
     for h in ranked[:detail_hosts] if detail_hosts is not None else ranked:
         if not h["workloads"]:
             detail.append({"host": h, "iops_svg": None, "p99_svg": None, "iostat": [], "diagnostics": []})
             continue
         iops_svg, p99_svg = host_thread_charts(h)
+        series = (h.get("detail") or {}).get("iostat") or {}
         iostat = []
         for w in h["workloads"]:
-            samples = fleetmod.iostat_samples(raw.get(h["host"], {}).get(w["id"], {}))
+            samples = [tuple(x) for x in series.get(w["id"]) or ()]
             iostat.append({"id": w["id"], "svg": svg_timeseries(w["id"], samples), "n": len(samples)})
         detail.append({"host": h, "iops_svg": iops_svg, "p99_svg": p99_svg, "iostat": iostat,
                        "diagnostics": diagnostic_items(h)})
@@ -786,6 +763,7 @@ def html_context(fleet, records=None, detail_hosts=100, rows=None):
         "detail_omitted": max(0, len(fleet["hosts"]) - len(detail)),
         "diagnostics_grid": html_diagnostics_grid(fleet),
         "diagnostic_titles": [diagmod.TITLES[n] for n in diagmod.NAMES],
+        "strip_max_dots": STRIP_MAX_DOTS,
     }
 
 
@@ -818,4 +796,20 @@ def write_reports(fleet, run_dir, formats=FORMATS, records=None, detail_hosts=10
                 text = renderers[fmt]()
             fleetmod.write_atomic(path, text)
             written[fmt] = path
+    if written:
+        # the hosts to run again: ansible-playbook ... --limit @<run_dir>/not-passed.limit
+        written["limit"] = fleetmod.write_atomic(os.path.join(run_dir, fleetmod.LIMIT_FILE),
+                                                 fleetmod.limit_text(fleet))
     return written
+
+
+def rerender(fleet_json, run_dir=None, formats=("junit", "html", "md")):
+    """Render report formats again from a stored fleet.json alone (no host record is read);
+    returns {format: path}.  The files equal those the callback wrote with the same fleet."""
+    with open(fleet_json, encoding="utf-8") as f:
+        fleet = json.load(f)
+    if fleet.get("schema") != fleetmod.SCHEMA:
+        raise ValueError("%s is not a fleetqual fleet.json" % fleet_json)
+    run_dir = run_dir or os.path.dirname(os.path.abspath(fleet_json))
+    detail = fleet["summary"].get("detail_hosts", 100)
+    return write_reports(fleet, run_dir, formats, detail_hosts=detail)

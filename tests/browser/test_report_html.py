@@ -159,3 +159,33 @@ def test_report_html_renders_in_chromium(tmp_path):
         page_errors = [line for line in out.splitlines()
                        if re.search(r"CONSOLE|Uncaught|net::ERR|Refused to|Failed to load|report\.html", line)]
         assert page_errors == [], page_errors
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install chromium) and $CHROMIUM unset")
+def test_large_fleet_report_from_fleet_json_renders(tmp_path):
+    """450 hosts, 10 drawn in detail, rendered again from the stored fleet.json alone: the
+    group's spread is a box with its outliers, the table has a summary row per host."""
+    now = datetime.datetime(2026, 11, 21, 12, 30, tzinfo=datetime.timezone.utc)
+    recs = synth.fleet_records(450, groups=("db",), matrix=MATRIX[:2], samples=3)
+    for i, rec in enumerate(recs.values()):
+        if i % 90 == 5:
+            for w in rec["workloads"]:
+                w["metrics"]["iops"] *= 0.4
+    f = fleet.aggregate(recs, now=now, detail_hosts=10)
+    run_dir = tmp_path / "run"
+    report.write_reports(f, str(run_dir), ["json"])
+    written = report.rerender(str(run_dir / "fleet.json"))
+    url = "file://%s" % written["html"]
+    dom = chromium(["--dump-dom", url], tmp_path)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    text = dom.stdout
+    assert 'class="box"' in text and 'class="outlier"' in text
+    assert text.count('class="dot"') == 0                     # no dot per host in a 450-host group
+    assert text.count('<div class="hostbox"') == 10
+    assert "fleet: 450/450 hosts passed" in text and "2 workloads" in text
+    png = tmp_path / "large.png"
+    shot = chromium(["--screenshot=%s" % png, "--window-size=1400,1600", "--hide-scrollbars", url], tmp_path)
+    assert shot.returncode == 0 and png.exists()
+    width, height, ch, rows = png_pixels(png.read_bytes())
+    colours, coverage = colour_stats(rows, ch)
+    assert len(colours) > 100 and coverage > 0.05

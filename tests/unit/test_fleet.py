@@ -6,6 +6,8 @@ import datetime
 import json
 import math
 import os
+import shutil
+import subprocess
 import sys
 
 import pytest
@@ -104,7 +106,7 @@ def test_empty_fleet():
     f = fleet.aggregate({}, now=NOW)
     assert f["summary"]["hosts"] == 0 and f["summary"]["passed"] == 0
     assert f["run_id"] == "20261121T123000Z"
-    assert f["schema"] == "fleetqual.fleet" and f["schema_version"] == 1
+    assert f["schema"] == "fleetqual.fleet" and f["schema_version"] == fleet.SCHEMA_VERSION == 2
     json.loads(fleet.to_json(f))
 
 
@@ -367,25 +369,81 @@ def test_history_appends_one_line_per_host(tmp_path):
 
 
 def test_prometheus_textfile(tmp_path):
+    """The controller's textfile: fleet summary only, base units, no verdict label on _pass,
+    written by prometheus_client; promtool check metrics finds nothing (when installed)."""
     recs = records(3)
     recs["db2"]["workloads"][0]["metrics"]["iops"] = float("nan")
     f = fleet.aggregate(recs, play={'we"ird\\host': {"counts": {"unreachable": 1}}}, now=NOW)
     text = fleet.prometheus_text(f)
-    assert "# TYPE fleetqual_workload_iops gauge" in text
-    assert 'fleetqual_workload_iops{host="db1",workload="cache-rndrd-t1",mode="rndrd",threads="1"} ' in text
-    assert 'fleetqual_workload_iops{host="db2",workload="cache-rndrd-t1"' not in text
-    assert 'fleetqual_host_pass{host="db1",verdict="PASS",group="db"} 1' in text
-    assert 'fleetqual_host_pass{host="we\\"ird\\\\host",verdict="UNREACHABLE",group="(none)"} 0' in text
-    assert "nan" not in text.lower()
-    lat = [line for line in text.splitlines() if line.startswith("fleetqual_workload_latency_p99_seconds{")]
-    assert lat and all(0 < float(line.rsplit(" ", 1)[1]) < 1 for line in lat)
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name_labels, value = line.rsplit(" ", 1)
-            float(value)
+    assert "# TYPE fleetqual_host_pass gauge" in text
+    assert 'fleetqual_host_pass{group="db",host="db1"} 1.0' in text
+    assert 'fleetqual_host_pass{group="(none)",host="we\\"ird\\\\host"} 0.0' in text
+    assert "verdict=" not in "".join(line for line in text.splitlines() if line.startswith("fleetqual_host_pass"))
+    assert 'fleetqual_fleet_hosts{verdict="UNREACHABLE"} 1.0' in text
+    assert "NA / ?" not in text and "nan" not in text.lower()
+    # no per-workload series on the controller (they were 113 MB at 10,000 hosts)
+    assert "fleetqual_workload_" not in text and "mibps" not in text and "_percent" not in text
     path = tmp_path / "tf" / "fleetqual.prom"
-    fleet.write_atomic(str(path), text)
-    fleet.write_atomic(str(path), text)
+    fleet.write_prometheus(str(path), f)
+    fleet.write_prometheus(str(path), f)
     assert path.read_text() == text
     assert os.listdir(tmp_path / "tf") == ["fleetqual.prom"]
-    assert oct(os.stat(path).st_mode & 0o777) == "0o644"
+    promtool = shutil.which("promtool")
+    if promtool:
+        res = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True,
+                             timeout=60)
+        assert res.returncode == 0 and not res.stdout.strip() and not res.stderr.strip(), res.stdout + res.stderr
+
+
+def test_hardware_group_without_facts_is_none_not_question_marks():
+    assert fleet.group_of(["all"], {"product_name": "NA", "disk_model": None}) == ("(none)", "none")
+    assert fleet.group_of([], {"product_name": "R650", "disk_model": "NA"}) == ("R650", "hardware")
+
+
+def test_host_prometheus_series_base_units(tmp_path):
+    """A host's own series (for its node_exporter textfile directory): base units, ratio,
+    promtool-clean."""
+    rec = records(1)["db1"]
+    text = fleet.host_prometheus_text(rec, now=NOW)
+    w = rec["workloads"][0]
+    line = next(x for x in text.splitlines()
+                if x.startswith('fleetqual_workload_throughput_bytes_per_second{mode="rndrd",threads="1",'
+                                'workload="cache-rndrd-t1"}'))
+    assert float(line.rsplit(" ", 1)[1]) == pytest.approx(w["metrics"]["mibps"] * 1048576.0, rel=1e-6)
+    util = [float(x.rsplit(" ", 1)[1]) for x in text.splitlines()
+            if x.startswith("fleetqual_workload_device_utilization_ratio{")]
+    assert util and all(0 <= u <= 1 for u in util)
+    assert 'percentile="p99"' in text and "fleetqual_host_pass 1.0" in text and "mibps" not in text
+    promtool = shutil.which("promtool")
+    if promtool:
+        res = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True,
+                             timeout=60)
+        assert res.returncode == 0 and not (res.stdout + res.stderr).strip(), res.stdout + res.stderr
+
+
+def test_final_verdict_is_decided_in_one_place():
+    """verdict.final_verdict, rule by rule (docs/report.md "What can change a verdict")."""
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.verdict import final_verdict
+
+    ev = {"task": "qualify : cleanup", "msg": "busy"}
+    rec = {"verdict": "PASS", "reasons": [], "workloads": [{"id": "w"}]}
+    worse = [{"worse": True, "text": "w iops low"}]
+    better = [{"worse": False, "text": "w iops high"}]
+    assert final_verdict(None, unreachable=ev)["verdict"] == "UNREACHABLE"
+    assert final_verdict(None, failed=ev)["reasons"][0].startswith("failed before storing a record")
+    assert final_verdict(None)["verdict"] == "ERROR"
+    assert final_verdict(rec)["verdict"] == "PASS"
+    assert final_verdict(dict(rec, verdict="weird"))["verdict"] == "ERROR"
+    assert final_verdict(rec, failed=ev)["verdict"] == "ERROR"
+    assert final_verdict(dict(rec, workloads=[]))["verdict"] == "ERROR"
+    assert final_verdict(rec, outliers=worse, options={"outliers": "warn"})["verdict"] == "PASS"
+    assert final_verdict(rec, outliers=better, options={"outliers": "fail"})["verdict"] == "PASS"
+    out = final_verdict(rec, outliers=worse, options={"outliers": "fail"})
+    assert out["verdict"] == "FAIL" and out["first_failing_rule"] == "fleet outlier"
+    assert out["reasons"] == ["fleet outlier: w iops low"] and out["record_verdict"] == "PASS"
+    reg = final_verdict(rec, regressions=[{"text": "w iops 100 -> 50"}], options={"regressions": "fail"})
+    assert reg["verdict"] == "FAIL" and reg["first_failing_rule"] == "baseline regression"
+    # never improved: an ERROR record stays ERROR whatever the fleet says
+    assert final_verdict(dict(rec, verdict="ERROR"), outliers=worse, options={"outliers": "fail"})["verdict"] == "ERROR"
+    kept = final_verdict(dict(rec, verdict="FAIL", reasons=["r"]), failed=ev)
+    assert kept["verdict"] == "FAIL" and kept["reasons"] == ["r"] and "cleanup" in kept["notes"][0]

@@ -1,0 +1,107 @@
+# Copyright: fleetqual.storage developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one owner of a host's final verdict (docs/report.md, "What can change a verdict").
+
+``final_verdict`` decides from
+
+* the host's record (its ``verdict`` is the judge's, ``plugin_utils/judge.py``), or its
+  absence;
+* what the play saw for the host *before* the verdict gate (a task failed, unreachable);
+* the fleet judgements about the host: its outliers and baseline regressions, with the
+  report options ``outliers`` / ``regressions`` (``warn`` | ``fail`` | ``off``).
+
+The verdict gate of playbooks/qualify.yml, the fleet report (every format) and therefore
+the exit code of ``ansible-playbook`` all use this function, so they cannot disagree.
+Pure Python, no Ansible import.
+"""
+from __future__ import annotations
+
+VERDICTS = ("PASS", "FAIL", "UNREACHABLE", "ERROR")
+RECORD_VERDICTS = ("PASS", "FAIL", "ERROR")
+
+
+def _event_text(ev):
+    if not ev:
+        return ""
+    task = ev.get("task") or "?"
+    msg = (ev.get("msg") or "").strip().splitlines()
+    msg = msg[0] if msg else ""
+    if len(msg) > 300:
+        msg = msg[:297] + "..."
+    return "task '%s': %s" % (task, msg) if msg else "task '%s'" % task
+
+
+def final_verdict(record, failed=None, unreachable=None, outliers=(), regressions=(), options=None):
+    """Return ``{verdict, record_verdict, reasons, notes, first_failing_rule}``.
+
+    record:      the host record (dict) or None when the role stored none
+    failed:      the last not-ignored, not-rescued failed task before the gate ({task, msg}) or None
+    unreachable: the last unreachable event ({task, msg}) or None
+    outliers:    the host's fleet outliers (fleet.find_outliers entries: worse, text)
+    regressions: the host's baseline regressions (entries with text)
+    options:     {"outliers": warn|fail|off, "regressions": warn|fail|off}
+
+    Rules, in order (the table in docs/report.md):
+      1. no record: UNREACHABLE if unreachable, else ERROR (a task failed, or no record);
+      2. the record's verdict (the judge's; anything but PASS/FAIL/ERROR is ERROR);
+      3. PASS but the host then failed a task or became unreachable -> ERROR;
+      4. PASS with no workload results -> ERROR;
+      5. PASS and ``outliers: fail`` with an outlier in the worse direction -> FAIL;
+      6. PASS and ``regressions: fail`` with a regression -> FAIL.
+    A verdict is never improved: FAIL and ERROR stay what they are.
+    """
+    options = options or {}
+    reasons, notes = [], []
+    if not isinstance(record, dict):
+        if unreachable:
+            return {"verdict": "UNREACHABLE", "record_verdict": None, "first_failing_rule": None,
+                    "reasons": ["unreachable at %s" % _event_text(unreachable)], "notes": notes}
+        if failed:
+            reason = "failed before storing a record: %s" % _event_text(failed)
+        else:
+            reason = ("no fleetqual_report record: the qualify role did not complete on this host "
+                      "(play stopped early, host skipped, or the role was not run)")
+        return {"verdict": "ERROR", "record_verdict": None, "first_failing_rule": None,
+                "reasons": [reason], "notes": notes}
+
+    record_verdict = str(record.get("verdict") or "ERROR").upper()
+    verdict = record_verdict
+    if record_verdict not in RECORD_VERDICTS:
+        notes.append("record verdict %r is not PASS/FAIL/ERROR; reported as ERROR" % record_verdict)
+        verdict = "ERROR"
+    reasons.extend(str(r) for r in (record.get("reasons") or []))
+    first_rule = None
+    if verdict == "PASS" and (failed or unreachable):
+        verdict = "ERROR"
+        if unreachable:
+            reasons.append("record verdict PASS, but the host then became unreachable at %s"
+                           % _event_text(unreachable))
+        if failed:
+            reasons.append("record verdict PASS, but then %s failed" % _event_text(failed))
+    elif failed or unreachable:
+        notes.append("play outcome after the record (%s verdict kept): %s"
+                     % (verdict, _event_text(failed or unreachable)))
+    workloads = record.get("workloads")
+    if verdict == "PASS" and not workloads:
+        verdict = "ERROR"
+        reasons.append("record verdict PASS but the record holds no workload results")
+    if verdict == "PASS" and options.get("outliers") == "fail":
+        bad = [o for o in outliers or () if o.get("worse")]
+        if bad:
+            verdict = "FAIL"
+            reasons.extend("fleet outlier: %s" % o["text"] for o in bad)
+            first_rule = "fleet outlier"
+    if verdict == "PASS" and options.get("regressions") == "fail" and regressions:
+        verdict = "FAIL"
+        reasons.extend("regression against baseline: %s" % r["text"] for r in regressions)
+        first_rule = first_rule or "baseline regression"
+    return {"verdict": verdict, "record_verdict": record_verdict, "first_failing_rule": first_rule,
+            "reasons": reasons, "notes": notes}
+
+
+def counts(verdicts):
+    """{PASS: n, FAIL: n, UNREACHABLE: n, ERROR: n} of an iterable of verdicts."""
+    out = dict.fromkeys(VERDICTS, 0)
+    for v in verdicts:
+        out[v] = out.get(v, 0) + 1
+    return out
