@@ -1,13 +1,17 @@
 # Developer entry points. scripts/setup.sh installs what these need.
 VENV   := .venv/bin
+# galaxy-importer, antsibull-changelog and antsibull-docs: a venv without the collection's
+# runtime requirements, as on Galaxy (tests/packaging/requirements.txt).
+PKGVENV := $(CURDIR)/.venv-packaging/bin
 SRC    := roles/iobench/files/src
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
-.PHONY: test test-c test-py lint docs-check galaxy molecule qualify clean
+.PHONY: test test-c test-py lint docs-check changelog-lint docs-lint galaxy galaxy-import \
+	galaxy-import-release sanity molecule qualify clean
 
-test: test-c test-py lint docs-check galaxy molecule
+test: test-c test-py lint docs-check changelog-lint docs-lint galaxy galaxy-import sanity molecule
 	@echo "make test: all suites passed"
 
 test-c:
@@ -22,11 +26,31 @@ lint:
 docs-check:
 	$(VENV)/python tests/check_docs.py
 
+# The changelog fragments and config (changelogs/) are valid for antsibull-changelog.
+changelog-lint:
+	$(PKGVENV)/antsibull-changelog lint
+
+# Every plugin's and role's documentation is valid for the Ansible docsite (antsibull-docs).
+docs-lint:
+	PATH=$(PKGVENV):$$PATH $(PKGVENV)/antsibull-docs lint-collection-docs --plugin-docs .
+
 galaxy:
 	rm -rf build/galaxy && mkdir -p build/galaxy
 	$(VENV)/ansible-galaxy collection build --output-path build/galaxy --force .
 	$(VENV)/ansible-galaxy collection install --force -p build/galaxy/installed build/galaxy/fleetqual-storage-*.tar.gz
 	ANSIBLE_COLLECTIONS_PATH=$(CURDIR)/build/galaxy/installed $(VENV)/ansible-playbook --syntax-check fleetqual.storage.qualify
+
+# galaxy-importer on the tarball `make galaxy` built, as Galaxy imports it (tests/packaging).
+galaxy-import: galaxy
+	$(PKGVENV)/python tests/packaging/galaxy_import.py build/galaxy/fleetqual-storage-*.tar.gz
+
+# The same, and galaxy.yml must name the real repository (Galaxy refuses an upload without).
+galaxy-import-release: galaxy
+	$(PKGVENV)/python tests/packaging/galaxy_import.py --require-repository build/galaxy/fleetqual-storage-*.tar.gz
+
+# ansible-test sanity --python 3.11 on a copy under build/ansible-test (docs/sanity.md).
+sanity:
+	scripts/ansible-test-sanity.sh
 
 molecule:
 	$(VENV)/molecule test -s default

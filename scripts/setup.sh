@@ -1,15 +1,32 @@
 #!/usr/bin/env bash
 # Install what the collection's demo and tests need, and nothing that is already there.
 #   scripts/setup.sh          runtime: compiler, sysstat, Python venv with ansible-core
-#   scripts/setup.sh --test   also sshd, chromium, xmllint, filesystem tools; fio and sysbench for bench/
+#   scripts/setup.sh --test   also sshd, chromium, xmllint, filesystem tools, shellcheck, git;
+#                             fio and sysbench for bench/; the development requirements in
+#                             .venv; the packaging tools in .venv-packaging; ansible-test's
+#                             pip bootstrap (scripts/ansible-test-sanity.sh --setup)
+#
+# Python requirements, all pinned, all from PyPI:
+#   requirements.txt                  the controller's runtime (what the collection needs;
+#                                     also read by the execution environment)
+#   requirements-dev.txt              tests and linters (pytest, molecule, ansible-lint, ...);
+#                                     it includes requirements.txt. Installed with --test.
+#   tests/packaging/requirements.txt  galaxy-importer, antsibull-changelog, antsibull-docs, in a
+#                                     venv of their own without the runtime requirements, as
+#                                     on Galaxy's importer (a filter that imports an optional
+#                                     library unguarded vanishes there, and the check sees it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+test_mode=false
+[ "${1:-}" = "--test" ] && test_mode=true
+
 runtime_pkgs=(gcc make libc6-dev sysstat python3-venv)
 test_pkgs=(fio sysbench openssh-server chromium libxml2-utils
-           e2fsprogs util-linux dmsetup procps)
+           e2fsprogs util-linux dmsetup procps shellcheck git prometheus
+           smartmontools nvme-cli)
 pkgs=("${runtime_pkgs[@]}")
-[ "${1:-}" = "--test" ] && pkgs+=("${test_pkgs[@]}")
+$test_mode && pkgs+=("${test_pkgs[@]}")
 
 missing=()
 for p in "${pkgs[@]}"; do
@@ -26,13 +43,47 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 py=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ] || [ requirements.txt -nt .venv/.installed ]; then
-  echo "setup: creating .venv from requirements.txt"
-  "$py" -m venv .venv
-  .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
-  touch .venv/.installed
+
+# venv DIR STAMP REQUIREMENTS...: create DIR and install the requirement files into it,
+# again whenever one of them is newer than DIR's stamp (or the set of files changed).
+venv() {
+  local dir=$1 stamp=$1/.installed-$2 args=() f stale=false
+  shift 2
+  [ -x "$dir/bin/python" ] && [ -e "$stamp" ] || stale=true
+  for f in "$@"; do
+    args+=(-r "$f")
+    [ "$f" -nt "$stamp" ] && stale=true
+  done
+  if $stale; then
+    echo "setup: installing $* into $dir"
+    [ -x "$dir/bin/python" ] || "$py" -m venv "$dir"
+    "$dir/bin/pip" install -q --disable-pip-version-check "${args[@]}"
+    rm -f "$dir"/.installed*
+    touch "$stamp"
+  fi
+}
+
+if $test_mode; then
+  # requirements-dev.txt includes requirements.txt; until it exists, requirements.txt
+  # holds both.
+  if [ -f requirements-dev.txt ]; then
+    venv .venv dev requirements-dev.txt
+  else
+    venv .venv dev requirements.txt
+  fi
+  venv .venv-packaging packaging tests/packaging/requirements.txt
+else
+  # A runtime setup keeps a test setup that is already there (the stamp of a test setup
+  # is newer than requirements.txt when it holds it).
+  if [ ! -e .venv/.installed-dev ] || [ requirements.txt -nt .venv/.installed-dev ]; then
+    venv .venv runtime requirements.txt
+  fi
 fi
 
 # Expose the checkout as ansible_collections/fleetqual/storage for Ansible and pytest.
 mkdir -p build/collections/ansible_collections/fleetqual
 ln -sfn "$PWD" build/collections/ansible_collections/fleetqual/storage
+
+if $test_mode; then
+  scripts/ansible-test-sanity.sh --setup
+fi
