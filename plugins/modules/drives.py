@@ -79,7 +79,7 @@ options:
     type: path
     default: /dev
 author:
-  - fleetqual.storage developers
+  - fleetqual.storage developers (!UNKNOWN)
 notes:
   - Reading SMART data needs root (C(become=true)); without it the health says C(collected=false) and why.
   - Loop devices have no SMART data; virtio disks usually do not either (the hypervisor does not pass it).

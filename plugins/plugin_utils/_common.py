@@ -43,3 +43,8 @@ def type_name(value):
     if isinstance(value, (list, tuple)):
         return "list"
     return type(value).__name__
+
+
+# MODES, human_size and parse_size are re-exported: plan, rules, validate and the filter plugin import them from here
+__all__ = ["MODES", "human_size", "parse_size", "READ_MODES", "WRITE_MODES", "OPS", "PCTS", "PCT_SOURCE",
+           "dig", "type_name"]

@@ -91,17 +91,8 @@ OVER_CACHE_LABELS = ("over_cache",)
 # --------------------------------------------------------------------------- helpers
 
 
-
-
-
 def _r(v, digits=3):
     return None if v is None else round(v, digits)
-
-
-
-
-
-
 
 
 def _entry(status, conclusion, sentence, evidence=None, workloads=None):
@@ -459,7 +450,7 @@ def _write_cache(ws, o):
     if set_ratio is not None:
         facts.append("%s over-cache (%s)" % (fmt_ms(lat_v), fmt_x(set_ratio)))
     if gain is not None:
-        facts.append("%s IOPS from 1 to %d threads" % (fmt_x(gain), ev["tn_threads"]))
+        facts.append("%s IOPS from 1 to %s threads" % (fmt_x(gain), ev["tn_threads"]))
     if fast or much_faster:
         why = []
         if fast:
@@ -518,7 +509,7 @@ def sweep_steps(ws, o=None):
             best = (rank, key, by_t)
     if best is None:
         return None, []
-    _, key, by_t = best
+    _rank, key, by_t = best
     steps = []
     for t in sorted(by_t):
         w = by_t[t]
@@ -536,8 +527,6 @@ def sweep_steps(ws, o=None):
                       "dev_iops": _r(dev_ops, 1), "little_ratio": _r(little)})
     label = "%s %s%s" % (key[9] or "", key[0], "" if key[1] else " buffered")
     return label.strip(), steps
-
-
 
 
 def knee(steps, share):
@@ -636,7 +625,7 @@ def _bounded_max(ws, o, tipping):
         if isinstance(best, dict):
             best = {k: best.get(k) for k in ("threads", "iodepth", "iops", "p99_ms")}
         else:                                               # absent / null: the best complete step within the bound
-            _, best = _bound_best([st for st, raw in zip(steps, search["steps"]) if raw.get("complete", True)], bound)
+            _most_threads, best = _bound_best([st for st, raw in zip(steps, search["steps"]) if raw.get("complete", True)], bound)
         ev = {"source": "search", "workload": w.id, "bound_ms": bound, "knob": knob, "steps": steps,
               "best": best, "stopped": search.get("stopped"),
               "iops": best.get("iops") if best else None, "p99_ms": best.get("p99_ms") if best else None}
@@ -732,7 +721,7 @@ def _readahead(ws, o):
                       "it, so the ratio measures the cache, not read-ahead." % fmt_x(proof), ev, ids)
     if ev["buffered_dev_rareq_sz_kb"] and ev["direct_dev_rareq_sz_kb"]:
         head += "; device requests %s kB vs %s kB" % (fmt_num(ev["buffered_dev_rareq_sz_kb"]),
-                                                     fmt_num(ev["direct_dev_rareq_sz_kb"]))
+                                                      fmt_num(ev["direct_dev_rareq_sz_kb"]))
     if rate_ratio is not None and rate_ratio >= o["readahead_ratio"]:
         return _entry("warn", "significant",
                       head + "): the OS read-ahead does work a database's own O_DIRECT I/O would not get.",

@@ -125,7 +125,7 @@ def evidence(record, metrics, focus=None):
     ``focus`` is ``read``, ``write``, ``fsync``, ``iops``, ``mibps`` or None (all that the
     workload does)."""
     m = metrics or {}
-    if not any(m.get(k) is not None for k, _ in DEVICE_FIELDS):
+    if not any(m.get(k) is not None for k, _label in DEVICE_FIELDS):
         source = dig(record, "result", "collector", "source")
         reason = dig(record, "result", "collector", "reason")
         text = "no device statistics (collector: %s" % (source or "none")
@@ -255,7 +255,7 @@ def _limit_check(rule, key, op, limit, record, wid, metrics):
         focus = metric
         op_name = None
     else:  # max_<op>_<pct>_ms
-        _, op_name, pct, _ = key.split("_")
+        _max, op_name, pct, _ms = key.split("_")
         metric = "%s_%s_ms" % (op_name, pct)
         label = "%s %s" % (op_name, "p99.9" if pct == "p999" else pct)
         focus = op_name
@@ -272,7 +272,7 @@ def _limit_check(rule, key, op, limit, record, wid, metrics):
         return _check(wid, name, metric, None, limit, op, False, ev, "fail", "limit", msg)
     passed = _compare(value, op, limit)
     msg = "%s: %s %s%s %s limit %s%s (%s)" % (wid, label, fmt_num(value), unit, _cmp_word(op, passed),
-                                             fmt_num(limit), unit, ev)
+                                              fmt_num(limit), unit, ev)
     return _check(wid, name, metric, value, limit, op, passed, ev, "pass" if passed else "fail", "limit", msg)
 
 
@@ -294,7 +294,7 @@ def _metric_check(rule, key, op, limit, record, wid, metrics):
         return _check(wid, name, expr, value, limit, op, False, ev, "fail", "metric", msg)
     passed = _compare(value, op, limit)
     msg = "%s: %s %s %s limit %s%s (%s)" % (wid, expr, fmt_num(value), _cmp_word(op, passed),
-                                           fmt_num(limit), tag, ev)
+                                            fmt_num(limit), tag, ev)
     return _check(wid, name, expr, value, limit, op, passed, ev, "pass" if passed else "fail", "metric", msg)
 
 
@@ -362,7 +362,7 @@ def _diagnostic_checks(rule, diags):
             continue
         passed = _compare(value, op, limit)
         msg = "diagnostic %s: %s %s %s limit %s%s: %s" % (name, expr, fmt_num(value), _cmp_word(op, passed),
-                                                         fmt_num(limit), tag, sentence)
+                                                          fmt_num(limit), tag, sentence)
         out.append(_check(None, rname, expr, value, limit, op, passed, sentence,
                           "pass" if passed else "fail", "diagnostic", msg))
     return out
@@ -373,7 +373,7 @@ def _diagnostic_checks(rule, diags):
 def drive_label(drive):
     """``drive sda (Samsung SSD 870, serial WD-WX12A3456789)``: how reasons cite a drive."""
     return "drive %s (%s, serial %s)" % (drive.get("name") or drive.get("path") or "?",
-                                          drive.get("model") or "model unknown", drive.get("serial") or "unknown")
+                                         drive.get("model") or "model unknown", drive.get("serial") or "unknown")
 
 
 def _drive_check(drive, rule, metric, value, limit, op, passed, status, message, ev):
@@ -469,11 +469,11 @@ def _drive_limit_check(drive, health, rule, key, field, op, limit):
     value = health.get(field)
     if not is_number(value):
         msg = "%s: %s does not report %s; %s not applicable%s" % (label, health.get("tool") or "the tool", what,
-                                                                   name, tag)
+                                                                  name, tag)
         return _drive_check(drive, name, "health.%s" % field, None, limit, op, None, "n/a", msg, ev)
     passed = _compare(value, op, limit)
     msg = "%s: %s %s %s limit %s%s (%s)" % (label, what, fmt_num(value), _cmp_word(op, passed), fmt_num(limit),
-                                           tag, ev)
+                                            tag, ev)
     return _drive_check(drive, name, "health.%s" % field, value, limit, op, passed,
                         "pass" if passed else "fail", msg, ev)
 
@@ -533,7 +533,7 @@ def judge(workloads, rules, expected_ids=None, error=None, diagnostics=None, opt
     applicable = [0] * len(rules)
     for wid, rec in slots:
         if rec is None:
-            wid_only, _, target = wid.rpartition("@") if "@" in wid else (wid, "", None)
+            wid_only, _at, target = wid.rpartition("@") if "@" in wid else (wid, "", None)
             label = "%s on %s" % (wid_only, target) if target else wid
             checks.append(_error(wid_only, "workload_missing", "%s: planned workload has no result (missing)" % label))
             if target:

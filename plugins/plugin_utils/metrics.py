@@ -94,7 +94,7 @@ STABILITY_SERIES_POINTS = 12
 METRIC_KEYS = (
     ("iops", "mibps", "read_iops", "write_iops", "fsync_per_sec")
     + tuple("%s_%s_ms" % (op, pct) for op in OPS for pct in PCTS)
-    + tuple(k for k, _ in DEVICE_FIELDS)
+    + tuple(k for k, _col in DEVICE_FIELDS)
     + ("errors", "interrupted", "read_count", "write_count", "fsync_count", "elapsed_s",
        "dev_read_ratio", "dev_write_ratio")
     # issue 10 / 13 additions (docs/contracts.md section 4)
@@ -210,7 +210,7 @@ def _device(result, bench, m):
         m["dev_source"] = "devstat"
         m["device"] = ",".join(devs)
         m["dev_read_bytes"], m["dev_write_bytes"] = rbytes, wbytes
-    elif isinstance(avg, dict) and any(as_number(avg.get(col)) is not None for _, col in DEVICE_FIELDS):
+    elif isinstance(avg, dict) and any(as_number(avg.get(col)) is not None for _key, col in DEVICE_FIELDS):
         m["dev_source"] = "iostat"
         secs = window_seconds(bench)
         for key, col in (("dev_read_bytes", "rkB/s"), ("dev_write_bytes", "wkB/s")):

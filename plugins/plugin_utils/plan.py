@@ -369,7 +369,7 @@ def _size_working_set(spec, cache_bytes, mem_total_mb, path, names, errors, requ
             else:
                 ram2 = 2 * int(mem_total_mb * MIB)
                 sizing = "max(4 x cache %s, 2 x RAM %s)" % (human_size(cache_bytes),
-                                                              human_size(mem_total_mb * MIB))
+                                                            human_size(mem_total_mb * MIB))
                 target = max(target, ram2)
     unit = spec["file_num"] * block
     total = int(math.ceil(target / float(unit))) * unit if target > 0 else unit

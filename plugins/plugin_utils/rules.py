@@ -60,8 +60,14 @@ an ``id`` selector is appended as ``[id]``.
 import difflib
 import math
 
-import jmespath
-from jmespath import exceptions as jmespath_exceptions
+try:
+    import jmespath
+    from jmespath.exceptions import JMESPathError
+except ImportError:  # the filters and the callback must load without it (ansible-doc, Galaxy)
+    jmespath = None
+
+    class JMESPathError(Exception):
+        """Never raised: stands in for jmespath's error class when jmespath is missing."""
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import diagnostics as _diag
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import METRIC_KEYS
@@ -98,12 +104,17 @@ KNOWN_TEXT = ("name, description, id, workload, mode, threads, min_iops, min_mib
               "max_<read|write|fsync>_<p50|p90|p95|p99|p999>_ms, require_steady_state, metric, min, max, diagnostic, expect")
 
 DEFAULT_VAR = "fleetqual_thresholds"
+JMESPATH_MISSING = ("metric rules are JMESPath expressions: install the Python package jmespath on the "
+                    "controller (pip install jmespath; it is in the collection's requirements.txt)")
 
 _COMPILED = {}
 
 
 def compile_metric(expr):
-    """Compiled JMESPath (cached). Raises jmespath ParseError/LexerError on bad input."""
+    """Compiled JMESPath (cached). Raises jmespath ParseError/LexerError on bad input,
+    ValueError(JMESPATH_MISSING) when the jmespath package is not installed."""
+    if jmespath is None:
+        raise ValueError(JMESPATH_MISSING)
     if expr not in _COMPILED:
         _COMPILED[expr] = jmespath.compile(expr)
     return _COMPILED[expr]
@@ -181,10 +192,12 @@ def validate_rules(rules, var_name=DEFAULT_VAR):
                 if not isinstance(value, str) or not value.strip():
                     errors.append("%s: must be a JMESPath expression (string), got %s %r"
                                   % (where, type_name(value), value))
+                elif jmespath is None:
+                    errors.append("%s: %s" % (where, JMESPATH_MISSING))
                 else:
                     try:
                         compile_metric(value)
-                    except (jmespath_exceptions.JMESPathError, ValueError, TypeError) as exc:
+                    except (JMESPathError, ValueError, TypeError) as exc:
                         errors.append("%s: JMESPath %r does not parse: %s"
                                       % (where, value, " ".join(str(exc).split())))
         if "diagnostic" in rule or "expect" in rule:
@@ -232,8 +245,8 @@ def _unknown_record_field(expr):
     (iobench's JSON, iostat, vmstat) are not checked: their keys are open-ended."""
     try:
         fields = _leading_fields(compile_metric(expr).parsed)
-    except (jmespath_exceptions.JMESPathError, ValueError, TypeError):
-        return None  # reported as a parse error already
+    except (JMESPathError, ValueError, TypeError):
+        return None  # reported already: does not parse, or jmespath is missing
     record_keys = set(SPEC_KEYS) | {"result", "metrics", "sizing", "dataset", "index", "of"} | set(TARGET_SPEC_KEYS)
     if fields and fields[0] not in record_keys:
         return "%r is not a field of the workload record; it has: %s" % (
@@ -427,6 +440,6 @@ def rule_matches(rule, workload):
 
 
 __all__ = ["validate_rules", "rule_name", "rule_limits", "rule_matches", "selector_text",
-           "compile_metric", "is_diagnostic_rule", "is_drive_rule", "drive_selected", "expect_values", "DRIVE_LIMITS",
+           "compile_metric", "JMESPATH_MISSING", "is_diagnostic_rule", "is_drive_rule", "drive_selected", "expect_values", "DRIVE_LIMITS",
            "LIMIT_KEYS", "LATENCY_LIMITS", "STATE_LIMITS",
            "KNOWN_KEYS"]

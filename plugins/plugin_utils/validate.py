@@ -163,7 +163,7 @@ def _derived_target_names(paths):
         return re.sub(r"[^A-Za-z0-9_.-]", "_", "-".join(parts[-depth:]))
 
     depth = {i: 1 for i in range(len(paths))}
-    for _ in range(8):
+    for _round in range(8):
         names = {i: label(p, depth[i]) for i, p in enumerate(paths)}
         clash = [i for i in names if list(names.values()).count(names[i]) > 1]
         if not clash:
@@ -232,7 +232,7 @@ def _check_one_target(entry, where, errors):
             out["device"] = _norm_path(dev)
         if entry.get("destroy_data") is not True:
             got = "missing" if "destroy_data" not in entry else "%s %r" % (type_name(entry["destroy_data"]),
-                                                                         entry["destroy_data"])
+                                                                           entry["destroy_data"])
             errors.append("%s.destroy_data: a raw device target destroys the device's contents and must say "
                           "destroy_data: true on that target (there is no global switch), got %s"
                           % (where, got))
@@ -295,7 +295,7 @@ def resolve_targets(targets, test_dir=None, host=None, names=None):
                               % (_target_where(var, i, host), t["name"], var, taken[t["name"]], t["name"], i + 1))
             taken.setdefault(t["name"], i)
     unnamed = [(i, t) for i, t in checked if "name" not in t]
-    derived = _derived_target_names([t.get("path") or t.get("device") or "" for _, t in unnamed])
+    derived = _derived_target_names([t.get("path") or t.get("device") or "" for _i, t in unnamed])
     for k, (i, t) in enumerate(unnamed):
         name, n = derived[k], 2
         while name in taken:
@@ -317,7 +317,7 @@ def resolve_targets(targets, test_dir=None, host=None, names=None):
             seen.setdefault((key, val), i)
     if errors:
         return [], errors
-    return [dict(t, shorthand=False) for _, t in checked], []
+    return [dict(t, shorthand=False) for _i, t in checked], []
 
 
 # --------------------------------------------------------------------------- all inputs

@@ -30,5 +30,3 @@ def prepared(iobench, tmp_path_factory):
     assert r.rc == 0, r
     yield str(d)
     run(iobench, "cleanup", "--dir", d)
-
-

@@ -18,7 +18,7 @@ SMALL = ["--file-num", "4", "--total-size", "16M"]
 
 
 def make(target):
-    r = subprocess.run(["make", "-C", SRC, target], capture_output=True, text=True)
+    r = subprocess.run(["make", "-C", SRC, target], capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stdout + r.stderr
     return r
 
@@ -45,7 +45,7 @@ def run(binary, *args, env=None, timeout=120):
     if env:
         e.update(env)
     p = subprocess.run([binary] + [str(a) for a in args], capture_output=True, text=True,
-                       timeout=timeout, env=e)
+                       timeout=timeout, env=e, check=False)
     return Result(p)
 
 
@@ -82,16 +82,16 @@ def mounted(fstype, options=None):
     if options:
         cmd += ["-o", options]
     cmd += [fstype, mnt]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if r.returncode != 0:
         os.rmdir(mnt)
         pytest.skip("cannot mount %s: %s" % (fstype, r.stderr.strip()))
     try:
         yield mnt
     finally:
-        subprocess.run(["umount", mnt], capture_output=True)
+        subprocess.run(["umount", mnt], capture_output=True, check=False)
         if os.path.ismount(mnt):
-            subprocess.run(["umount", "-l", mnt], capture_output=True)
+            subprocess.run(["umount", "-l", mnt], capture_output=True, check=False)
         try:
             os.rmdir(mnt)
         except OSError:
@@ -154,7 +154,7 @@ def loop_device(size_mb, fs=None):
     backing = os.path.join(work, "disk.img")
     with open(backing, "wb") as f:
         f.truncate(size_mb << 20)
-    r = subprocess.run(["losetup", "-f", "--show", backing], capture_output=True, text=True)
+    r = subprocess.run(["losetup", "-f", "--show", backing], capture_output=True, text=True, check=False)
     if r.returncode != 0:
         os.unlink(backing)
         os.rmdir(work)
@@ -163,19 +163,19 @@ def loop_device(size_mb, fs=None):
     mnt = None
     try:
         if fs:
-            mk = subprocess.run(["mkfs." + fs, "-q", dev], capture_output=True, text=True)
+            mk = subprocess.run(["mkfs." + fs, "-q", dev], capture_output=True, text=True, check=False)
             assert mk.returncode == 0, mk.stderr
             mnt = os.path.join(work, "mnt")
             os.mkdir(mnt)
-            m = subprocess.run(["mount", dev, mnt], capture_output=True, text=True)
+            m = subprocess.run(["mount", dev, mnt], capture_output=True, text=True, check=False)
             assert m.returncode == 0, m.stderr
         yield dev, os.path.basename(dev), backing, mnt
     finally:
         if mnt:
-            subprocess.run(["umount", mnt], capture_output=True)
+            subprocess.run(["umount", mnt], capture_output=True, check=False)
             if os.path.ismount(mnt):
-                subprocess.run(["umount", "-l", mnt], capture_output=True)
+                subprocess.run(["umount", "-l", mnt], capture_output=True, check=False)
             os.rmdir(mnt)
-        subprocess.run(["losetup", "-d", dev], capture_output=True)
+        subprocess.run(["losetup", "-d", dev], capture_output=True, check=False)
         os.unlink(backing)
         os.rmdir(work)

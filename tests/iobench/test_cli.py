@@ -31,7 +31,7 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize("args,flag", BAD, ids=[" ".join(a) for a, _ in BAD])
+@pytest.mark.parametrize("args,flag", BAD, ids=[" ".join(a) for a, _flag in BAD])
 def test_bad_input_exit_2(ib, tmp_path, args, flag):
     parent = tmp_path
     d = parent / "bench"

@@ -17,7 +17,7 @@ def sha(path):
 
 
 def test_run_prepare_cleanup_leaves_a_blank_device_blank(ib):
-    with loop_device(64) as (dev, name, backing, _):
+    with loop_device(64) as (dev, name, backing, _mnt):
         blank = sha(backing)
         r = ib("run", "--prepare", "--cleanup", "--device", dev, "--size", "32M", "--mode", "rndrw",
                "--requests", "2000", "--devstat", name)
@@ -36,7 +36,7 @@ def test_run_prepare_cleanup_leaves_a_blank_device_blank(ib):
 
 
 def test_prepare_writes_incompressible_data_only_inside_the_working_set(ib):
-    with loop_device(16) as (dev, _name, backing, _):
+    with loop_device(16) as (dev, _name, backing, _mnt):
         blank = sha(backing)
         r = ib("prepare", "--device", dev, "--size", "8M", "--block-size", "64K")
         assert r.rc == 0, r
@@ -51,7 +51,7 @@ def test_prepare_writes_incompressible_data_only_inside_the_working_set(ib):
 
 
 def test_whole_device_and_steady_state(ib):
-    with loop_device(16) as (dev, _name, backing, _):
+    with loop_device(16) as (dev, _name, backing, _mnt):
         blank = sha(backing)
         r = ib("run", "--prepare", "--cleanup", "--device", dev, "--mode", "seqwr", "--steady-state",
                "--ss-round-time", "0.2", "--ss-window", "2", "--ss-max-rounds", "2", "--report-interval", "0.1")
@@ -62,7 +62,7 @@ def test_whole_device_and_steady_state(ib):
 
 
 def test_precondition_on_a_device(ib):
-    with loop_device(16) as (dev, _name, backing, _):
+    with loop_device(16) as (dev, _name, backing, _mnt):
         blank = sha(backing)
         r = ib("precondition", "--device", dev, "--passes", "2")
         assert r.rc == 0, r
@@ -90,7 +90,7 @@ def test_not_a_block_device_refused(ib, tmp_path):
 
 
 def test_size_larger_than_the_device_refused(ib):
-    with loop_device(8) as (dev, _name, backing, _):
+    with loop_device(8) as (dev, _name, backing, _mnt):
         before = sha(backing)
         r = ib("run", "--prepare", "--device", dev, "--size", "16M", "--mode", "rndrd", "--requests", "10")
         assert r.rc == 2 and "--size" in r.err, r
@@ -118,7 +118,7 @@ def test_asan_device_run():
     from iobench_helpers import BIN, make, run
     make("asan")
     env = {"ASAN_OPTIONS": "halt_on_error=1:detect_leaks=1", "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}
-    with loop_device(16) as (dev, name, backing, _):
+    with loop_device(16) as (dev, name, backing, _mnt):
         blank = sha(backing)
         r = run(BIN + "-asan", "run", "--prepare", "--cleanup", "--device", dev, "--mode", "rndrw", "--threads", "2",
                 "--engine", "io_uring", "--iodepth", "4", "--requests", "1000", "--devstat", name, env=env)

@@ -67,9 +67,9 @@ def test_devstat_exact_while_the_machine_is_busy(ib):
         d = os.path.join(mnt, "bench")
         os.mkdir(d)
         assert ib("prepare", "--dir", d, "--file-num", "2", "--total-size", "64M").rc == 0
-        hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(3 * (os.cpu_count() or 1))]
+        hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _i in range(3 * (os.cpu_count() or 1))]
         try:
-            for _ in range(4):
+            for _attempt in range(4):
                 r = ib("run", "--dir", d, "--file-num", "2", "--total-size", "64M", "--mode", "rndrd", "--direct",
                        "--requests", "1500", "--warmup", "0.1", "--devstat", name)
                 assert r.rc == 0, r

@@ -25,7 +25,7 @@ def check_op(op, bs, is_fsync=False):
     assert op["bytes"] == (0 if is_fsync else op["count"] * bs)
     hist = op["histogram"]
     assert hist["unit"] == "ns" and hist["sub_bucket_bits"] == 6
-    assert sum(c for _, c in hist["buckets"]) == op["count"]
+    assert sum(c for _edge, c in hist["buckets"]) == op["count"]
     lat = op["latency_us"]
     assert set(LAT_KEYS) <= set(lat)
     if op["count"]:

@@ -328,7 +328,7 @@ def test_fake_sysfs_device_targets_through_stacks(fake_host, tmp_path, devnum, d
     """A device node with the given rdev, resolved on the fake tree: dm -> md -> two partitions."""
     if os.geteuid() != 0:
         pytest.skip("mknod of a block device node needs root")
-    sysfs, _ = fake_host
+    sysfs, _dev = fake_host
     node = str(tmp_path / "node")
     os.mknod(node, 0o600 | 0o060000, os.makedev(*devnum))
     t = dr.target_drives(node, NAMES, sysfs_root=sysfs)
@@ -338,7 +338,7 @@ def test_fake_sysfs_device_targets_through_stacks(fake_host, tmp_path, devnum, d
 
 
 def test_missing_target_says_why(fake_host, tmp_path):
-    sysfs, _ = fake_host
+    sysfs, _dev = fake_host
     missing = dr.target_drives(str(tmp_path / "nope"), NAMES, sysfs_root=sysfs)
     assert missing["drives"] == [] and missing["reason"].startswith("cannot stat %s" % (tmp_path / "nope"))
 

@@ -13,6 +13,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import (
     target_verdicts,
 )
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import workload_metrics
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.rules import validate_rules
 
 FIX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "controller")
 LAT_KEYS = ["max_%s_%s_ms" % (op, p) for op in ("read", "write", "fsync") for p in ("p50", "p90", "p95", "p99", "p999")]
@@ -357,8 +358,6 @@ def test_module_timeout_is_error(slow):
 
 # ---------------------------------------------------------------- require_steady_state (issue 10.4)
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.rules import validate_rules  # noqa: E402
-
 def _steady(reached, values):
     rec = load("nvme_over_cache-rndwr-t64")
     rec["steady_state"] = True
@@ -494,7 +493,7 @@ def test_records_of_several_targets_are_judged_apart(slow):
     wid = slow["id"]
     value = workload_metrics(slow)["iops"]
     r = judge([a, b], [{"min_iops": value * 2}], expected_ids=[dict(a, result=None), dict(b, result=None),
-                                                                dict(a, target="data2")])
+                                                               dict(a, target="data2")])
     fails = [c for c in r["checks"] if c["status"] == "fail"]
     assert [(c["workload"], c["target"]) for c in fails] == [(wid, "data1"), (wid, "nvme0")]
     assert fails[1]["message"].startswith("%s on nvme0: IOPS " % wid)

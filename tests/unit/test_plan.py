@@ -522,13 +522,12 @@ def test_rule_whose_selectors_exist_but_never_together_is_refused(profiles):
         {"workload": "cache", "min_iops": 1}, {"threads": 64, "min_iops": 1}]))
     assert err.startswith("fleetqual_thresholds[1] (min_iops@*/*/t64)")
     assert "no workload has threads 64 (thread counts in the plan: 1, 4)" in err
-    (err,) = V.validate_inputs(dict(base, fleetqual_thresholds=[{"id": ["log-seqwr-t1", "log-seqwr-t2"],
-                                                                  "min_iops": 1}, {"id": "log-seqrw-t1",
-                                                                                   "min_iops": 1}]))
+    (err,) = V.validate_inputs(dict(base, fleetqual_thresholds=[{"id": ["log-seqwr-t1", "log-seqwr-t2"], "min_iops": 1},
+                                                                {"id": "log-seqrw-t1", "min_iops": 1}]))
     assert "no workload has id 'log-seqrw-t1' (did you mean log-seqwr-t1?)" in err
     # diagnostic rules judge the host, not a workload: never refused for matching nothing
     assert V.validate_inputs(dict(base, fleetqual_thresholds=[{"diagnostic": "tipping_point",
-                                                                "expect": "n/a"}])) == []
+                                                               "expect": "n/a"}])) == []
 
 
 def test_rule_matching_on_some_hosts_is_refused_for_the_others(profiles):
@@ -555,7 +554,7 @@ def test_rule_matching_on_some_hosts_is_refused_for_the_others(profiles):
 def test_overrides_by_workload_id_apply_to_that_workload_only(profiles):
     p = P.plan("quick", profiles=profiles, overrides={
         "warmup": 2, "over_cache-rndrd-t4": {"time": 30, "steady_state": True, "ss_max_rounds": 12,
-                                              "description": "the disk reads"}})
+                                             "description": "the disk reads"}})
     w = {x["id"]: x for x in p}
     assert w["over_cache-rndrd-t4"]["time"] == 30 and w["over_cache-rndrd-t4"]["steady_state"] is True
     assert w["over_cache-rndrd-t4"]["description"] == "the disk reads"

@@ -1,4 +1,10 @@
 """plugin_utils/rules.py: threshold rule validation, names, matching."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
 import pytest
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.rules import (
@@ -9,6 +15,9 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.rules import (
 )
 
 V = "fleetqual_thresholds"
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COLLECTIONS = os.path.join(os.path.dirname(TESTS), "build", "collections")
+FIX = os.path.join(TESTS, "unit", "fixtures", "controller")
 
 
 def test_valid_rules():
@@ -124,7 +133,6 @@ def test_matching():
     assert not rule_matches({"id": "other"}, w)
 
 
-
 @pytest.mark.parametrize("expr, fragment", [
     ("metrics.no_such_metric", "unknown metric 'no_such_metric'"),
     ("metrics.dev_util_pc", "did you mean dev_util_pct?"),
@@ -178,3 +186,52 @@ def test_metric_rule_may_read_the_target_keys_of_a_record():
     assert validate_rules([{"metric": "device_size", "min": 1}]) == []
     (err,) = validate_rules([{"metric": "target_sise", "min": 1}])
     assert "'target_sise' is not a field of the workload record" in err
+
+
+# --------------------------------------------------------------------------- jmespath missing
+
+def test_without_jmespath_a_metric_rule_says_to_install_it(monkeypatch):
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils import rules
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import judge
+
+    monkeypatch.setattr(rules, "jmespath", None)
+    with open(os.path.join(FIX, "vda_over_cache-rndrd-t8-slow.json")) as fh:
+        slow = json.load(fh)
+    rule_set = [{"metric": "metrics.dev_util_pct", "max": 95}, {"workload": "over_cache", "max_read_p99_ms": 20}]
+    assert validate_rules(rule_set) == ["fleetqual_thresholds[0].metric: " + rules.JMESPATH_MISSING]
+    assert "pip install jmespath" in rules.JMESPATH_MISSING and "does not parse" not in rules.JMESPATH_MISSING
+    with pytest.raises(ValueError, match="install the Python package jmespath"):
+        rules.compile_metric("metrics.dev_util_pct")
+    with pytest.raises(ValueError, match="install the Python package jmespath"):
+        judge([slow], rule_set)
+    # rules without a metric do not need jmespath: judged as usual
+    assert validate_rules(rule_set[1:]) == []
+    got = judge([slow], rule_set[1:])
+    assert got["verdict"] == "FAIL" and got["reasons"][0].startswith("over_cache-rndrd-t8: read p99 34.2 ms > limit 20 ms")
+
+
+def test_the_plugins_import_without_jmespath():
+    """A fresh interpreter where ``import jmespath`` fails (None in sys.modules): the rules
+    module, the judge and the filter plugin still import, and a metric rule gets the message."""
+    code = textwrap.dedent("""
+        import json, sys
+        sys.modules["jmespath"] = None
+        sys.modules["jmespath.exceptions"] = None
+        sys.path.insert(0, sys.argv[1])
+        from ansible_collections.fleetqual.storage.plugins.plugin_utils import rules, judge
+        from ansible_collections.fleetqual.storage.plugins.filter.fleetqual import FilterModule
+        print(json.dumps({
+            "jmespath": rules.jmespath,
+            "filters": sorted(FilterModule().filters()),
+            "errors": rules.validate_rules([{"metric": "metrics.iops", "min": 1}, {"min_iops": 1}]),
+        }))
+    """)
+    out = subprocess.run([sys.executable, "-c", code, COLLECTIONS], capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["jmespath"] is None
+    assert "validate_inputs" in got["filters"] and "judge" in got["filters"]
+    assert got["errors"] == ["fleetqual_thresholds[0].metric: metric rules are JMESPath expressions: install the "
+                             "Python package jmespath on the controller (pip install jmespath; it is in the "
+                             "collection's requirements.txt)"]
