@@ -1,24 +1,30 @@
 #!/usr/bin/env python3
-"""Fleet timing: the qualify playbook over SSH on 1 host and on 8 hosts of the loopback
-sshd fleet (tests/fleet/fleetlib.py), wall time of each, the 8/1 ratio, and the time
-Ansible spends outside the benchmark per host.
+"""Fleet timing with the detached measurement job (issue 9): N hosts at F forks against one
+host, side by side in one run, the controller's CPU seconds per host per workload, and a
+projection for 100 / 1000 / 10000 hosts at forks 50.
 
-    .venv/bin/python bench/bench_fleet.py [--variants quick,short,short-nopipe] [--sizes 1,8] [--repeat 1] [--table FILE]
-
-Per host, "benchmark time" is what iobench itself reported for each workload: prepare
-(``bench.prepare.elapsed_s``) + warm-up (``config.warmup_s``) + measured window
-(``elapsed_s``). "Outside" = playbook wall time - the host's benchmark time: fact gathering,
-build check, deploy, preflight, per-task SSH round trips, judge, store, report.
+    .venv/bin/python bench/bench_fleet.py [--hosts 8] [--forks 2] [--repeat 2] [--variants issue] [--table FILE]
 
 Variants (same fleet, same build cache, warmed up by one untimed run):
+  issue           the issue's matrix: 3 workloads of 4 s (+1 s warm-up) on 8 MiB, O_DIRECT
   quick           the quick profile as shipped
-  short           a 2-workload matrix of 1 s (+0 s warm-up) on 4 MiB: Ansible overhead dominates
-  *-nopipe        the same without ansible_ssh_pipelining (default in the fleet inventory: on)
+  short           2 workloads of 1 s on 4 MiB: Ansible overhead dominates
+
+For each repeat, the 1-host run and the N-host run follow each other (same machine load).
+"Controller CPU" is the CPU time of ansible-playbook and every process it waited for
+(its forks, ssh clients): ``getrusage(RUSAGE_CHILDREN)`` around the run. It leaves out
+the ssh ControlPersist masters (daemonized), which are small. The hosts' side (sshd,
+python modules, iobench) is on this machine too, so the *machine* busy CPU is also shown.
+
+Projection: wall(N) = wall(1) + (N - 1) x t_fork / F, bounded below by the controller's
+CPU, N x cpu_host / cores; t_fork (fork-seconds per extra host: start, poll, store) and
+cpu_host (controller CPU seconds per host) are the measured terms.
 Needs root and openssh-server (like the fleet tests).
 """
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -33,8 +39,13 @@ sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
 import fleetlib  # noqa: E402
 
 BIN = os.path.dirname(sys.executable)
-SHORT = [{"workload": "short", "mode": m, "threads": 1, "file_num": 1, "total_size": "4M", "block_size": "16K",
-          "direct": True, "time": 1, "warmup": 0} for m in ("rndrd", "rndwr")]
+MATRICES = {
+    "issue": [{"workload": "w%d" % i, "mode": "rndrd", "threads": 1, "file_num": 2, "total_size": "8M",
+               "block_size": "16K", "direct": True, "time": 4, "warmup": 1} for i in range(3)],
+    "short": [{"workload": "short", "mode": m, "threads": 1, "file_num": 1, "total_size": "4M", "block_size": "16K",
+               "direct": True, "time": 1, "warmup": 0} for m in ("rndrd", "rndwr")],
+    "quick": None,
+}
 
 
 def bench_time(rec):
@@ -54,93 +65,109 @@ def cpu_busy_s():
     return (f[0] + f[1] + f[2] + f[5] + f[6] + (f[7] if len(f) > 7 else 0)) / os.sysconf("SC_CLK_TCK")
 
 
-def adhoc_setup(fleet, inv, args):
-    """Wall time of `ansible all -m setup` (fact gathering alone) with the given module args."""
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"), **fleet.ansible_env())
-    t0, c0 = time.monotonic(), cpu_busy_s()
-    subprocess.run([os.path.join(BIN, "ansible"), "all", "-i", inv, "-m", "ansible.builtin.setup"]
-                   + (["-a", args] if args else []), capture_output=True, check=True, env=env, cwd=ROOT)
-    return time.monotonic() - t0, cpu_busy_s() - c0
+def children_cpu_s():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
-def run(fleet, base, n_hosts, variant, cache, tag):
+def run(fleet, base, n_hosts, forks, variant, cache, tag):
     hosts = [{"name": "fq%d" % (11 + i), "inst": fleet.host(11 + i)} for i in range(n_hosts)]
     inv_dir = os.path.join(base, tag)
-    gv = {}
-    if variant.startswith("short"):
-        gv["fleetqual_matrix"] = SHORT
-    if variant.endswith("-nopipe"):
-        gv["ansible_ssh_pipelining"] = False
+    gv = {"fleetqual_progress_interval": 5}
+    if MATRICES.get(variant):
+        gv["fleetqual_matrix"] = MATRICES[variant]
+    else:
+        gv["fleetqual_profile"] = variant
     inv = fleet.inventory(inv_dir, hosts, group_vars={"db": gv})
     ev = {"fleetqual_results_dir": os.path.join(inv_dir, "results"), "fleetqual_build_cache_dir": cache,
           "fleetqual_run_id": tag}
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
                ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
-               ANSIBLE_NOCOLOR="1", PATH=BIN + os.pathsep + os.environ.get("PATH", ""),
+               ANSIBLE_NOCOLOR="1", ANSIBLE_FORKS=str(forks), PATH=BIN + os.pathsep + os.environ.get("PATH", ""),
                FLEETQUAL_REPORT_DIR=os.path.join(inv_dir, "results"), **fleet.ansible_env())
-    t0, c0 = time.monotonic(), cpu_busy_s()
+    t0, c0, k0 = time.monotonic(), cpu_busy_s(), children_cpu_s()
     proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), os.path.join(ROOT, "playbooks", "qualify.yml"),
                            "-i", inv, "-e", json.dumps(ev)], capture_output=True, text=True, env=env, cwd=ROOT)
     wall = time.monotonic() - t0
     cpu = cpu_busy_s() - c0
+    ctl = children_cpu_s() - k0
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-2000:])
         raise SystemExit("run %s failed (exit %d)" % (tag, proc.returncode))
     recs = [json.load(open(os.path.join(inv_dir, "results", tag, h["name"] + ".json"))) for h in hosts]
+    assert all(r["verdict"] == "PASS" for r in recs), [r["reasons"] for r in recs]
     btimes = [bench_time(r) for r in recs]
-    return {"wall": wall, "bench": statistics.mean(btimes), "bench_max": max(btimes),
-            "outside": statistics.mean(wall - b for b in btimes), "workloads": len(recs[0]["workloads"]),
-            "cpu": cpu, "cpu_pct": 100.0 * cpu / wall / os.cpu_count(), "inv": inv}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("fleetqual: workload")]
+    return {"wall": wall, "bench": statistics.mean(btimes), "workloads": len(recs[0]["workloads"]),
+            "cpu": cpu, "ctl": ctl, "progress_lines": len(lines)}
+
+
+def dur(s):
+    if s < 120:
+        return "%.0f s" % s
+    if s < 7200:
+        return "%.0f min" % (s / 60)
+    return "%.1f h" % (s / 3600)
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--variants", default="quick,short,short-nopipe")
-    ap.add_argument("--sizes", default="1,8")
-    ap.add_argument("--repeat", type=int, default=1)
-    ap.add_argument("--table", help="also write the Markdown table to this file (bench/RESULTS-fleet.md is edited by hand)")
+    ap.add_argument("--variants", default="issue")
+    ap.add_argument("--hosts", type=int, default=8)
+    ap.add_argument("--forks", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--project-forks", type=int, default=50)
+    ap.add_argument("--project-cores", type=int, default=8, help="controller cores assumed in the projection")
+    ap.add_argument("--table", help="also write the Markdown tables to this file")
     args = ap.parse_args()
     why = fleetlib.available()
     if why:
         raise SystemExit("cannot build the fleet: " + why)
-    sizes = [int(s) for s in args.sizes.split(",")]
     base = tempfile.mkdtemp(prefix="fq-bench-")
     fleet = fleetlib.Fleet(os.path.join(base, "fleet"))
     cache = os.path.join(base, "cache")
     rows = []
     try:
-        run(fleet, base, 1, "short", cache, "warmup")        # builds iobench once, untimed
+        run(fleet, base, 1, args.forks, "short", cache, "warmup")        # builds iobench once, untimed
         for variant in args.variants.split(","):
-            res = {}
-            for n in sizes:
-                samples = [run(fleet, base, n, variant, cache, "%s-%d-%d" % (variant, n, i)) for i in range(args.repeat)]
-                res[n] = {k: statistics.median(s[k] for s in samples) for k in samples[0] if k != "inv"}
-                res[n]["inv"] = samples[-1]["inv"]
-                print("%-14s %d host(s): wall %.1f s, benchmark %.1f s/host, outside %.1f s/host, CPU %.0f s (%.0f %%)"
-                      % (variant, n, res[n]["wall"], res[n]["bench"], res[n]["outside"], res[n]["cpu"],
-                         res[n]["cpu_pct"]), flush=True)
-            rows.append((variant, res))
-        gather = []
-        inv8 = rows[-1][1][sizes[-1]]["inv"]
-        for label, a in (("setup (all facts, as the playbook)", ""), ("setup gather_subset=!all,hardware", "gather_subset=!all,hardware"),
-                         ("setup gather_subset=!all (min)", "gather_subset=!all")):
-            w, c = adhoc_setup(fleet, inv8, a)
-            gather.append((label, w, c))
-            print("%-40s %d hosts: wall %.1f s, CPU %.1f s" % (label, sizes[-1], w, c), flush=True)
+            one, many = [], []
+            for i in range(args.repeat):
+                for n, out in ((1, one), (args.hosts, many)):
+                    r = run(fleet, base, n, args.forks, variant, cache, "%s-%d-%d" % (variant, n, i))
+                    out.append(r)
+                    print("%-6s %d host(s) @ forks %d: wall %.1f s, benchmark %.1f s/host, controller CPU %.1f s, "
+                          "machine CPU %.0f s, %d progress lines" % (variant, n, args.forks, r["wall"], r["bench"],
+                                                                      r["ctl"], r["cpu"], r["progress_lines"]),
+                          flush=True)
+            med = lambda rs, k: statistics.median(x[k] for x in rs)  # noqa: E731
+            rows.append((variant, {k: med(one, k) for k in one[0]}, {k: med(many, k) for k in many[0]}))
     finally:
         fleet.close()
         shutil.rmtree(base, ignore_errors=True)
-    lines = ["| variant | hosts | workloads/host | wall s | benchmark s/host (iobench) | outside s/host | machine CPU busy s (% of 2 cores) | ratio vs 1 host |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for variant, res in rows:
-        one = res[sizes[0]]["wall"]
-        for n in sizes:
-            r = res[n]
-            lines.append("| %s | %d | %d | %.1f | %.1f | %.1f | %.0f (%.0f %%) | %.2f |" % (
-                variant, n, r["workloads"], r["wall"], r["bench"], r["outside"], r["cpu"], r["cpu_pct"], r["wall"] / one))
-    lines += ["", "| fact gathering alone, %d hosts | wall s | CPU s |" % sizes[-1], "|---|---:|---:|"]
-    lines += ["| %s | %.1f | %.1f |" % g for g in gather]
+    n, f = args.hosts, args.forks
+    lines = ["| variant | hosts @ forks | workloads/host | wall s | ratio vs 1 host | controller CPU s | "
+             "controller CPU s per host per workload | machine CPU busy s | progress lines |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    proj = []
+    for variant, a, b in rows:
+        w = a["workloads"]
+        per_host = max(0.0, (b["ctl"] - a["ctl"]) / (n - 1))
+        for label, r in (("1 @ %d" % f, a), ("%d @ %d" % (n, f), b)):
+            lines.append("| %s | %s | %d | %.1f | %.2f | %.1f | %s | %.0f | %d |" % (
+                variant, label, w, r["wall"], r["wall"] / a["wall"], r["ctl"],
+                "%.2f" % (per_host / w) if r is b else "", r["cpu"], r["progress_lines"]))
+        t_fork = max(0.0, (b["wall"] - a["wall"]) * f / (n - 1))
+        proj.append((variant, a["wall"], t_fork, per_host))
+    lines += ["", "Projection at forks %d, controller with %d cores (wall(N) = max(wall(1) + (N-1) x t_fork / F, "
+                  "N x cpu_host / cores)):" % (args.project_forks, args.project_cores), "",
+              "| variant | wall(1) s | t_fork s | cpu_host s | 100 hosts | 1000 hosts | 10000 hosts |",
+              "|---|---:|---:|---:|---:|---:|---:|"]
+    for variant, w1, t_fork, cpu_host in proj:
+        cells = []
+        for hosts in (100, 1000, 10000):
+            t = max(w1 + (hosts - 1) * t_fork / args.project_forks, hosts * cpu_host / args.project_cores)
+            cells.append(dur(t))
+        lines.append("| %s | %.1f | %.2f | %.2f | %s |" % (variant, w1, t_fork, cpu_host, " | ".join(cells)))
     table = "\n".join(lines)
     print(table)
     if args.table:

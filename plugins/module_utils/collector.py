@@ -22,20 +22,13 @@ interval).
 ``choose_source(requested, which)`` decides ``auto``.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import os
 import signal
 import subprocess
 import threading
 import time
 
-try:
-    from shutil import which as _which
-except ImportError:  # pragma: no cover - python 2
-    from distutils.spawn import find_executable as _which
+from shutil import which as _which
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.sysstat import (
     IostatStream, VmstatStream, parse_diskstats, parse_proc_stat, parse_proc_vmstat,
@@ -113,6 +106,7 @@ class _Child(object):
         self.error = None
 
     def start(self):
+        self.parser.started(time.time())
         self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      stdin=subprocess.DEVNULL if hasattr(subprocess, "DEVNULL") else None,
                                      env=_proc_env(), close_fds=True)
@@ -228,6 +222,7 @@ class _ProcfsSampler(object):
         if dt <= 0:
             return
         epoch = round(cur["epoch"], 3)
+        start = round(prev["epoch"], 3)
         if self.want_iostat:
             for dev in self.devices:
                 if dev in prev["disk"] and dev in cur["disk"]:
@@ -235,11 +230,13 @@ class _ProcfsSampler(object):
                     rec["device"] = dev
                     rec["index"] = index
                     rec["epoch"] = epoch
+                    rec["start_epoch"] = start
                     self.iostat.append(rec)
         if self.want_vmstat:
             rec = compute_vmstat(prev, cur, dt, self.pagesize)
             rec["index"] = index
             rec["epoch"] = epoch
+            rec["start_epoch"] = start
             self.vmstat.append(rec)
 
     def stop(self):

@@ -21,10 +21,6 @@ Everything takes ``sysfs_root`` / ``mountinfo_path`` so it can be tested on a
 fake tree.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import os
 
 

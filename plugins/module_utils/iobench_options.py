@@ -23,7 +23,9 @@ command line (``how``) and one doc line. From it come:
 * ``csv``: a list, de-duplicated in order, joined with ``,``.
 
 ``group``: ``search`` options are only passed with ``search``, ``db`` options only with
-``mode: dbpattern``. The row order is the order on the command line.
+``mode: dbpattern``, ``steady_state`` options only with ``steady_state``. ``own_default``:
+the module's default differs from the binary's on purpose (``prepare``, ``cleanup``). The
+row order is the order on the command line.
 
 A test (tests/unit/test_iobench_options.py) fails when this table, the binary's own table
 (``iobench options --format json``) and docs/iobench.md disagree.
@@ -94,12 +96,32 @@ OPTIONS = (
          doc="fsync after every write."),
     dict(name="keep_cache", type="bool", default=False, flag="--keep-cache", how="switch",
          doc="Do not drop the page cache of the test files before the run."),
-    dict(name="prepare", type="bool", default=True, flag="--prepare", how="switch",
+    dict(name="prepare", type="bool", default=True, flag="--prepare", how="switch", own_default=True,
          doc="Create and fill the test files before the run."),
-    dict(name="cleanup", type="bool", default=True, flag="--cleanup", how="switch", plan=False,
+    dict(name="cleanup", type="bool", default=True, flag="--cleanup", how="switch", plan=False, own_default=True,
          doc="Remove the test files after the run."),
     dict(name="fsync_end", type="bool", default=None, flag="--fsync-end", how="onoff",
          doc="fsync the written files at the end (binary default on)."),
+    dict(name="report_interval", type="float", default=None, flag="--report-interval", how="float",
+         doc="Seconds per time-series interval of the result; 0 = none (binary default 1)."),
+    dict(name="rate_iops", type="float", default=None, flag="--rate-iops", how="float",
+         doc="At most this many read+write requests per second over all threads; 0 = unlimited."),
+    dict(name="search_min_gain", type="float", default=None, flag="--search-min-gain", how="float", group="search",
+         doc="Stop the search after two steps each gaining less than this % IOPS (binary default 5)."),
+    dict(name="steady_state", type="bool", default=False, flag="--steady-state", how="switch",
+         doc="Run in rounds until the SNIA PTS steady-state rule holds (or ss_max_rounds ran)."),
+    dict(name="ss_round_time", type="float", default=None, flag="--ss-round-time", how="float", group="steady_state",
+         doc="Seconds per steady-state round (binary default 10)."),
+    dict(name="ss_window", type="int", default=None, flag="--ss-window", how="value", group="steady_state",
+         doc="Rounds judged together (binary default 5)."),
+    dict(name="ss_range_pct", type="float", default=None, flag="--ss-range-pct", how="float", group="steady_state",
+         doc="Max - min of the window at most this % of its average (binary default 20)."),
+    dict(name="ss_slope_pct", type="float", default=None, flag="--ss-slope-pct", how="float", group="steady_state",
+         doc="Least-squares excursion over the window at most this % of the average (binary default 10)."),
+    dict(name="ss_max_rounds", type="int", default=None, flag="--ss-max-rounds", how="value", group="steady_state",
+         doc="Stop after this many rounds (binary default 25)."),
+    dict(name="ss_metric", type="str", default=None, flag="--ss-metric", how="value", group="steady_state",
+         choices=["iops", "mib_per_sec", "lat_p99_us"], doc="Value tracked per round (binary default iops)."),
 )
 
 BY_NAME = {o["name"]: o for o in OPTIONS}
@@ -171,6 +193,8 @@ def build_argv(params, sizes, output):
         if o.get("group") == "search" and not knob:
             continue
         if o.get("group") == "db" and params.get("mode") != "dbpattern":
+            continue
+        if o.get("group") == "steady_state" and not params.get("steady_state"):
             continue
         argv += _emit(o, params.get(name), sizes)
     if params.get("devstat"):

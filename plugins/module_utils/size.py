@@ -8,10 +8,6 @@ two sides can never disagree about what ``16K`` means. Units are binary
 (1K = 1024 bytes), as in sysbench fileio and iobench.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import re
 
 _UNITS = {

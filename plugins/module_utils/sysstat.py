@@ -14,10 +14,6 @@ The /proc formulas are sysstat's (``common.c:compute_ext_disk_stats`` and
 numbers.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import json
 
 # iostat -x fields we keep, in iostat's order. iostat JSON spells %util "util".
@@ -94,21 +90,36 @@ class IostatStream(object):
     computing the report). ``feed(line, epoch)`` returns the new samples.
     """
 
-    def __init__(self):
+    def __init__(self, origin=None):
         self.index = -1
         self.timestamp = None
         self.samples = []
         self.header = {}
+        # real interval of the current report: from the end of the previous report (its
+        # arrival), or from ``origin`` (when iostat was started; with -y its first printed
+        # report covers the first interval after the start)
+        self.origin = origin
+        self.last_epoch = None
+        self.report_start = None
+
+    def started(self, epoch):
+        """The collector started iostat at ``epoch``."""
+        if self.origin is None:
+            self.origin = epoch
+
+    def _new_report(self):
+        self.index += 1
+        self.report_start = self.last_epoch if self.last_epoch is not None else self.origin
 
     def feed(self, line, epoch):
         s = line.strip()
         new = []
         if s.startswith('"timestamp"'):
-            self.index += 1
+            self._new_report()
             self.timestamp = s.split(":", 1)[1].strip().rstrip(",").strip('"')
         elif s.startswith('"disk"'):
             if self.timestamp is None:
-                self.index += 1
+                self._new_report()
         elif s.startswith('{"disk_device"'):
             dev = json.loads(s.rstrip(","))
             rec = _iostat_record(dev)
@@ -116,6 +127,9 @@ class IostatStream(object):
             if self.timestamp is not None:
                 rec["timestamp"] = self.timestamp
             rec["epoch"] = round(epoch, 3)
+            if self.report_start is not None:
+                rec["start_epoch"] = round(self.report_start, 3)
+            self.last_epoch = epoch
             new.append(rec)
         elif s in ("]", "],"):
             # end of a report's disk list
@@ -138,11 +152,19 @@ class VmstatStream(object):
     (``skip_first``).
     """
 
-    def __init__(self, skip_first=True):
+    def __init__(self, skip_first=True, origin=None):
         self.columns = None
         self.skip = skip_first
         self.samples = []
         self.index = -1
+        # a sample covers the time since the previous line arrived (the since-boot line
+        # too), or since ``origin`` (when vmstat was started)
+        self.last_epoch = origin
+
+    def started(self, epoch):
+        """The collector started vmstat at ``epoch``."""
+        if self.last_epoch is None:
+            self.last_epoch = epoch
 
     def feed(self, line, epoch):
         parts = line.split()
@@ -155,6 +177,7 @@ class VmstatStream(object):
             return []  # the group header line (procs --memory--) or junk
         if self.skip:
             self.skip = False
+            self.last_epoch = epoch
             return []
         rec = {}
         for name, val in zip(self.columns, parts):
@@ -166,6 +189,9 @@ class VmstatStream(object):
         self.index += 1
         rec["index"] = self.index
         rec["epoch"] = round(epoch, 3)
+        if self.last_epoch is not None and epoch:
+            rec["start_epoch"] = round(self.last_epoch, 3)
+        self.last_epoch = epoch
         self.samples.append(rec)
         return [rec]
 
@@ -313,9 +339,15 @@ def compute_vmstat(prev, cur, interval_s, pagesize=4096):
 # --------------------------------------------------------------------------- window + averages
 
 def in_window(sample, start_epoch, end_epoch, interval_s):
-    """A sample (stamped at the end of its interval) belongs to the window when
-    the middle of its interval lies inside [start_epoch, end_epoch]."""
-    mid = sample["epoch"] - interval_s / 2.0
+    """A sample belongs to the window when the middle of its interval lies inside
+    [start_epoch, end_epoch]. The interval is the sample's real one, from its
+    ``start_epoch`` (the previous sample's arrival, or when the collector started) to its
+    ``epoch`` (its own arrival): under load a collector starts late and drifts, so the
+    nominal ``interval_s`` is only used for a sample that has no start (recorded fixtures)."""
+    start = sample.get("start_epoch")
+    if start is None or start >= sample["epoch"]:
+        start = sample["epoch"] - interval_s
+    mid = (start + sample["epoch"]) / 2.0
     return start_epoch <= mid <= end_epoch
 
 

@@ -52,7 +52,10 @@ options:
     type: bool
     default: false
   binary:
-    description: Path of the iobench binary, used with O(state=absent) to remove its files.
+    description:
+      - Path of the iobench binary. With O(state=absent) it removes the benchmark's files; with
+        O(state=present) it must exist and be executable (not checked in check mode), else the
+        module fails saying to run the C(fleetqual.storage.iobench) role first.
     type: path
 author:
   - fleetqual.storage developers
@@ -135,12 +138,41 @@ import mmap
 import os
 import shutil
 import stat
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.fleetqual.storage.plugins.module_utils.size import human_size
+from ansible_collections.fleetqual.storage.plugins.module_utils import job as _job
 
 MARKER = ".fleetqual-storage"
 MARKER_TEXT = "This directory was created by fleetqual.storage for storage benchmarks.\n"
+JOB = _job.JOB_DIR
+
+
+def previous_job(module, path, result):
+    """A measurement job's status left in the test directory: refuse while that job still
+    runs (with its PID and deadline); else report it and clear it (its directory)."""
+    directory = _job.job_dir(path)
+    status = _job.read_status(directory)
+    if _job.is_alive(status):
+        module.fail_json(
+            msg="fleetqual_test_dir %s is in use by the measurement job of run %s (pid %s), still running until its "
+                "deadline %s; wait for it to end or stop it (kill %s)."
+                % (path, status.get("run_id"), status.get("pid"),
+                   time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(status.get("deadline_epoch") or 0)),
+                   status.get("pid")),
+            **result)
+    summary = _job.summary(status)
+    if summary is not None:
+        summary["results"] = [{"index": r.get("index"), "id": r.get("id"), "failed": r.get("failed"),
+                               "msg": r.get("msg")} for r in status.get("results") or []]
+    if not module.check_mode:
+        shutil.rmtree(directory, ignore_errors=True)
+    if summary is not None:
+        module.warn("a measurement job of run %s was left in %s (state %s, %d of %s workloads measured); "
+                    "cleared" % (summary.get("run_id"), path, summary.get("state"), len(summary["results"]),
+                                 summary.get("of")))
+    return summary
 
 
 def mount_of(path):
@@ -206,6 +238,8 @@ def present(module, path):
                 msg="fleetqual_test_dir %s already holds %d entries not created by fleetqual.storage (%s) and has no %s marker; "
                     "refusing to write there. Choose an empty or new directory." % (path, len(entries), shown, MARKER),
                 **result)
+        if MARKER in entries and JOB in entries:
+            result["previous_job"] = previous_job(module, path, result)
 
     existing = nearest_existing(path)
     mount_point, fstype = mount_of(existing)
@@ -225,6 +259,8 @@ def present(module, path):
             **result)
 
     result["sysstat"] = shutil.which("iostat")
+    if p["binary"] and not module.check_mode and not (os.path.isfile(p["binary"]) and os.access(p["binary"], os.X_OK)):
+        module.fail_json(msg="%s is missing; run the fleetqual.storage.iobench role first." % p["binary"], **result)
     if module.check_mode:
         result["direct_supported"] = None
         result["changed"] = not os.path.exists(path)
@@ -274,22 +310,22 @@ def absent(module, path):
     if not os.path.exists(os.path.join(path, MARKER)):
         module.fail_json(msg="fleetqual_test_dir %s has no %s marker; it is not ours, nothing removed." % (path, MARKER), **result)
     result["mount_point"], result["filesystem"] = mount_of(path)
-    for name in p["datasets"]:
-        sub = os.path.join(path, name)
-        if not os.path.isdir(sub) or os.path.islink(sub):
-            continue
-        if module.check_mode:
-            result["changed"] = True
-            continue
-        if p["binary"] and os.listdir(sub):
-            rc, out, err = module.run_command([p["binary"], "cleanup", "--dir", sub], environ_update={"LC_ALL": "C"})
-            if rc != 0:
-                module.warn("iobench cleanup in %s exited %d: %s" % (sub, rc, err.strip()))
-        try:
-            os.rmdir(sub)
-            result["removed"].append(sub)
-        except OSError:
-            result["left"].extend(os.path.join(sub, e) for e in sorted(os.listdir(sub)))
+    directory = _job.job_dir(path)
+    if module.check_mode:
+        result["changed"] = any(os.path.isdir(os.path.join(path, n)) for n in p["datasets"])
+        return result
+    status = _job.read_status(directory)
+    if _job.is_alive(status):
+        # the controller is here and done with it: stop the job (it removes its files)
+        status = _job.stop_job(status, directory)
+        result["stopped_job"] = _job.summary(status)
+    removed, left, warnings = _job.remove_datasets(path, p["datasets"], p["binary"])
+    for w in warnings:
+        module.warn(w)
+    result["removed"].extend(removed)
+    result["left"].extend(left)
+    if os.path.isdir(directory) and not os.path.islink(directory) and not _job.is_alive(_job.read_status(directory)):
+        shutil.rmtree(directory, ignore_errors=True)
     if module.check_mode:
         return result
     others = [e for e in sorted(os.listdir(path)) if e != MARKER]

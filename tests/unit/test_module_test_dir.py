@@ -144,3 +144,15 @@ def test_absent_refuses_an_unmarked_directory(tmp_path):
     res = run_module(tmp_path, path=str(target), state="absent")
     assert res["failed"] and "not ours" in res["msg"]
     assert (target / "x").read_text() == "x"
+
+
+def test_present_refuses_a_missing_binary_before_creating_anything(tmp_path):
+    target = tmp_path / "t"
+    r = run_module(tmp_path, path=str(target), binary=str(tmp_path / "bin" / "iobench"))
+    assert r["failed"] and "iobench is missing; run the fleetqual.storage.iobench role first" in r["msg"]
+    assert not target.exists()
+    fake = tmp_path / "iobench"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    r = run_module(tmp_path, path=str(target), binary=str(fake))
+    assert not r.get("failed") and target.is_dir()

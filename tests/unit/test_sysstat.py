@@ -7,7 +7,7 @@ from ansible_collections.fleetqual.storage.plugins.module_utils.size import form
 from ansible_collections.fleetqual.storage.plugins.module_utils.sysstat import (
     IOSTAT_FIELDS, IostatStream, iostat_json_usable, VmstatStream, compute_iostat, compute_vmstat, iostat_average,
     parse_diskstats, parse_iostat_json, parse_proc_stat, parse_proc_vmstat, parse_vmstat,
-    select_window, vmstat_average,
+    select_window, vmstat_average, in_window,
 )
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures", "target")
@@ -83,8 +83,51 @@ def test_iostat_stream_agrees_with_full_parse(name):
         st.feed(line, 5000.0 + i)
     assert len(st.samples) == len(full)
     for a, b in zip(st.samples, full):
-        assert dict((k, v) for k, v in a.items() if k != "epoch") == b
+        assert dict((k, v) for k, v in a.items() if k not in ("epoch", "start_epoch")) == b
     assert st.header.get("nodename") == "vm"
+
+
+def test_iostat_stream_gives_each_report_its_real_interval():
+    """A report covers the time from the previous report's arrival (the first one: from
+    when iostat was started) to its own: never start + i x interval."""
+    text = fixture("iostat_dxyt_json_vda_loop0.json")
+    st = IostatStream()
+    st.started(4990.5)
+    arrivals = [5000.0 + i * 1.7 for i in range(len(text.splitlines()))]   # a drifting collector
+    for line, t in zip(text.splitlines(True), arrivals):
+        st.feed(line, t)
+    by_report = {}
+    for x in st.samples:
+        by_report.setdefault(x["index"], []).append(x)
+    assert by_report[0][0]["start_epoch"] == 4990.5
+    assert by_report[1][0]["start_epoch"] == by_report[0][-1]["epoch"]
+    assert all(x["start_epoch"] < x["epoch"] for x in st.samples)
+
+
+def test_vmstat_stream_interval_starts_at_the_previous_line():
+    vs = VmstatStream(skip_first=True)
+    vs.started(99.0)
+    lines = ["procs ---memory---", " r  b   swpd   free   buff  cache   si   so    bi    bo   in   cs us sy id wa st",
+             " 1  0      0 100 10 10 0 0 0 0 1 1 1 1 98 0 0", " 2  0      0 100 10 10 0 0 5 0 1 1 1 1 98 0 0",
+             " 3  0      0 100 10 10 0 0 6 0 1 1 1 1 98 0 0"]
+    for line, t in zip(lines, (100.0, 100.0, 100.2, 101.9, 103.4)):
+        vs.feed(line, t)
+    assert [(x["start_epoch"], x["epoch"]) for x in vs.samples] == [(100.2, 101.9), (101.9, 103.4)]
+
+
+@pytest.mark.parametrize("start, end, inside", [
+    (109.9, 110.4, False),    # arrived late, mostly after the window: the idle sample the old rule took
+    (108.6, 111.0, True),     # a long report (the collector drifted) centred inside the window
+    (105.0, 106.0, True),
+    (110.2, 111.2, False),
+])
+def test_window_membership_uses_the_real_interval(start, end, inside):
+    assert in_window({"epoch": end, "start_epoch": start}, 100.0, 110.0, 1) is inside
+
+
+def test_window_membership_without_a_start_uses_the_nominal_interval():
+    assert in_window({"epoch": 110.4}, 100.0, 110.0, 1) is True
+    assert in_window({"epoch": 110.6}, 100.0, 110.0, 1) is False
 
 
 def test_iostat_stream_truncated_by_sigterm():

@@ -1,0 +1,257 @@
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Controller side of the detached measurement job (module ``fleetqual.storage.job``).
+
+``state: started``: computes each workload's timeout and planned seconds from the plan
+(``plugin_utils/plan.py``, the one place of durations), the job's deadline (planned time +
+data set preparation at the slowest accepted rate + ``slack``), starts the job through the
+module, and writes the host's start record into the run's progress directory.
+
+``state: wait``: polls the host's job status through the module (``_execute_module``: one
+SSH round trip, no callback event) at the planned workload boundaries and at least once per
+``interval`` seconds, writes the host's state into ``<progress_dir>/<host>.json``, and prints
+the fleet's progress line: time is cut into rounds of ``interval`` seconds, and the poll that
+first creates a round's marker file (``O_EXCL``) prints ONE line for the whole fleet from every
+host's progress file. Hosts not waited on yet (forks < hosts) are running according to their
+start record. When the job has ended, it returns the workloads' records (``workload_record``
+of each module result) and the job's error, if any. The wait holds a fork only while it
+waits: every job was started first and they run side by side, so the later hosts' waits find
+their job done and return at once. A lost connection is the task's UNREACHABLE.
+"""
+
+import hashlib
+import json
+import os
+import time
+
+from ansible.errors import AnsibleConnectionFailure
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import plan as _plan
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import workload_record
+
+display = Display()
+MODULE = "fleetqual.storage.job"
+FAILED_STATES = ("failed", "expired", "stopped", "died", "unreachable", "lost")
+
+
+def duration_text(seconds):
+    seconds = max(0, int(seconds))
+    m, s = divmod(seconds, 60)
+    h, m = divmod(m, 60)
+    if h:
+        return "%dh%02dm" % (h, m)
+    if m:
+        return "%dm%02ds" % (m, s) if s else "%dm" % m
+    return "%ds" % s
+
+
+def timing(workloads, slack, prepare_min_mibps):
+    """Per workload: (timeout_s, planned_s); and the job's (planned_s, deadline_s).
+
+    A workload's timeout is what the single-workload task used: planned + slack + writing
+    its data set at ``prepare_min_mibps``. The deadline is the planned time of all, plus
+    their preparation, plus one ``slack``."""
+    timeouts, planned = [], []
+    prep_total = 0
+    for w in workloads:
+        plan_s = int(_plan.workload_duration_s(w))
+        prep = (int(w.get("total_size") or 0) // (int(prepare_min_mibps) * 1048576)) if w.get("prepare", True) else 0
+        planned.append(plan_s)
+        timeouts.append(plan_s + int(slack) + prep)
+        prep_total += prep
+    total = sum(planned)
+    return timeouts, planned, total, total + prep_total + int(slack)
+
+
+def write_json(path, doc):
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    with open(tmp, "w") as fh:
+        json.dump(doc, fh)
+    os.rename(tmp, path)
+
+
+def read_progress(progress_dir):
+    hosts = []
+    try:
+        names = os.listdir(progress_dir)
+    except OSError:
+        return hosts
+    for name in names:
+        if name.endswith(".json"):
+            try:
+                with open(os.path.join(progress_dir, name)) as fh:
+                    hosts.append(json.load(fh))
+            except (OSError, ValueError):
+                continue
+    return hosts
+
+
+def fleet_line(hosts, now=None):
+    """The one progress line of the fleet, from every host's progress record."""
+    now = time.time() if now is None else now
+    running = [h for h in hosts if h.get("state") == "running"]
+    done = [h for h in hosts if h.get("state") == "done"]
+    failed = [h for h in hosts if h.get("state") in FAILED_STATES]
+    of = max([int(h.get("of") or 0) for h in hosts] or [0])
+    if running:
+        k = min(max(int(h.get("index") or 0), 1) for h in running)
+    else:
+        k = of
+    started = [h["started_epoch"] for h in hosts if h.get("started_epoch")]
+    elapsed = now - min(started) if started else 0
+    planned = max([int(h.get("planned_s") or 0) for h in hosts] or [0])
+    return ("fleetqual: workload %d/%d | %d hosts: %d running, %d done, %d failed | %s of ~%s planned"
+            % (k, of, len(hosts), len(running), len(done), len(failed), duration_text(elapsed),
+               duration_text(planned)))
+
+
+def claim_round(progress_dir, name):
+    """True for the one caller that creates the marker ``name`` first."""
+    try:
+        fd = os.open(os.path.join(progress_dir, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return False
+    os.close(fd)
+    return True
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("state", "path", "run_id", "binary", "datasets", "workloads", "seed", "collect",
+                             "collect_interval", "slack", "prepare_min_mibps", "progress_dir", "interval",
+                             "margin"))
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        args = dict(self._task.args)
+        state = args.get("state", "status")
+        host = task_vars.get("inventory_hostname", "?")
+        progress_dir = args.get("progress_dir")
+        if progress_dir:
+            os.makedirs(progress_dir, mode=0o700, exist_ok=True)
+        if self._task.check_mode and state == "wait":
+            # check mode started nothing (the module says what it would run)
+            result.update(records=[], error=None, skipped=True, msg="check mode: no job was started")
+        elif state == "started":
+            result.update(self._start(args, host, progress_dir, task_vars))
+        elif state == "wait":
+            result.update(self._wait(args, host, progress_dir, task_vars))
+        else:
+            result.update(self._execute_module(module_name=MODULE, module_args={"path": args["path"]},
+                                               task_vars=task_vars))
+        result["changed"] = False
+        return result
+
+    def _progress(self, progress_dir, host, status, state=None):
+        if not progress_dir:
+            return
+        doc = {k: status.get(k) for k in ("run_id", "pid", "started_epoch", "deadline_epoch", "planned_s", "of",
+                                          "index", "current")} if status else {}
+        doc.update(host=host, state=state or (status or {}).get("state"), updated=round(time.time(), 3))
+        write_json(os.path.join(progress_dir, host + ".json"), doc)
+
+    def _start(self, args, host, progress_dir, task_vars):
+        workloads = list(args.get("workloads") or [])
+        timeouts, planned, planned_s, deadline_s = timing(workloads, args.get("slack", 300),
+                                                          args.get("prepare_min_mibps", 20))
+        margs = {k: args[k] for k in ("path", "run_id", "binary", "datasets", "seed", "collect", "collect_interval")
+                 if args.get(k) is not None}
+        margs.update(state="started", workloads=workloads, timeouts=timeouts, planned=planned,
+                     planned_s=planned_s, deadline_s=deadline_s)
+        res = self._execute_module(module_name=MODULE, module_args=margs, task_vars=task_vars)
+        if res.get("failed") or not res.get("status"):
+            return res
+        self._progress(progress_dir, host, res["status"])
+        if progress_dir:
+            # the plan, once per distinct plan for the whole fleet
+            lines = ["Workload %d/%d: %s (%d s with warm-up)" % (i + 1, len(workloads), w.get("id"), planned[i])
+                     for i, w in enumerate(workloads)]
+            key = "plan-" + hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
+            if claim_round(progress_dir, key):
+                display.display("fleetqual: %d workloads per host, ~%s planned, deadline +%s:\n  %s"
+                                % (len(workloads), duration_text(planned_s), duration_text(deadline_s),
+                                   "\n  ".join(lines)))
+        return {"status": res["status"], "timeouts": timeouts, "planned": planned, "planned_s": planned_s,
+                "deadline_s": deadline_s}
+
+    def _poll(self, path, task_vars, results=False):
+        return self._execute_module(module_name=MODULE, module_args={"path": path, "state": "status",
+                                                                       "results": results},
+                                    task_vars=task_vars)
+
+    def _wait(self, args, host, progress_dir, task_vars):
+        path = args["path"]
+        interval = max(1, int(args.get("interval", 30)))
+        margin = int(args.get("margin", 120))
+        workloads = list(args.get("workloads") or [])
+        controller = os.getppid()   # this worker's ansible-playbook
+        while True:
+            try:
+                res = self._poll(path, task_vars)
+            except AnsibleConnectionFailure:
+                self._progress(progress_dir, host, None, state="unreachable")
+                raise
+            if res.get("failed") or not res.get("status"):
+                self._progress(progress_dir, host, None, state="lost")
+                return res
+            st = res["status"]
+            state = st.get("state")
+            final = state not in ("running",)
+            self._progress(progress_dir, host, st)
+            now = time.time()
+            if progress_dir and claim_round(progress_dir, "round-%d" % int(now // interval)):
+                display.display(fleet_line(read_progress(progress_dir), now))
+            if final:
+                break
+            host_now = st.get("now") or now
+            if host_now > (st.get("deadline_epoch") or host_now) + margin:
+                self._progress(progress_dir, host, st, state="lost")
+                return {"failed": True, "status": st,
+                        "msg": "the measurement job (pid %s) is still running %d s after its deadline"
+                               % (st.get("pid"), margin)}
+            # next poll: the planned end of the current workload, or the next round
+            nxt = (int(now // interval) + 1) * interval
+            if st.get("workload_started_epoch") and st.get("workload_planned_s") is not None:
+                boundary = st["workload_started_epoch"] + st["workload_planned_s"] + 1 + (now - host_now)
+                if now + 1 < boundary < nxt:
+                    nxt = boundary
+            until = time.time() + max(1.0, nxt - now)
+            while time.time() < until:
+                time.sleep(min(1.0, max(0.0, until - time.time())))
+                if os.getppid() != controller:
+                    # ansible-playbook is gone (killed): nobody will read this result, and a
+                    # worker writing to its dead queue would hang forever. The job on the
+                    # host goes on and ends by its deadline.
+                    os._exit(1)
+        return self._finish(st, workloads)
+
+    def _finish(self, st, workloads):
+        results = st.get("results") or []
+        by_id = {w.get("id"): w for w in workloads}
+        records = []
+        for r in results:
+            if r.get("failed"):
+                continue
+            res = dict(r.get("result") or {}, failed=False)
+            if r.get("warnings"):
+                res["warnings"] = r["warnings"]
+            records.append(workload_record(by_id.get(r.get("id"), {"id": r.get("id")}), res))
+        error = None
+        of = len(workloads)
+        if st.get("error"):
+            e = st["error"]
+            error = {"task": "Workload %s/%d: %s" % (e.get("index"), of, e.get("id")), "msg": e.get("msg")}
+        elif st.get("state") == "died":
+            error = {"task": "Workload %s/%d: %s" % (st.get("index"), of, st.get("current")),
+                     "msg": "the measurement job (pid %s) died without a final status" % st.get("pid")}
+        elif st.get("state") in ("expired", "stopped"):
+            error = {"task": "Workload %s/%d: %s" % (st.get("index"), of, st.get("current")),
+                     "msg": "the measurement job was %s at workload %s/%d (%s)"
+                            % ("stopped by its deadline" if st["state"] == "expired" else "stopped",
+                               st.get("index"), of, st.get("current"))}
+        cleanup = st.get("cleanup") or {}
+        return {"status": {k: v for k, v in st.items() if k != "results"}, "records": records, "error": error,
+                "cleanup": cleanup,
+                "msg": "job %s: %d of %d workloads measured" % (st.get("state"), len(records), of)}

@@ -1,0 +1,338 @@
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The detached measurement job: a host's whole plan run on the host (issue 9).
+
+The module ``fleetqual.storage.job`` starts it with :func:`detach` and returns at once; the
+job then runs every workload of the plan in turn through ``workload.run_workload`` (the
+code of the single-workload module ``fleetqual.storage.iobench``, so each result has that
+module's shape), writes its progress and results to ``<test_dir>/.fleetqual-job/status.json``
+(write to a temporary file, then ``rename``: a reader never sees half a file), removes its
+data set files itself at the end and stops at its deadline.
+
+Status document (``status.json``)::
+
+    {"schema_version": 1, "run_id": "...", "pid": 1234, "pid_start": <clock ticks>,
+     "state": "running" | "done" | "failed" | "expired" | "stopped",
+     "started_epoch": .., "deadline_epoch": .., "finished_epoch": null | ..,
+     "planned_s": 420, "of": 6, "index": 3, "current": "<workload id>",
+     "workload_started_epoch": .., "workload_planned_s": 65,
+     "results": [{"index": 1, "id": "...", "failed": false, "msg": null,
+                  "warnings": [...], "result": {<iobench module result>}}, ...],
+     "error": null | {"index": k, "id": "...", "msg": "..."},
+     "cleanup": null | {"removed": [...], "left": [...], "warnings": [...]}}
+
+``failed``: a workload failed the way the module fails (iobench exit 1/2/3, no JSON), the
+job stopped there. ``expired``: the deadline passed; the running iobench was stopped with
+SIGTERM (its partial, interrupted result is kept) and the rest was not run. ``stopped``:
+the job got SIGTERM/SIGHUP/SIGINT (``test_dir state=absent`` stops a live job that way).
+"""
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+import traceback
+
+from ansible_collections.fleetqual.storage.plugins.module_utils import workload as _workload
+
+JOB_DIR = ".fleetqual-job"
+STATUS = "status.json"
+# Space kept for the status on the measured filesystem, which a workload may fill up
+# (ENOSPC is a result to report, not a reason to lose it): released when a write fails.
+RESERVE = "reserve"
+RESERVE_BYTES = 4 << 20
+RESERVE_PER_WORKLOAD = 1 << 20
+RESERVE_MAX = 64 << 20
+FINAL_STATES = ("done", "failed", "expired", "stopped")
+
+
+def job_dir(test_dir):
+    return os.path.join(test_dir, JOB_DIR)
+
+
+def write_status(directory, doc):
+    """Write ``status.json`` atomically (temporary file in the same directory, fsync, rename)."""
+    path = os.path.join(directory, STATUS)
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(doc, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.rename(tmp, path)
+
+
+def read_status(directory):
+    """The status document, or None when there is none (or it cannot be read)."""
+    try:
+        with open(os.path.join(directory, STATUS)) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def pid_start(pid):
+    """Start time of ``pid`` in clock ticks since boot (/proc/<pid>/stat field 22), or None."""
+    try:
+        with open("/proc/%d/stat" % pid) as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        if fields[0] == "Z":
+            return None
+        return int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def is_alive(status):
+    """Whether the job of this status document still runs (same PID and start time)."""
+    if not status or not status.get("pid"):
+        return False
+    start = pid_start(int(status["pid"]))
+    return start is not None and start == status.get("pid_start")
+
+
+def summary(status, now=None):
+    """A short description of a job status (no results): for the controller's progress and
+    for the record of the next run's preflight."""
+    if not status:
+        return None
+    now = time.time() if now is None else now
+    keys = ("run_id", "pid", "state", "started_epoch", "deadline_epoch", "finished_epoch", "planned_s", "of",
+            "index", "current", "workload_started_epoch", "workload_planned_s", "error")
+    out = {k: status.get(k) for k in keys}
+    out["done"] = len(status.get("results") or [])
+    out["alive"] = is_alive(status)
+    if status.get("state") == "running" and not out["alive"]:
+        out["state"] = "died"
+    out["now"] = round(now, 3)
+    out["cleanup"] = status.get("cleanup")
+    return out
+
+
+def remove_datasets(path, datasets, binary):
+    """Remove the data set directories of a test directory: ``iobench cleanup`` in each
+    (iobench removes only its own files), then the emptied directory. Returns
+    ``(removed, left, warnings)``."""
+    removed, left, warnings = [], [], []
+    for name in datasets or []:
+        sub = os.path.join(path, name)
+        if not os.path.isdir(sub) or os.path.islink(sub):
+            continue
+        if binary and os.access(binary, os.X_OK) and os.listdir(sub):
+            p = subprocess.run([binary, "cleanup", "--dir", sub], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               stdin=subprocess.DEVNULL, env=dict(os.environ, LC_ALL="C"))
+            if p.returncode != 0:
+                warnings.append("iobench cleanup in %s exited %d: %s"
+                                % (sub, p.returncode, p.stderr.decode("utf-8", "replace").strip()))
+        try:
+            os.rmdir(sub)
+            removed.append(sub)
+        except OSError:
+            left.extend(os.path.join(sub, e) for e in sorted(os.listdir(sub)))
+    return removed, left, warnings
+
+
+def stop_job(status, directory, grace=60.0):
+    """SIGTERM a live job and wait up to ``grace`` s for its final status. Returns the last
+    status read (the job's own, final when it stopped in time)."""
+    if not is_alive(status):
+        return status
+    try:
+        os.kill(int(status["pid"]), signal.SIGTERM)
+    except OSError:
+        return read_status(directory)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        cur = read_status(directory)
+        if cur and cur.get("state") in FINAL_STATES and not is_alive(cur):
+            return cur
+        if not is_alive(status):
+            return cur
+        time.sleep(0.2)
+    return read_status(directory)
+
+
+class Job:
+    """One run of a host's plan. ``spec``: the module's parameters (see modules/job.py)."""
+
+    def __init__(self, spec):
+        self.spec = spec
+        self.dir = job_dir(spec["path"])
+        self.stop = threading.Event()
+        self.reason = None
+        self.status = None
+
+    def _on_signal(self, signum, frame):
+        if self.reason is None:
+            self.reason = "signal %d" % signum
+        self.stop.set()
+
+    def _on_deadline(self):
+        if self.reason is None:
+            self.reason = "deadline"
+        self.stop.set()
+
+    def params_for(self, wl, timeout):
+        p = _workload.defaults()
+        p.update(_workload.opts.workload_params(wl))
+        p.update(binary=self.spec["binary"], dir=os.path.join(self.spec["path"], wl["dataset"]), cleanup=False,
+                 collect=self.spec["collect"], collect_interval=self.spec["collect_interval"], timeout=timeout)
+        if p.get("seed") is None:
+            p["seed"] = self.spec.get("seed")
+        p["prepare"] = wl.get("prepare", True) if wl.get("prepare") is not None else True
+        return p
+
+    def _reserve(self):
+        size = min(RESERVE_MAX, RESERVE_BYTES + RESERVE_PER_WORKLOAD * len(self.spec["workloads"]))
+        path = os.path.join(self.dir, RESERVE)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            block = b"\0" * (1 << 20)
+            for _ in range(size >> 20):
+                os.write(fd, block)
+            os.fsync(fd)
+        except OSError:
+            pass   # as much as there is: the preflight checked the space
+        finally:
+            os.close(fd)
+
+    def save(self):
+        """Write the status; on a full filesystem release the reserve and try again. Returns
+        whether it was written (a skipped write is retried at the next one)."""
+        for attempt in (1, 2):
+            try:
+                write_status(self.dir, self.status)
+                return True
+            except OSError as e:
+                if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+                    raise
+                try:
+                    os.unlink(os.path.join(self.dir, "%s.%d.tmp" % (STATUS, os.getpid())))
+                except OSError:
+                    pass
+                try:
+                    os.unlink(os.path.join(self.dir, RESERVE))
+                except OSError:
+                    return False
+        return False
+
+    def begin(self, started):
+        spec = self.spec
+        pid = os.getpid()
+        self.status = {
+            "schema_version": 1, "run_id": spec["run_id"], "pid": pid, "pid_start": pid_start(pid),
+            "state": "running", "started_epoch": round(started, 3),
+            "deadline_epoch": round(started + spec["deadline_s"], 3), "finished_epoch": None,
+            "planned_s": spec["planned_s"], "of": len(spec["workloads"]), "index": 0, "current": None,
+            "workload_started_epoch": None, "workload_planned_s": None,
+            "results": [], "error": None, "cleanup": None,
+        }
+        write_status(self.dir, self.status)
+        self._reserve()
+
+    def run(self):
+        """Run the plan (in the detached process); always ends with a final status."""
+        st = self.status
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(sig, self._on_signal)
+        timer = threading.Timer(max(0.0, st["deadline_epoch"] - time.time()), self._on_deadline)
+        timer.daemon = True
+        timer.start()
+        try:
+            workloads = self.spec["workloads"]
+            for i, wl in enumerate(workloads):
+                if self.stop.is_set():
+                    break
+                timeout = int(self.spec["timeouts"][i])
+                st.update(index=i + 1, current=wl.get("id"), workload_started_epoch=round(time.time(), 3),
+                          workload_planned_s=int(self.spec["planned"][i]))
+                self.save()
+                result, failed, msg, warnings = _workload.run_workload(self.params_for(wl, timeout), stop=self.stop)
+                st["results"].append({"index": i + 1, "id": wl.get("id"), "failed": failed, "msg": msg,
+                                      "warnings": warnings, "result": result})
+                if failed:
+                    st["error"] = {"index": i + 1, "id": wl.get("id"), "msg": msg}
+                    break
+                self.save()
+        except Exception as e:  # noqa: BLE001 - recorded, never lost with the process
+            st["error"] = {"index": st["index"], "id": st["current"],
+                           "msg": "the job failed: %s: %s" % (e, traceback.format_exc(limit=5)[-1500:])}
+        finally:
+            timer.cancel()
+            # no signal may cut the cleanup short: the files must go
+            for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+                signal.signal(sig, signal.SIG_IGN)
+            try:
+                removed, left, warnings = remove_datasets(self.spec["path"], self.spec["datasets"],
+                                                          self.spec["binary"])
+                st["cleanup"] = {"removed": removed, "left": left, "warnings": warnings}
+            except Exception as e:  # noqa: BLE001
+                st["cleanup"] = {"removed": [], "left": [], "warnings": ["cleanup failed: %s" % e]}
+            if st["error"]:
+                st["state"] = "failed"
+            elif self.reason == "deadline":
+                st["state"] = "expired"
+            elif self.reason:
+                st["state"] = "stopped"
+            else:
+                st["state"] = "done"
+            st["stop_reason"] = self.reason
+            st["finished_epoch"] = round(time.time(), 3)
+            if not self.save():
+                # nothing left for the full status: say at least how it ended
+                st["results"] = [dict(r, result={"rc": (r.get("result") or {}).get("rc")}) for r in st["results"]]
+                st["status_truncated"] = True
+                self.save()
+            try:
+                os.unlink(os.path.join(self.dir, RESERVE))
+            except OSError:
+                pass
+
+
+def detach(spec):
+    """Start the job in a detached process (double fork + setsid, stdio on /dev/null, every
+    other descriptor closed, so the SSH session of the module ends at once) and return its
+    first status document, written before this returns."""
+    directory = job_dir(spec["path"])
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    r, w = os.pipe()
+    started = time.time()
+    pid = os.fork()
+    if pid == 0:  # child: new session, fork again so the job is no session leader
+        try:
+            os.close(r)
+            os.setsid()
+            if os.fork():
+                os._exit(0)
+            os.chdir("/")
+            os.umask(0o077)
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            job = Job(spec)
+            try:
+                job.begin(started)
+                os.write(w, b"ok")
+            except Exception as e:  # noqa: BLE001
+                os.write(w, ("error: %s" % e).encode("utf-8", "replace"))
+                os._exit(1)
+            os.close(w)
+            os.closerange(3, 65536)
+            job.run()
+        finally:
+            os._exit(0)
+    os.close(w)
+    os.waitpid(pid, 0)
+    answer = b""
+    while True:
+        chunk = os.read(r, 4096)
+        if not chunk:
+            break
+        answer += chunk
+    os.close(r)
+    if answer != b"ok":
+        raise RuntimeError("the measurement job did not start: %s" % (answer.decode("utf-8", "replace")
+                                                                      or "no answer"))
+    return read_status(directory)

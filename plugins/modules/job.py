@@ -1,0 +1,175 @@
+#!/usr/bin/python
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+DOCUMENTATION = r"""
+---
+module: job
+short_description: Run a host's whole workload plan as one detached job on the host, and read its status
+version_added: "0.2.0"
+description:
+  - With O(state=started), starts ONE detached process on the host that runs every workload of
+    O(workloads) in turn (prepare, iostat/vmstat beside each, exactly the result of
+    M(fleetqual.storage.iobench) per workload), and returns at once with its PID and deadline.
+    The job writes its progress and results to C(<path>/.fleetqual-job/status.json) (atomic
+    rename), removes its data set files itself at the end, and stops at its deadline
+    (now + O(deadline_s)). Then the running iobench gets SIGTERM (an interrupted, partial
+    result), the rest is not run, the files are removed and the status says C(expired).
+  - With O(state=status), returns the job's status (its results only once it has ended, or
+    with O(results=true)).
+  - Use it through the role C(fleetqual.storage.qualify), whose action plugin of the same name
+    computes the timeouts and deadline from the plan and waits with one fleet progress line per
+    round (docs/testing.md).
+options:
+  path:
+    description: The test directory (created and marked by M(fleetqual.storage.test_dir)).
+    type: path
+    required: true
+  state:
+    description: V(started) starts the job; V(status) reads its status.
+    type: str
+    choices: [started, status]
+    default: status
+  run_id:
+    description: Run identifier recorded in the status.
+    type: str
+    default: ""
+  binary:
+    description: Path of the iobench binary.
+    type: path
+    default: /opt/fleetqual/bin/iobench
+  datasets:
+    description: Data set subdirectories the job removes at its end.
+    type: list
+    elements: str
+    default: []
+  workloads:
+    description: The plan (the role's workload specs; each needs C(dataset) and C(id)).
+    type: list
+    elements: dict
+    default: []
+  timeouts:
+    description: Per workload, seconds after which its iobench is stopped (as the module's O(fleetqual.storage.iobench#module:timeout)).
+    type: list
+    elements: int
+    default: []
+  planned:
+    description: Per workload, its planned seconds (warm-up + time, or the search's steps).
+    type: list
+    elements: int
+    default: []
+  planned_s:
+    description: Planned seconds of the whole job (shown in the progress line).
+    type: int
+    default: 0
+  deadline_s:
+    description: Seconds from the start after which the job stops itself.
+    type: int
+    default: 3600
+  seed:
+    description: Seed of the workloads that set none.
+    type: int
+  collect:
+    description: As the module's O(fleetqual.storage.iobench#module:collect).
+    type: str
+    choices: [auto, sysstat, procfs, none]
+    default: auto
+  collect_interval:
+    description: Sampling interval in seconds.
+    type: int
+    default: 1
+  results:
+    description: With O(state=status), return the results while the job still runs too.
+    type: bool
+    default: false
+author:
+  - fleetqual.storage developers
+notes:
+  - No check mode support in O(state=started) (nothing is started in check mode).
+"""
+
+EXAMPLES = r"""
+- name: Start the plan
+  fleetqual.storage.job:
+    state: started
+    path: /var/tmp/fleetqual
+    workloads: "{{ plan }}"
+    datasets: [cache]
+    timeouts: [320]
+    planned: [20]
+    deadline_s: 640
+"""
+
+RETURN = r"""
+status:
+  description: The job's status document (module_utils/job.py), without C(results) unless the job ended or O(results=true).
+  returned: always
+  type: dict
+"""
+
+# Why a detached process of our own and not async + poll 0: async_wrapper ends the payload
+# with SIGKILL at its time limit (no SIGTERM to iobench, no partial result, no cleanup),
+# keeps its result under ~/.ansible_async and only at the end (no progress), and
+# async_status polls with until: print a line per host per retry. This job forks (twice,
+# setsid) after every import is done, so it needs nothing from the module's temporary
+# files, and it owns its deadline (before anything else could kill it), its cleanup and its
+# status file in the marked test directory.
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.fleetqual.storage.plugins.module_utils import job as _job
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", required=True),
+            state=dict(type="str", choices=["started", "status"], default="status"),
+            run_id=dict(type="str", default=""),
+            binary=dict(type="path", default="/opt/fleetqual/bin/iobench"),
+            datasets=dict(type="list", elements="str", default=[]),
+            workloads=dict(type="list", elements="dict", default=[]),
+            timeouts=dict(type="list", elements="int", default=[]),
+            planned=dict(type="list", elements="int", default=[]),
+            planned_s=dict(type="int", default=0),
+            deadline_s=dict(type="int", default=3600),
+            seed=dict(type="int"),
+            collect=dict(type="str", choices=["auto", "sysstat", "procfs", "none"], default="auto"),
+            collect_interval=dict(type="int", default=1),
+            results=dict(type="bool", default=False),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    directory = _job.job_dir(p["path"])
+    current = _job.read_status(directory)
+    if p["state"] == "status":
+        if current is None:
+            module.fail_json(msg="no measurement job status in %s" % directory)
+        status = _job.summary(current)
+        if status["state"] in _job.FINAL_STATES or status["state"] == "died" or p["results"]:
+            status["results"] = current.get("results") or []
+        module.exit_json(changed=False, status=status)
+
+    if module.check_mode:
+        module.exit_json(changed=False, status=None, msg="check mode: the job would be started")
+    if not os.path.isdir(p["path"]):
+        module.fail_json(msg="test directory %s does not exist (the preflight creates it)" % p["path"])
+    if _job.is_alive(current):
+        module.fail_json(msg="a measurement job of run %s is still running in %s (pid %s, deadline %s)"
+                         % (current.get("run_id"), p["path"], current.get("pid"), current.get("deadline_epoch")))
+    n = len(p["workloads"])
+    if len(p["timeouts"]) != n or len(p["planned"]) != n:
+        module.fail_json(msg="timeouts and planned need one entry per workload (%d)" % n)
+    for i, wl in enumerate(p["workloads"]):
+        if not wl.get("dataset") or not wl.get("id"):
+            module.fail_json(msg="workload %d has no dataset or id" % (i + 1))
+    try:
+        status = _job.detach(p)
+    except (OSError, RuntimeError) as e:
+        module.fail_json(msg="could not start the measurement job: %s" % e)
+    module.exit_json(changed=False, status=_job.summary(status))
+
+
+if __name__ == "__main__":
+    main()

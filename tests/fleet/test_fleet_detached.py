@@ -1,0 +1,179 @@
+"""Detached measurement on the SSH fleet (issue 9): more hosts than forks.
+
+* 8 hosts at ``forks = 2`` complete with every host's full results, and the controller
+  printed at most one progress line per round for the whole fleet (never one per host per
+  poll, no ``FAILED - RETRYING``).
+* ``ansible-playbook`` killed (SIGKILL to the PID we started) while the jobs run: after
+  the jobs' deadline no iobench process and no test file is left on any host; each job's
+  final status waits in its test directory for the next run, whose preflight reports and
+  clears it.
+"""
+import glob
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import fleetrun
+from fleetrun import run_playbook
+from test_fleet_faults import find_iobench
+
+pytestmark = [pytest.mark.fleet, pytest.mark.slow]
+
+HOSTS = ["fq%d" % n for n in range(31, 39)]
+LINE_RE = re.compile(r"^fleetqual: workload (\d+)/(\d+) \| (\d+) hosts: (\d+) running, (\d+) done, (\d+) failed \| ",
+                     re.M)
+
+
+def matrix(time_s, n=3):
+    return [{"workload": "w%d" % i, "mode": "rndrd", "threads": 1, "file_num": 2, "total_size": "8M",
+             "block_size": "16K", "direct": True, "time": time_s, "warmup": 1} for i in range(n)]
+
+
+def inventory(fleet, base, time_s, extra=None):
+    hosts = [{"name": name, "inst": fleet.host(int(name[2:]))} for name in HOSTS]
+    gv = {"fleetqual_matrix": matrix(time_s), "fleetqual_progress_interval": 3}
+    gv.update(extra or {})
+    return fleet.inventory(os.path.join(base, "inventory"), hosts, group_vars={"all": gv})
+
+
+def test_eight_hosts_at_two_forks_complete_with_one_line_per_round(fleet, tmp_path_factory):
+    base = str(tmp_path_factory.mktemp("forks2"))
+    inv = inventory(fleet, base, 4)
+    run = run_playbook(fleet, inv, base, "forks2", env_extra={"ANSIBLE_FORKS": "2"})
+    assert run.rc == 0, run.out[-5000:]
+    assert run.summary() == (8, 8, 8, 0, 0, 0)
+    ids = None
+    for host in HOSTS:
+        rec = run.record(host)
+        assert rec["verdict"] == "PASS", (host, rec["reasons"])
+        got = [w["id"] for w in rec["workloads"]]
+        assert len(got) == 3 and (ids is None or got == ids), got
+        ids = got
+        for wl in rec["workloads"]:
+            assert wl["metrics"]["iops"] > 0 and wl["metrics"]["errors"] == 0, (host, wl["id"])
+            assert wl["result"]["rc"] == 0 and wl["result"]["iostat"]["samples"], (host, wl["id"])
+    # the progress: whole-fleet lines only, one per round marker, never a retry line per host
+    lines = LINE_RE.findall(run.out)
+    assert lines, run.out[-3000:]
+    assert all(int(n) == 8 and int(r) + int(d) + int(f) == 8 for _, _, n, r, d, f in lines), lines
+    progress = os.path.join(run.results_dir(), ".progress")
+    rounds = glob.glob(os.path.join(progress, "round-*"))
+    assert len(lines) == len(rounds), (len(lines), rounds)
+    assert "FAILED - RETRYING" not in run.out
+    assert sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(progress, "*.json"))) == HOSTS
+    # the plan is shown once for the fleet, not once per host
+    assert run.out.count("Workload 1/3: %s" % ids[0]) == 1, run.out[-3000:]
+    # nothing is left on the hosts
+    for host in HOSTS:
+        assert not os.path.exists(fleet.host_dirs(host, os.path.join(base, "inventory", "hostdirs"))["fleetqual_test_dir"])
+
+
+def _processes_naming(text):
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open("/proc/%s/cmdline" % name, "rb") as fh:
+                    if text.encode() in fh.read():
+                        found.append(int(name))
+            except OSError:
+                pass
+    return found
+
+
+def _status(test_dir):
+    try:
+        with open(os.path.join(test_dir, ".fleetqual-job", "status.json")) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_killed_controller_leaves_nothing_running_after_the_deadline(fleet, tmp_path_factory, sig):
+    base = str(tmp_path_factory.mktemp("killed"))
+    # slack 15 s: the deadline is the planned 3 x 9 s + 15 s after each job's start
+    inv = inventory(fleet, base, 8, {"fleetqual_workload_timeout_slack": 15})
+    tdirs = {h: fleet.host_dirs(h, os.path.join(base, "inventory", "hostdirs"))["fleetqual_test_dir"] for h in HOSTS}
+    ev = {"fleetqual_results_dir": os.path.join(base, "results"),
+          "fleetqual_build_cache_dir": fleetrun.build_cache_dir(), "fleetqual_run_id": "killed"}
+    env = fleetrun.playbook_run.ansible_env(fleet.ansible_env())
+    env["ANSIBLE_FORKS"] = "2"
+    log = open(os.path.join(base, "out.log"), "w")
+    proc = subprocess.Popen([os.path.join(fleetrun.BIN, "ansible-playbook"),
+                             os.path.join(fleetrun.ROOT, "playbooks", "qualify.yml"), "-i", inv, "-e", json.dumps(ev)],
+                            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=fleetrun.ROOT)
+    try:
+        limit = time.monotonic() + 300
+        # every host's job has started and is measuring
+        while not all((_status(t) or {}).get("index", 0) >= 1 for t in tdirs.values()):
+            assert proc.poll() is None, open(os.path.join(base, "out.log")).read()[-3000:]
+            assert time.monotonic() < limit, "the jobs did not all start"
+            time.sleep(0.2)
+        assert any(find_iobench(t) for t in tdirs.values())
+        proc.send_signal(sig)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+    deadline = max(_status(t)["deadline_epoch"] for t in tdirs.values())
+    # after the deadline (and iobench's SIGTERM grace), every job has ended by itself
+    limit = time.time() + (deadline - time.time()) + 60
+    while time.time() < limit and not all((_status(t) or {}).get("finished_epoch") for t in tdirs.values()):
+        time.sleep(0.5)
+    for host, t in tdirs.items():
+        st = _status(t)
+        assert st and st["finished_epoch"] and st["state"] in ("done", "expired"), (host, st and st["state"])
+        assert st["finished_epoch"] <= st["deadline_epoch"] + 35, host
+        assert find_iobench(t) == [], host
+        assert glob.glob(os.path.join(t, "**", "test_file.*"), recursive=True) == [], host
+    # no process of the killed run is left on the controller either (a fork of
+    # ansible-playbook waiting on a job notices that its parent is gone and exits)
+    assert _processes_naming(inv) == []
+    # the next run's preflight finds each job's result, reports it and clears it
+    run = run_playbook(fleet, inv, base, "after-kill", env_extra={"ANSIBLE_FORKS": "2"})
+    assert run.rc == 0, run.out[-4000:]
+    assert "a measurement job of run killed was left in" in run.out
+    for t in tdirs.values():
+        assert not os.path.exists(t)
+
+
+def test_a_running_job_makes_preflight_refuse(fleet, tmp_path_factory):
+    base = str(tmp_path_factory.mktemp("busy"))
+    inv = inventory(fleet, base, 30)
+    name = HOSTS[0]
+    tdir = fleet.host_dirs(name, os.path.join(base, "inventory", "hostdirs"))["fleetqual_test_dir"]
+    # a live process stands in for another run's job: the status names it
+    os.makedirs(os.path.join(tdir, ".fleetqual-job"), mode=0o700)
+    with open(os.path.join(tdir, ".fleetqual-storage"), "w") as fh:
+        fh.write("marker\n")
+    sleeper = subprocess.Popen(["sleep", "120"])
+    try:
+        with open("/proc/%d/stat" % sleeper.pid) as fh:
+            start = int(fh.read().rsplit(")", 1)[1].split()[19])
+        with open(os.path.join(tdir, ".fleetqual-job", "status.json"), "w") as fh:
+            json.dump({"run_id": "other", "pid": sleeper.pid, "pid_start": start, "state": "running",
+                       "deadline_epoch": time.time() + 600, "results": []}, fh)
+        run = run_playbook(fleet, inv, base, "busy", extra_vars={"fleetqual_hosts": name})
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert run.rc != 0
+    rec = run.record(name)
+    assert rec["verdict"] == "ERROR"
+    text = " ".join(rec["reasons"])
+    assert "measurement job of run other" in text and "pid %d" % sleeper.pid in text and "deadline" in text, text
+    # its directory was not touched
+    assert os.path.exists(os.path.join(tdir, ".fleetqual-job", "status.json"))
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))

@@ -1,0 +1,89 @@
+"""Issue 13: one table of iobench's pass-through options in Python
+(plugins/module_utils/iobench_options.py). This test fails when that table, the binary's own
+table (`iobench options --format json`), the module's documentation and docs/iobench.md
+disagree."""
+import json
+import os
+import re
+import subprocess
+
+import pytest
+import yaml
+
+from ansible_collections.fleetqual.storage.plugins.module_utils import iobench_options as opts
+from ansible_collections.fleetqual.storage.plugins.module_utils import workload
+from ansible_collections.fleetqual.storage.plugins.modules import iobench as mod
+
+from test_module_iobench import iobench_binary  # noqa: F401 - fixture
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# C options the role does not pass through, and why
+RUNNER_OWNED = {"format": "the runner always asks for json", "output": "the runner's private temp file",
+                "devstat": "derived from the test directory's devices (device_counters)"}
+NOT_PASSED_YET = {"passes": "iobench precondition, not run", "device": "raw device target (issue 11)",
+                  "size": "raw device target (issue 11)"}
+# Python type -> C type; int where C takes a float is a deliberate narrowing (whole seconds)
+TYPES = {"int": {"int"}, "float": {"float"}, "raw": {"size"}, "bool": {"bool"}, "str": {"str"},
+         "list": {"list"}, "path": {"path"}}
+NARROWED = {"time", "warmup", "search_step_time"}
+
+
+def c_table(binary):
+    p = subprocess.run([binary, "options", "--format", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=30)
+    if p.returncode == 2 and "options" in p.stderr:
+        pytest.skip("this iobench has no 'options' subcommand yet: %s" % p.stderr.strip()[:200])
+    assert p.returncode == 0, p.stderr
+    return {o["name"]: o for o in json.loads(p.stdout)["options"]}
+
+
+def test_python_table_agrees_with_the_c_table(iobench_binary):  # noqa: F811
+    c = c_table(iobench_binary)
+    py = opts.BY_NAME
+    assert set(c) - set(py) - set(RUNNER_OWNED) - set(NOT_PASSED_YET) == set(), \
+        "C options missing from plugins/module_utils/iobench_options.py"
+    assert set(py) - set(c) == set(), "Python options the binary does not know"
+    for name, o in py.items():
+        co = c[name]
+        assert o["flag"] == co["flag"], name
+        want = TYPES[o["type"]] | ({"float"} if name in NARROWED else set())
+        assert co["type"] in want, (name, o["type"], co["type"])
+        if co.get("choices") or (o.get("choices") and o["type"] != "list"):   # C lists carry no element choices
+            assert sorted(o.get("choices") or []) == sorted(co.get("choices") or []), name
+        if o["default"] is not None and not o.get("own_default"):
+            assert str(o["default"]) == str(co["default"]), (name, o["default"], co["default"])
+        if (o.get("group") or co.get("group")) and co.get("group") != name:   # not the group's own switch
+            assert o.get("group") == co.get("group"), (name, o.get("group"), co.get("group"))
+
+
+def test_module_argument_spec_and_documentation_come_from_the_table():
+    doc = yaml.safe_load(mod.DOCUMENTATION)["options"]
+    for name, o in opts.BY_NAME.items():
+        assert mod.ARGUMENT_SPEC[name]["type"] == o["type"], name
+        assert name in doc and doc[name]["type"] == o["type"], name
+        assert doc[name].get("default") == o["default"], name
+        assert sorted(doc[name].get("choices") or []) == sorted(o.get("choices") or []), name
+    assert set(doc) == set(mod.ARGUMENT_SPEC), set(doc) ^ set(mod.ARGUMENT_SPEC)
+    assert set(workload.RUNNER_SPEC) & set(opts.BY_NAME) == set()
+
+
+def test_every_python_option_is_documented_in_docs_iobench_md():
+    with open(os.path.join(ROOT, "docs", "iobench.md")) as fh:
+        text = fh.read()
+    for o in opts.OPTIONS:
+        assert re.search(r"^\| `%s[ `=]" % re.escape(o["flag"]), text, re.M), o["flag"]
+
+
+def test_argv_follows_the_table():
+    p = workload.defaults()
+    p.update(binary="/b", dir="/d", mode="rndrd", total_size="1M", steady_state=True, ss_window=4, rate_iops=100,
+             db_flushers=3)
+    errors, sizes = workload.validate(dict(p, db_flushers=None))
+    argv = opts.build_argv(p, sizes, "/o")
+    assert argv[argv.index("--ss-window") + 1] == "4" and "--steady-state" in argv
+    assert argv[argv.index("--rate-iops") + 1] == "100.0"
+    assert "--db-flushers" not in argv                   # db options only with dbpattern
+    assert "--ss-window" not in opts.build_argv(dict(p, steady_state=False), sizes, "/o")
+    assert opts.workload_params({"id": "x", "mode": "rndrd", "dataset": "s", "threads": 4, "cleanup": True}) == \
+        {"mode": "rndrd", "threads": 4}
+    assert "cleanup" not in opts.PLAN_KEYS and "dir" not in opts.PLAN_KEYS and "steady_state" in opts.PLAN_KEYS

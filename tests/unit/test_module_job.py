@@ -1,0 +1,195 @@
+"""The detached measurement job (plugins/modules/job.py, plugins/module_utils/job.py) with the
+real iobench binary in real directories: it returns at once, runs the plan on its own,
+gives each workload the single-workload module's result shape, removes its files, stops at
+its deadline (SIGTERM to iobench: an interrupted partial result) and leaves a status that
+the next preflight (test_dir) reports and clears, or refuses on while the job lives."""
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+from test_module_iobench import iobench_binary, run_module  # noqa: F401 - fixture
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+COLLECTIONS = os.path.join(ROOT, "build", "collections")
+JOB = "ansible_collections.fleetqual.storage.plugins.modules.job"
+TEST_DIR = "ansible_collections.fleetqual.storage.plugins.modules.test_dir"
+
+pytestmark = pytest.mark.slow
+
+
+def call(module, args, timeout=120):
+    fd, path = tempfile.mkstemp(suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        json.dump({"ANSIBLE_MODULE_ARGS": args}, f)
+    try:
+        p = subprocess.run([sys.executable, "-m", module, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, env=dict(os.environ, PYTHONPATH=COLLECTIONS), timeout=timeout)
+    finally:
+        os.unlink(path)
+    return json.loads(p.stdout)
+
+
+def wl(i, time_s, **kw):
+    w = {"id": "w%d" % i, "dataset": "set", "mode": "rndrd", "file_num": 2, "total_size": 8 << 20,
+         "block_size": 16384, "threads": 1, "direct": True, "time": time_s, "warmup": 0, "seed": 1}
+    w.update(kw)
+    return w
+
+
+@pytest.fixture
+def tdir():
+    d = tempfile.mkdtemp(prefix="fq-job-", dir="/var/tmp")
+    r = call(TEST_DIR, {"path": os.path.join(d, "t"), "datasets": ["set"]})
+    assert not r.get("failed"), r
+    yield os.path.join(d, "t")
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def start(binary, path, workloads, deadline_s, timeouts=None):
+    return call(JOB, {"state": "started", "path": path, "run_id": "r1", "binary": binary, "datasets": ["set"],
+                      "workloads": workloads, "timeouts": timeouts or [120] * len(workloads),
+                      "planned": [w["time"] for w in workloads], "planned_s": sum(w["time"] for w in workloads),
+                      "deadline_s": deadline_s, "collect": "auto"})
+
+
+def wait_final(path, limit=120):
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        r = call(JOB, {"path": path})
+        if r["status"]["state"] != "running":
+            return r["status"]
+        time.sleep(0.5)
+    raise AssertionError("the job did not end within %d s" % limit)
+
+
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_job_runs_the_plan_detached_with_the_module_result_shape(iobench_binary, tdir):  # noqa: F811
+    r = start(iobench_binary, tdir, [wl(1, 2), wl(2, 2, mode="rndwr")], deadline_s=300)
+    assert not r.get("failed"), r
+    st = r["status"]
+    # the module returned while the job goes on, in its own session
+    assert st["state"] == "running" and st["alive"] and st["of"] == 2
+    assert os.getsid(st["pid"]) == st["pid"] or os.getsid(st["pid"]) != os.getsid(0)
+    final = wait_final(tdir)
+    assert final["state"] == "done" and final["error"] is None, final
+    results = final["results"]
+    assert [x["id"] for x in results] == ["w1", "w2"] and not any(x["failed"] for x in results)
+    other = tempfile.mkdtemp(prefix="fq-single-", dir="/var/tmp")
+    try:
+        single = run_module(dict(binary=iobench_binary, dir=other, mode="rndrd", file_num=2,
+                                 total_size=8 << 20, threads=1, direct=True, time=1, warmup=0, cleanup=True))
+    finally:
+        shutil.rmtree(other, ignore_errors=True)
+    assert single.get("failed") is False, single.get("msg")
+    for x in results:
+        res = x["result"]
+        assert res["rc"] == 0 and res["bench"]["config"]["mode"] in ("rndrd", "rndwr")
+        # the same keys as the single-workload module's result (Ansible adds its own bookkeeping)
+        assert set(res) | {"failed", "warnings", "invocation", "_module_rc"} >= set(single) - {"failed"}, \
+            set(single) - set(res)
+        assert "--prepare" in res["argv"] and "--cleanup" not in res["argv"]
+    # the job removed its data set files, its status stays for the controller
+    assert glob.glob(os.path.join(tdir, "**", "test_file.*"), recursive=True) == []
+    assert final["cleanup"]["removed"] == [os.path.join(tdir, "set")]
+    assert not alive(final["pid"])
+
+
+def test_deadline_stops_iobench_with_a_partial_result_and_cleans_up(iobench_binary, tdir):  # noqa: F811
+    r = start(iobench_binary, tdir, [wl(1, 60), wl(2, 60)], deadline_s=4)
+    assert not r.get("failed"), r
+    final = wait_final(tdir, limit=90)
+    assert final["state"] == "expired", final
+    assert final["finished_epoch"] - final["deadline_epoch"] < 30
+    (only,) = final["results"]             # the second workload never started
+    res = only["result"]
+    assert only["failed"] is False and res["timed_out"] is True
+    assert res["bench"]["interrupted"] is True and res["bench"]["signal"] == "SIGTERM"
+    assert res["bench"]["total"]["count"] > 0
+    assert glob.glob(os.path.join(tdir, "**", "test_file.*"), recursive=True) == []
+    # the next preflight reports it and clears it
+    p = call(TEST_DIR, {"path": tdir, "datasets": ["set"]})
+    assert not p.get("failed"), p
+    prev = p["previous_job"]
+    assert prev["state"] == "expired" and prev["run_id"] == "r1" and prev["results"][0]["id"] == "w1"
+    assert not os.path.exists(os.path.join(tdir, ".fleetqual-job"))
+
+
+def test_live_job_refuses_preflight_and_a_second_job_then_absent_stops_it(iobench_binary, tdir):  # noqa: F811
+    r = start(iobench_binary, tdir, [wl(1, 60)], deadline_s=300)
+    st = r["status"]
+    try:
+        p = call(TEST_DIR, {"path": tdir, "datasets": ["set"]})
+        assert p["failed"] and "pid %d" % st["pid"] in p["msg"] and "deadline" in p["msg"], p["msg"]
+        again = start(iobench_binary, tdir, [wl(1, 1)], deadline_s=300)
+        assert again["failed"] and "still running" in again["msg"] and str(st["pid"]) in again["msg"]
+        # the controller's cleanup stops the live job, which removes its files
+        gone = call(TEST_DIR, {"path": tdir, "datasets": ["set"], "binary": iobench_binary, "state": "absent"})
+        assert not gone.get("failed"), gone
+        assert gone["stopped_job"]["state"] == "stopped"
+        assert not os.path.exists(tdir)
+        assert not alive(st["pid"])
+    finally:
+        if alive(st["pid"]):
+            os.kill(st["pid"], signal.SIGKILL)
+
+
+def test_a_failing_workload_stops_the_job_with_its_message(iobench_binary, tdir):  # noqa: F811
+    bad = wl(2, 1, block_size=1000)        # not a multiple of 512 with O_DIRECT
+    start(iobench_binary, tdir, [wl(1, 1), bad, wl(3, 1)], deadline_s=300)
+    final = wait_final(tdir)
+    assert final["state"] == "failed"
+    assert final["error"]["index"] == 2 and "512" in final["error"]["msg"]
+    assert [x["failed"] for x in final["results"]] == [False, True]
+    assert glob.glob(os.path.join(tdir, "**", "test_file.*"), recursive=True) == []
+
+
+# --------------------------------------------------------------------------- controller side (action plugin)
+
+def test_fleet_line_counts_every_host_once():
+    from ansible_collections.fleetqual.storage.plugins.action import job as action
+    hosts = [{"state": "running", "index": 3, "of": 6, "started_epoch": 100, "planned_s": 300},
+             {"state": "running", "index": 4, "of": 6, "started_epoch": 101, "planned_s": 300},
+             {"state": "done", "index": 6, "of": 6, "started_epoch": 100, "planned_s": 290},
+             {"state": "expired", "index": 2, "of": 6, "started_epoch": 100, "planned_s": 300},
+             {"state": "unreachable"}]
+    assert action.fleet_line(hosts, now=230) == \
+        "fleetqual: workload 3/6 | 5 hosts: 2 running, 1 done, 2 failed | 2m10s of ~5m planned"
+
+
+def test_one_caller_claims_a_round(tmp_path):
+    from ansible_collections.fleetqual.storage.plugins.action import job as action
+    got = [action.claim_round(str(tmp_path), "round-7") for _ in range(5)]
+    assert got == [True, False, False, False, False]
+    assert action.claim_round(str(tmp_path), "round-8") is True
+
+
+def test_timeouts_and_deadline_from_the_plan():
+    from ansible_collections.fleetqual.storage.plugins.action import job as action
+    plan = [{"time": 4, "warmup": 1, "total_size": 40 << 20},
+            {"search": "threads", "search_max": 8, "search_step_time": 2, "total_size": 100 << 20, "prepare": False}]
+    timeouts, planned, total, deadline = action.timing(plan, slack=300, prepare_min_mibps=20)
+    # 4 search steps (1, 2, 4, 8) x 2 s; 40 MiB at 20 MiB/s = 2 s of preparation
+    assert planned == [5, 8] and timeouts == [5 + 300 + 2, 8 + 300] and total == 13
+    assert deadline == 13 + 2 + 300
+
+
+def test_ansible_doc_renders_the_job_module():
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
+    p = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-doc"), "fleetqual.storage.job"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, timeout=120)
+    assert p.returncode == 0 and "deadline_s" in p.stdout and "ERROR" not in p.stderr, p.stderr
