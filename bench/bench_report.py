@@ -3,15 +3,16 @@
 
 Writes N host records of 16 workloads each into ``<dir>/<run_id>/<host>.json`` first
 (synthetic records from tests/unit/fixtures/report/report_synth.py with 10 iostat samples
-per workload, plus the real latency histogram of a fixture workload, shifted per host),
+per workload, plus the real latency histogram of a fixture workload, shifted per host,
+and a drive inventory of ``--drives`` drives per host with the judge's drive checks),
 not timed.  Then, in a fresh child process, exactly what ``playbooks/report.yml`` makes
 the callback do: stream every record from the directory (fleet.aggregate_run), merge
-the histograms, judge outliers over the whole fleet, write fleet.json, junit.xml,
+the histograms, judge outliers and drives over the whole fleet, write fleet.json, junit.xml,
 report.html, report.md, not-passed.limit and the Prometheus textfile (history.jsonl is
 appended by each qualify run, not by the merge).  Reported: the child's CPU and wall seconds, its peak RSS (the whole report
 process: interpreter, libraries, everything it holds), and the file sizes.
 
-    .venv/bin/python bench/bench_report.py --hosts 10000 [--keep DIR] [--repeat 3]
+    .venv/bin/python bench/bench_report.py --hosts 10000 [--keep DIR] [--repeat 3] [--drives 8]
 
 Results are recorded in bench/RESULTS.md.
 """
@@ -41,8 +42,26 @@ RUN_ID = "20261122T120000Z"
 FIXTURE = os.path.join(ROOT, "tests", "unit", "fixtures", "controller", "nvme_over_cache-rndrd-t64.json")
 
 
-def write_records(root, n_hosts, samples):
-    """The input: n_hosts records in root/RUN_ID (as store.yml writes them)."""
+def host_drives(i, n_drives, test_dir):
+    """The drives module's ``drives`` of host i: n_drives like NVMe drives (the first holds
+    the test directory), health collected and passed; every 500th host has one drive on
+    another firmware (a drive finding)."""
+    out = []
+    for d in range(n_drives):
+        out.append({"name": "nvme%dn1" % d, "path": "/dev/nvme%dn1" % d,
+                    "id_path": "/dev/disk/by-id/nvme-eui.%012x%02d" % (i, d), "model": "SAMSUNG MZQL21T9HCJR-00A07",
+                    "serial": "S64GNE0R%06d%02d" % (i, d), "firmware": "GDC5603Q" if i % 500 == 11 and d == 1
+                    else "GDC5602Q", "size_bytes": 1920383410176, "rotational": False, "transport": "nvme",
+                    "targets": [test_dir] if d == 0 else [],
+                    "health": {"collected": True, "tool": "smartctl", "reason": None, "protocol": "NVMe",
+                               "passed": True, "critical_warning": 0, "media_errors": 0, "percentage_used": 2,
+                               "temperature_c": 34, "power_on_hours": 8123, "problems": []}})
+    return out
+
+
+def write_records(root, n_hosts, samples, n_drives=8):
+    """The input: n_hosts records in root/RUN_ID (as store.yml writes them), each with a
+    drive inventory of n_drives drives and the judge's drive_health checks."""
     import report_synth as synth  # noqa: E402
 
     with open(FIXTURE, encoding="utf-8") as f:
@@ -73,6 +92,14 @@ def write_records(root, n_hosts, samples):
             w["result"]["bench"]["ops"] = {m["latency_op"]: {"histogram": {
                 "unit": "ns", "sub_bucket_bits": hist["sub_bucket_bits"],
                 "buckets": [[b + shift, c] for b, c in hist["buckets"]]}}}
+        if n_drives:
+            rec["drives"] = host_drives(i, n_drives, rec["test_dir"])
+            rec["checks"] = rec["checks"] + [
+                {"workload": None, "rule": "drive_health", "metric": "health.passed", "value": True, "limit": True,
+                 "op": "==", "passed": True, "status": "pass", "kind": "drive", "drive": d["name"],
+                 "serial": d["serial"], "model": d["model"], "firmware": d["firmware"], "evidence": "smartctl",
+                 "message": "drive %s (%s, serial %s): the drive's own health verdict is PASSED"
+                            % (d["name"], d["model"], d["serial"])} for d in rec["drives"]]
         if i % 250 == 3:
             rec["verdict"] = "FAIL"
             rec["checks"].append(synth.failing_check(rec["workloads"][5]["id"]))
@@ -125,6 +152,7 @@ def child(run_dir, out_dir):
                       "sizes": {k: os.path.getsize(p) for k, p in written.items()},
                       "verdicts": f["summary"]["by_verdict"], "outliers": f["summary"]["outliers"],
                       "detail_hosts": f["summary"]["detail_hosts"], "hosts": f["summary"]["hosts"],
+                      "drives": f["summary"].get("drives"), "drive_findings": f["summary"].get("drive_findings"),
                       "workloads": f["summary"]["workloads"]}))
 
 
@@ -133,6 +161,7 @@ def main():
     ap.add_argument("--hosts", type=int, default=10000)
     ap.add_argument("--samples", type=int, default=10, help="iostat samples per workload")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--drives", type=int, default=8, help="drives per host (drive inventory and findings)")
     ap.add_argument("--keep", help="results directory to reuse (records written once)")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -148,7 +177,7 @@ def main():
         entries_cpu = None
         if have < args.hosts:
             shutil.rmtree(run_dir, ignore_errors=True)
-            write_records(root, args.hosts, args.samples)
+            write_records(root, args.hosts, args.samples, args.drives)
             entries_cpu = store_entries(run_dir)
         build_s = time.perf_counter() - t0
         records = [os.path.join(run_dir, n) for n in os.listdir(run_dir) if n.endswith(".json")
@@ -181,8 +210,8 @@ def main():
               % (best["rss_mib"], max(r["rss_mib"] for r in runs)))
         print("steps, CPU s: " + ", ".join("%s %.3f" % kv for kv in best["steps"].items()))
         print("output sizes (KiB): " + ", ".join("%s %.0f" % (k, v / 1024.0) for k, v in best["sizes"].items()))
-        print("verdicts: %s; outliers %d; hosts drawn in detail %d"
-              % (best["verdicts"], best["outliers"], best["detail_hosts"]))
+        print("verdicts: %s; outliers %d; hosts drawn in detail %d; drives %s, drive findings %s"
+              % (best["verdicts"], best["outliers"], best["detail_hosts"], best["drives"], best["drive_findings"]))
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)

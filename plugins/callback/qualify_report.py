@@ -78,6 +78,22 @@ options:
         key: regressions
     env:
       - name: FLEETQUAL_REPORT_REGRESSIONS
+  drives:
+    description:
+      - What drive consistency findings do (plugin_utils/drive_fleet.py, over the hosts whose record carries
+        a drive inventory). Within a group of like hosts, a drive whose model or firmware differs from the
+        group's, a host with fewer drives or less capacity, and each drive's results against the same drive
+        model across the fleet. C(warn) lists them; C(fail) also turns a C(PASS) host into C(FAIL); C(off)
+        skips them. A drive whose own SMART/NVMe verdict is failed fails its host in the judge, whatever this
+        option says.
+    type: str
+    choices: [warn, fail, 'off']
+    default: warn
+    ini:
+      - section: fleetqual_report
+        key: drives
+    env:
+      - name: FLEETQUAL_REPORT_DRIVES
   baseline:
     description: An earlier C(fleet.json) (or the run directory holding it) to compare against.
     type: path
@@ -297,7 +313,7 @@ class CallbackModule(CallbackBase):
     # ------------------------------------------------------------------ end
     def _report_options(self):
         opts = {}
-        for key in ("outliers", "regressions", "outlier_mad_score", "outlier_pct_below",
+        for key in ("outliers", "regressions", "drives", "outlier_mad_score", "outlier_pct_below",
                     "regression_tolerance_pct", "baseline"):
             opts[key] = self.get_option(key)
         return opts
@@ -320,7 +336,7 @@ class CallbackModule(CallbackBase):
     def _hand_verdicts_to_gate(self, play):
         """Give the gate play every host's final verdict as play variable
         ``_fleetqual_final`` ({host: {verdict, reasons}}): the records of this run judged
-        with the fleet judgements (outliers, regressions) by verdict.final_verdict."""
+        with the fleet judgements (outliers, regressions, drives) by verdict.final_verdict."""
         try:
             opts, baseline, _notes = self._options_and_baseline()
             entries, self._gate_entries = list(self._gate_entries.values()), {}
@@ -439,6 +455,10 @@ class CallbackModule(CallbackBase):
         if "table" in formats:
             self._display.banner("FLEET REPORT [%s]" % fleet["run_id"])
             self._display.display(reportmod.render_table(fleet, width=width, rows=rows))
+            drives = reportmod.render_drive_table(fleet, width=width)
+            if drives:
+                self._display.display("drives (%s):" % fleet["options"]["drives"])
+                self._display.display(drives)
             for line in reportmod.detail_lines(fleet, width=width):
                 self._display.display(line)
 

@@ -10,6 +10,7 @@ callback uses the very same code.
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import diagnostics as _diagnostics
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet as _fleet
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import judge as _judge
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import metrics as _metrics
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import plan as _plan
@@ -75,6 +76,16 @@ def human_size(nbytes):
     return _human_size(nbytes)
 
 
+def host_prometheus(record):
+    """A host record's own Prometheus series (textfile exposition format), for its
+    node_exporter textfile directory (fleet.host_prometheus_text)."""
+    try:
+        return _fleet.host_prometheus_text(record)
+    except ImportError as exc:
+        raise ValueError("the Python library prometheus_client is needed on the controller to write "
+                         "fleetqual_node_exporter_textfile_dir's file: pip install prometheus-client (%s)" % exc)
+
+
 class FilterModule:
     """fleetqual.storage filters."""
 
@@ -95,5 +106,6 @@ class FilterModule:
             "diagnostics": diagnostics,
             "first_failing_rule": _judge.first_failing_rule,
             "human_size": human_size,
+            "host_prometheus": host_prometheus,
         }
         return {name: _wrap(name, func) for name, func in table.items()}

@@ -191,13 +191,25 @@ def _size_findings(hosts, severity, tolerance_pct):
 
 # --------------------------------------------------------------------------- results per drive
 
+def _figures(w):
+    """The figures of a workload record (its ``metrics``) or of a fleet.json workload row
+    (``iops``, ``p99_ms``, ...: what the report's stored host summaries carry)."""
+    m = w.get("metrics")
+    if isinstance(m, dict) and "iops" in m:
+        return m
+    if "p99_ms" in w:
+        return {"iops": w.get("iops"), "lat_p99_ms": w.get("p99_ms"), "latency_op": w.get("latency_op"),
+                "errors": w.get("errors"), "interrupted": w.get("interrupted")}
+    return m if isinstance(m, dict) else {}
+
+
 def _result_findings(hosts, opts):
     by_key = {}
     for host, group, record, drives in hosts:
         for w in record.get("workloads") or []:
             if not isinstance(w, dict):
                 continue
-            m = w.get("metrics") if isinstance(w.get("metrics"), dict) else {}
+            m = _figures(w)
             if m.get("errors") or m.get("interrupted") or m.get("timed_out"):
                 continue
             d = drive_of_record(w, drives, record.get("test_dir"))
@@ -206,7 +218,8 @@ def _result_findings(hosts, opts):
             for metric in RESULT_METRICS:
                 v = to_float(m.get(metric))
                 if v is not None:
-                    by_key.setdefault((d["model"], w.get("id"), metric), []).append((host, group, d, w, v))
+                    by_key.setdefault((d["model"], w.get("id"), metric), []).append(
+                        (host, group, d, w, m.get("latency_op"), v))
     out = []
     mad_score, pct_below = float(opts["outlier_mad_score"]), float(opts["outlier_pct_below"])
     for (model, wid, metric), items in sorted(by_key.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
@@ -216,15 +229,14 @@ def _result_findings(hosts, opts):
         med = median(values)
         scale, method, mad = robust_scale(values, med)
         better = RESULT_METRICS[metric]
-        for host, group, d, w, v in items:
+        for host, group, d, w, op, v in items:
             score = abs(v - med) / scale if scale > 0 else 0.0
             pct = (v - med) / abs(med) * 100.0 if med else None
             worse_pct = None if pct is None else (-pct if better == "higher" else pct)
             if not (score > mad_score or (worse_pct is not None and worse_pct > pct_below)):
                 continue
             worse = (v < med) if better == "higher" else (v > med)
-            what = "IOPS" if metric == "iops" else "p99 %s latency" % (
-                (w.get("metrics") or {}).get("latency_op") or "")
+            what = "IOPS" if metric == "iops" else "p99 %s latency" % (op or "")
             unit = " ms" if metric != "iops" else ""
             text = ("%s: %s%s %s %s%s vs median %s%s of %d %s drives (robust score %s%s, %s)" % (
                 _label(host, d), wid, " on %s" % w["target"] if w.get("target") else "", what.replace("  ", " "),
@@ -260,6 +272,15 @@ def _health_text(health):
     return "no verdict", "; ".join(health.get("problems") or []) or None
 
 
+def drive_checks(checks, drive):
+    """``{failed: [messages], passed: bool}`` of the judge's checks of one drive (kind
+    ``drive``): what the drive table's verdict needs. The fleet report stores it on each
+    drive of a host summary (``judged``) instead of the checks themselves."""
+    mine = [c for c in checks or [] if isinstance(c, dict) and c.get("kind") == "drive" and c.get("drive") == drive]
+    return {"failed": [c["message"] for c in mine if c.get("status") == "fail"],
+            "passed": any(c.get("status") == "pass" for c in mine)}
+
+
 def drive_rows(records, findings=None):
     """The report's drive table: one row per drive of every host record with drives::
 
@@ -281,12 +302,12 @@ def drive_rows(records, findings=None):
         host = str(r.get("host"))
         checks = [c for c in r.get("checks") or [] if isinstance(c, dict) and c.get("kind") == "drive"]
         for d in drive_list(r.get("drives")) or []:
-            mine = [c for c in checks if c.get("drive") == d.get("name")]
+            judged = d.get("judged") if isinstance(d.get("judged"), dict) else drive_checks(checks, d.get("name"))
             found = by_drive.get((host, d.get("name")), [])
-            failed = [c["message"] for c in mine if c.get("status") == "fail"]
+            failed = list(judged["failed"])
             if failed or any(f.get("severity") == "fail" for f in found):
                 verdict = "FAIL"
-            elif any(c.get("status") == "pass" for c in mine):
+            elif judged["passed"]:
                 verdict = "PASS"
             else:
                 verdict = "n/a"
@@ -299,4 +320,4 @@ def drive_rows(records, findings=None):
     return rows
 
 
-__all__ = ["drive_findings", "drive_of_record", "drive_rows", "DEFAULT_OPTIONS", "RESULT_METRICS"]
+__all__ = ["drive_findings", "drive_of_record", "drive_rows", "drive_checks", "DEFAULT_OPTIONS", "RESULT_METRICS"]

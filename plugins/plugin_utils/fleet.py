@@ -17,16 +17,19 @@ import contextlib
 import datetime
 import gc
 import json
-import math
 import os
 import re
 import tempfile
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import diagnostics as diagmod
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import drive_fleet
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import histogram as histmod
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import verdict as verdictmod
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import first_failing_rule
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import median
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import fmt_num
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import drive_list, first_failing_rule
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import median, robust_scale
+# a finite float, or None for None / NaN / inf / bool / non-numeric (numeric strings read)
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import to_float as num
 
 SCHEMA = "fleetqual.fleet"
 SCHEMA_VERSION = 2
@@ -34,12 +37,11 @@ GENERATOR = "fleetqual.storage.qualify_report"
 
 VERDICTS = ("PASS", "FAIL", "UNREACHABLE", "ERROR")
 MIN_GROUP_SIZE = 3
-MAD_SCALE = 1.4826           # MAD -> sigma for normal data
-MEANAD_SCALE = 1.2533        # mean absolute deviation -> sigma (used when MAD == 0)
 
 DEFAULT_OPTIONS = {
     "outliers": "warn",                 # warn | fail | off
     "regressions": "warn",              # warn | fail | off
+    "drives": "warn",                   # warn | fail | off: drive consistency (plugin_utils/drive_fleet.py)
     "outlier_mad_score": 3.5,
     "outlier_pct_below": 20.0,
     "regression_tolerance_pct": 10.0,
@@ -97,26 +99,6 @@ def plain(obj):
     if isinstance(obj, (list, tuple, set, frozenset)):
         return [plain(v) for v in obj]
     return str(obj)
-
-
-def num(value):
-    """A finite float, or None for None / NaN / inf / bool / non-numeric."""
-    t = type(value)
-    if t is float:
-        return value if value - value == 0.0 else None      # NaN and inf fail this
-    if t is int:
-        return float(value)
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return None
-    if math.isnan(f) or math.isinf(f):
-        return None
-    return f
-
-
 
 
 def utc_now():
@@ -194,6 +176,15 @@ def workload_id(spec, metrics=None):
     return "-".join(parts) or "workload"
 
 
+def row_key(row):
+    """A workload row's key in a host: ``<id>@<target>`` (plan.workload_key's form), or the
+    id for the one shorthand target."""
+    return "%s@%s" % (row["id"], row["target"]) if row.get("target") else row["id"]
+
+
+TARGET_KEYS = ("target_kind", "target_path", "target_device")
+
+
 def _clean_metrics(metrics):
     """Numbers as finite floats (NaN/inf -> None), booleans kept, anything else dropped."""
     out = {}
@@ -265,6 +256,7 @@ def summarize_workload(spec, keep_metrics=True):
         source = collector.get("source")
     row = {
         "id": workload_id(spec, metrics),
+        "target": plain(spec.get("target")) or None,
         "workload": plain(spec.get("workload")),
         "mode": plain(spec.get("mode")),
         "threads": threads,
@@ -288,6 +280,9 @@ def summarize_workload(spec, keep_metrics=True):
         "outliers": [],
         "baseline": None,
     })
+    if row["target"]:
+        # where it ran, for the drive judgements (drive_fleet.drive_of_record)
+        row.update({k: plain(spec.get(k)) for k in TARGET_KEYS if spec.get(k)})
     if keep_metrics:
         row["metrics"] = _clean_metrics(metrics)
     return row
@@ -397,7 +392,8 @@ def build_host(name, record, play=None, inventory_groups=None, keep_detail=True,
     rows = [summarize_workload(w, keep_metrics=keep_detail) for w in workloads]
     diagnostics = host_diagnostics(record, workloads)
     for row in rows:
-        row["first_failing_rule"] = first_failing_rule({"checks": checks}, row["id"])
+        mine = checks if not row["target"] else [c for c in checks if c.get("target") == row["target"]]
+        row["first_failing_rule"] = first_failing_rule({"checks": mine}, row["id"])
     ffr = first_failing_rule({"checks": checks})
     kept_checks = checks if keep_detail else [c for c in checks if c.get("passed") is not True]
     entry = {
@@ -416,6 +412,8 @@ def build_host(name, record, play=None, inventory_groups=None, keep_detail=True,
         "facts": plain(facts),
         "test_dir": plain(record.get("test_dir")) if record else None,
         "targets": plain(record.get("targets")) if record else None,
+        "drives": host_drives(record, checks),
+        "target_drives": {},
         "device": plain(record.get("device")) if record else None,
         "results_file": plain(record.get("results_file")) if record else None,
         "warnings": plain(record.get("warnings") or []) if record else [],
@@ -430,6 +428,7 @@ def build_host(name, record, play=None, inventory_groups=None, keep_detail=True,
         "diagnostics": diagnostics,
         "outliers": [],
         "regressions": [],
+        "drive_findings": [],
         "detail": None,
     }
     # what verdict.final_verdict needs again once the fleet judgements are known
@@ -440,10 +439,36 @@ def build_host(name, record, play=None, inventory_groups=None, keep_detail=True,
         for w, row in zip(workloads, rows):
             h = latency_histogram(row, w)
             if h:
-                entry["histograms"][row["id"]] = h
+                if row.get("target"):
+                    h["workload"] = row["id"]       # the fleet's percentiles are per workload id
+                entry["histograms"][row_key(row)] = h
     if keep_detail:
         entry["detail"] = host_detail(workloads)
     return entry
+
+
+DRIVE_KEYS = ("name", "path", "id_path", "by_id", "model", "serial", "firmware", "size_bytes", "transport",
+              "targets")
+HEALTH_KEYS = ("collected", "reason", "passed", "problems")
+
+
+def host_drives(record, checks=()):
+    """The host's drives (the drives module's ``drives``, docs/contracts.md section 7) as
+    a host summary keeps them: what the drive judgements (plugin_utils/drive_fleet.py) and
+    the drive table need (identity, the targets on each, the health verdict) and
+    ``judged``, the judge's drive checks of it (drive_fleet.drive_checks); None when the
+    record has no drive inventory. The record keeps the rest (every health figure)."""
+    drives = drive_list(record.get("drives")) if isinstance(record, dict) else None
+    if drives is None:
+        return None
+    out = []
+    for d in drives:
+        item = {k: plain(d.get(k)) for k in DRIVE_KEYS if k in d}
+        if isinstance(d.get("health"), dict):
+            item["health"] = {k: plain(d["health"].get(k)) for k in HEALTH_KEYS if k in d["health"]}
+        item["judged"] = drive_fleet.drive_checks(checks, d.get("name"))
+        out.append(item)
+    return out
 
 
 def latency_histogram(row, spec):
@@ -467,8 +492,13 @@ def latency_histogram(row, spec):
 def host_detail(workloads):
     """What report.html draws for a host beyond fleet.json's summary: each workload's
     iostat series [[t, %util, await], ...] (fleet.iostat_samples)."""
-    return {"iostat": {workload_id(w, w.get("metrics") if isinstance(w.get("metrics"), dict) else None):
-                       [list(s) for s in iostat_samples(w)] for w in workloads}}
+    return {"iostat": {_spec_key(w): [list(s) for s in iostat_samples(w)] for w in workloads}}
+
+
+def _spec_key(spec):
+    """row_key of a workload record."""
+    wid = workload_id(spec, spec.get("metrics") if isinstance(spec.get("metrics"), dict) else None)
+    return "%s@%s" % (wid, spec["target"]) if spec.get("target") else wid
 
 
 class HistogramAccumulator:
@@ -481,8 +511,8 @@ class HistogramAccumulator:
 
     def add_host(self, group, histograms, sign=1):
         """Add (sign -1: take away again) one host's {wid: {op, bits, buckets}}."""
-        for wid, h in (histograms or {}).items():
-            self._add(group, wid, h["op"], h["bits"], h["buckets"], sign, 1)
+        for key, h in (histograms or {}).items():
+            self._add(group, h.get("workload") or key, h["op"], h["bits"], h["buckets"], sign, 1)
 
     def _add(self, group, wid, op, bits, flat_buckets, sign, hosts):
         key = (group, wid)
@@ -558,22 +588,6 @@ def host_diagnostics(record, workloads):
 
 # --------------------------------------------------------------------------- outliers
 
-def robust_scale(values, med):
-    """(scale, method) of values around med; scale 0 means 'all equal'.
-
-    MAD * 1.4826 (Iglewicz & Hoaglin); when MAD is 0 (more than half the hosts identical)
-    fall back to the mean absolute deviation * 1.2533 so one deviating host can still be
-    scored, and never divide by zero."""
-    dev = [abs(v - med) for v in values]
-    mad = median(dev)
-    if mad and mad > 0:
-        return MAD_SCALE * mad, "mad", mad
-    mean_ad = sum(dev) / len(dev) if dev else 0.0
-    if mean_ad > 0:
-        return MEANAD_SCALE * mean_ad, "meanad", mad or 0.0
-    return 0.0, "none", mad or 0.0
-
-
 def find_outliers(hosts, mad_score=3.5, pct_below=20.0, min_group=MIN_GROUP_SIZE):
     """Flag per (group, workload id, metric) hosts far from the group median.
 
@@ -629,7 +643,7 @@ def find_outliers(hosts, mad_score=3.5, pct_below=20.0, min_group=MIN_GROUP_SIZE
             direction = "high" if v > med else "low"
             worse = (direction == "low") if better == "higher" else (direction == "high")
             o = {
-                "host": h["host"], "group": gname, "workload": wid, "metric": metric,
+                "host": h["host"], "group": gname, "workload": wid, "target": w.get("target"), "metric": metric,
                 "value": _round(v), "median": _round(med), "mad": _round(mad),
                 "scale": method, "score": _round(score, 2),
                 "pct_from_median": _round(pct, 1), "direction": direction, "worse": worse,
@@ -643,21 +657,12 @@ def find_outliers(hosts, mad_score=3.5, pct_below=20.0, min_group=MIN_GROUP_SIZE
     return outliers, [groups[k] for k in sorted(groups, key=natural_key)]
 
 
-def _fmt(v):
-    if v is None:
-        return "-"
-    if abs(v) >= 100:
-        return "%.0f" % v
-    if abs(v) >= 10:
-        return "%.1f" % v
-    return "%.3g" % v
-
-
 def outlier_text(o):
     pct = "" if o["pct_from_median"] is None else ", %+.1f %%" % o["pct_from_median"]
-    return ("%s %s %s = %s vs group '%s' median %s (robust score %.1f%s, %s)"
-            % (o["workload"], o["metric"], o["direction"], _fmt(o["value"]), o["group"],
-               _fmt(o["median"]), o["score"], pct, "worse" if o["worse"] else "better than peers"))
+    return ("%s%s %s %s = %s vs group '%s' median %s (robust score %.1f%s, %s)"
+            % (o["workload"], " on %s" % o["target"] if o.get("target") else "", o["metric"], o["direction"],
+               fmt_num(o["value"]), o["group"], fmt_num(o["median"]), o["score"], pct,
+               "worse" if o["worse"] else "better than peers"))
 
 
 # --------------------------------------------------------------------------- baseline
@@ -687,13 +692,13 @@ def baseline_deltas(hosts, baseline, tolerance_pct=10.0):
             continue
         for bw in bh.get("workloads") or []:
             if isinstance(bw, dict) and bw.get("id"):
-                base[(bh.get("host"), bw.get("id"))] = bw
+                base[(bh.get("host"), row_key(bw))] = bw
     base_hosts = {bh.get("host") for bh in baseline.get("hosts") or [] if isinstance(bh, dict)}
     regressions = []
     compared = 0
     for h in hosts:
         for w in h["workloads"]:
-            bw = base.get((h["host"], w["id"]))
+            bw = base.get((h["host"], row_key(w)))
             if bw is None:
                 w["baseline"] = {"status": "new"}
                 continue
@@ -711,11 +716,11 @@ def baseline_deltas(hosts, baseline, tolerance_pct=10.0):
                 deltas[metric] = {"baseline": _round(old), "current": _round(cur),
                                   "delta_pct": _round(pct, 1), "regression": regressed}
                 if regressed:
-                    r = {"host": h["host"], "workload": w["id"], "metric": metric,
+                    r = {"host": h["host"], "workload": w["id"], "target": w.get("target"), "metric": metric,
                          "baseline": _round(old), "current": _round(cur), "delta_pct": _round(pct, 1),
                          "tolerance_pct": tolerance_pct}
                     r["text"] = ("%s %s %s -> %s (%+.1f %%, tolerance %g %%)"
-                                 % (w["id"], metric, _fmt(old), _fmt(cur), pct, tolerance_pct))
+                                 % (row_key(w), metric, fmt_num(old), fmt_num(cur), pct, tolerance_pct))
                     regressions.append(r)
                     h["regressions"].append(r)
             w["baseline"] = {"status": "compared", "deltas": deltas}
@@ -761,15 +766,20 @@ def aggregate(records, play=None, inventory=None, options=None, baseline=None, n
                           entries, entry_sink, hist)
 
 
-def _options(options):
+def fleet_options(options):
+    """DEFAULT_OPTIONS updated with the given ones (None: the default); a mode that is not
+    warn, fail or off is refused, naming the option."""
     opts = dict(DEFAULT_OPTIONS)
     opts.update({k: v for k, v in (options or {}).items() if v is not None and k in DEFAULT_OPTIONS})
+    for key in ("outliers", "regressions", "drives"):
+        if opts[key] not in drive_fleet.MODES:
+            raise ValueError("%s: must be one of %s, got %r" % (key, ", ".join(drive_fleet.MODES), opts[key]))
     return opts
 
 
 def _aggregate(records, play, inventory, options, baseline, now, run_id, loader, detail_hosts, entries,
                entry_sink, hist):
-    opts = _options(options)
+    opts = fleet_options(options)
     play = play or {}
     inventory = inventory or {}
     now = now or utc_now()
@@ -829,6 +839,7 @@ def _aggregate(records, play, inventory, options, baseline, now, run_id, loader,
         if base["missing_hosts"]:
             notes.append("in the baseline but not in this run: %s" % ", ".join(base["missing_hosts"]))
 
+    findings, drive_rows = judge_drives(hosts, opts)
     for h in hosts:
         apply_verdict(h, opts)
 
@@ -864,6 +875,9 @@ def _aggregate(records, play, inventory, options, baseline, now, run_id, loader,
             "outliers": len(outliers),
             "outliers_worse": sum(1 for o in outliers if o["worse"]),
             "regressions": len(base["regressions"]) if base else 0,
+            "drives": len(drive_rows),
+            "drives_failed": sum(1 for d in drive_rows if d["verdict"] == "FAIL"),
+            "drive_findings": len(findings),
             "detail_hosts": sum(1 for h in hosts if h["detail"] is not None),
             "slices": sorted({_slice_label(h["slice"]) for h in hosts if h.get("slice")}),
         },
@@ -873,8 +887,62 @@ def _aggregate(records, play, inventory, options, baseline, now, run_id, loader,
         "hosts": hosts,
         "outliers": outliers,
         "baseline": base,
+        "drives": drive_rows,
+        "drive_findings": findings,
         "notes": notes,
     }
+
+
+def drive_records(hosts):
+    """The host entries as the drive judgements read host records (plugin_utils/drive_fleet.py):
+    drives (with their judged checks) and the workload rows (per target its IOPS and p99
+    latency). A stored entry of fleet.d/ carries all of it, so a merge of slices judges the
+    drives of the whole fleet."""
+    return [{"host": h["host"], "groups": h["groups"], "facts": h["facts"], "test_dir": h["test_dir"],
+             "drives": h["drives"], "workloads": h["workloads"]} for h in hosts if h.get("drives") is not None]
+
+
+def target_drive_map(h):
+    """{target name: the drive it runs on} of a host entry (drive_fleet.drive_of_record; no
+    entry for a target spread over several drives). The JUnit case of a target carries its
+    drive's checks and findings."""
+    drives = h.get("drives")
+    if not drives:
+        return {}
+    where = {}
+    for t in h.get("targets") or []:
+        if isinstance(t, dict) and t.get("name"):
+            where[str(t["name"])] = {"target": t["name"], "target_path": t.get("path"),
+                                     "target_device": t.get("device")}
+    for w in h["workloads"]:
+        if w.get("target") and w["target"] not in where:
+            where[w["target"]] = {k: w.get(k) for k in ("target", "target_path", "target_device")}
+    out = {}
+    for name, rec in where.items():
+        d = drive_fleet.drive_of_record(rec, drives, h.get("test_dir"))
+        if d is not None:
+            out[name] = d.get("name")
+    return out
+
+
+def judge_drives(hosts, opts):
+    """(findings, drive table rows) of the fleet's drives; each host entry gets its own
+    findings in ``drive_findings`` (verdict.final_verdict reads them)."""
+    records = drive_records(hosts)
+    for h in hosts:
+        h.setdefault("drive_findings", [])
+        h["target_drives"] = target_drive_map(h)
+    if not records:
+        return [], []
+    findings = drive_fleet.drive_findings(records, {
+        "drives": opts["drives"], "outlier_mad_score": opts["outlier_mad_score"],
+        "outlier_pct_below": opts["outlier_pct_below"]})
+    by_host = {h["host"]: h for h in hosts}
+    for h in hosts:
+        h["drive_findings"] = []
+    for f in findings:
+        by_host[f["host"]]["drive_findings"].append(f)
+    return findings, drive_fleet.drive_rows(records, findings)
 
 
 def _slice_label(s):
@@ -892,7 +960,7 @@ def apply_verdict(h, opts):
     """Final verdict of a fleet host (verdict.final_verdict with its fleet judgements)."""
     play = h["play"]
     decided = verdictmod.final_verdict(h["_record"], play.get("failed_task"), play.get("unreachable_task"),
-                                       h["outliers"], h["regressions"], opts)
+                                       h["outliers"], h["regressions"], opts, h.get("drive_findings") or ())
     h["verdict"] = decided["verdict"]
     h["reasons"] = decided["reasons"]
     h["notes"] = decided["notes"]
@@ -910,6 +978,9 @@ def compact_host(h, catalog):
     for row in h["workloads"]:
         spec = {k: row.pop(k) for k in SPEC_KEYS if k in row}
         catalog.setdefault(row["id"], spec)
+    if h.get("drives"):
+        # the names only: each drive is a row of the fleet's drive table (fleet.json "drives")
+        h["drives"] = [d.get("name") for d in h["drives"]]
     diags = h.get("diagnostics")
     if diags:
         h["diagnostics"] = {k: v for k, v in diags.items() if not (isinstance(v, dict) and v.get("status") == "n/a")}
@@ -920,12 +991,11 @@ def attach_detail(h, record):
     workloads = [w for w in record.get("workloads") or [] if isinstance(w, dict)]
     checks = [c for c in (record.get("checks") or []) if isinstance(c, dict)]
     h["checks"] = plain(checks)
-    by_id = {}
+    by_key = {}
     for w in workloads:
-        m = w.get("metrics") if isinstance(w.get("metrics"), dict) else {}
-        by_id[workload_id(w, m)] = m
+        by_key[_spec_key(w)] = w.get("metrics") if isinstance(w.get("metrics"), dict) else {}
     for row in h["workloads"]:
-        row["metrics"] = _clean_metrics(by_id.get(row["id"]) or {})
+        row["metrics"] = _clean_metrics(by_key.get(row_key(row)) or {})
     h["detail"] = host_detail(workloads)
 
 
@@ -1144,13 +1214,17 @@ def run_summary(fleet, slice_=None):
 
 
 def write_atomic(path, text, mode=0o644):
-    """Write text to path via a temporary file in the same directory and rename."""
+    """Write text (a string, or an iterable of strings written one after the other) to
+    path via a temporary file in the same directory and rename."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+            if isinstance(text, str):
+                f.write(text)
+            else:
+                f.writelines(text)
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
@@ -1165,18 +1239,27 @@ def write_atomic(path, text, mode=0o644):
 def to_json(fleet):
     """fleet.json text: top-level keys one per line, each list item (host, outlier, ...) on
     its own line.  Readable with jq, and fast (the C encoder is not used with indent=)."""
+    return "".join(iter_json(fleet))
+
+
+def iter_json(fleet):
+    """to_json's text in pieces, one list item at a time (written as it is encoded, the
+    text of a 10,000-host fleet is never held whole)."""
     enc = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(", ", ": ")).encode
     keys = list(fleet)
-    parts = ["{"]
+    yield "{\n"
     for i, key in enumerate(keys):
         value = fleet[key]
+        end = ",\n" if i < len(keys) - 1 else "\n"
         if isinstance(value, list) and value:
-            text = "[\n" + ",\n".join("  " + enc(item) for item in value) + "\n ]"
+            yield " %s: [\n" % enc(str(key))
+            last = len(value) - 1
+            for j, item in enumerate(value):
+                yield "  " + enc(item) + (",\n" if j < last else "\n")
+            yield " ]" + end
         else:
-            text = enc(value)
-        parts.append(" %s: %s%s" % (enc(str(key)), text, "," if i < len(keys) - 1 else ""))
-    parts.append("}")
-    return "\n".join(parts) + "\n"
+            yield " %s: %s%s" % (enc(str(key)), enc(value), end)
+    yield "}\n"
 
 
 def history_lines(fleet):
@@ -1186,7 +1269,7 @@ def history_lines(fleet):
             "run_id": fleet["run_id"], "generated_at": fleet["generated_at"], "host": h["host"],
             "verdict": h["verdict"], "record_verdict": h["record_verdict"], "group": h["group"],
             "profile": h["profile"],
-            "workloads": {w["id"]: {"iops": _round(w["iops"], 2), "mibps": _round(w["mibps"], 3),
+            "workloads": {row_key(w): {"iops": _round(w["iops"], 2), "mibps": _round(w["mibps"], 3),
                                     "p99_ms": _round(w["p99_ms"]), "util_pct": _round(w["util_pct"], 1)}
                           for w in h["workloads"]},
         })
@@ -1246,7 +1329,7 @@ def host_prometheus_registry(record, now=None):
     from prometheus_client import CollectorRegistry, Gauge  # pylint: disable=import-outside-toplevel
 
     reg = CollectorRegistry()
-    labels = ["workload", "mode", "threads"]
+    labels = ["workload", "mode", "threads"]       # workload: <id>@<target> on a host with targets
     g = {
         "ops": Gauge("fleetqual_workload_operations_per_second", "Reads and writes per second of a workload.",
                      labels, registry=reg),
@@ -1265,7 +1348,7 @@ def host_prometheus_registry(record, now=None):
         if not isinstance(w, dict):
             continue
         row = summarize_workload(w, keep_metrics=False)
-        lab = {"workload": row["id"], "mode": row["mode"] or "", "threads": "" if row["threads"] is None
+        lab = {"workload": row_key(row), "mode": row["mode"] or "", "threads": "" if row["threads"] is None
                else str(row["threads"])}
         for key, gauge, factor in (("iops", "ops", 1.0), ("mibps", "bytes", 1048576.0), ("util_pct", "util", 0.01),
                                    ("await_ms", "await", 0.001)):

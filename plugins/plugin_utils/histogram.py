@@ -135,8 +135,9 @@ def percentiles(buckets, ps=(50, 90, 95, 99, 99.9, 99.99), bits=DEFAULT_BITS):
     return out
 
 
-def mean(buckets, bits=DEFAULT_BITS):
-    """Approximate mean (ns) from bucket midpoints; None when empty."""
+def bucket_mean(buckets, bits=DEFAULT_BITS):
+    """Approximate mean (ns) of a histogram from its bucket midpoints; None when empty
+    (stats.mean is the mean of plain numbers)."""
     pairs = list(_pairs(buckets or []))
     total = sum(c for _, c in pairs)
     if not total:

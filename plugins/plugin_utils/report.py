@@ -27,6 +27,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet as 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import cell_ms as fmt_ms
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import cell_num as fmt_num
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import cell_pct as fmt_pct
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import first_failing_rule, target_verdicts
 
 TEMPLATES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                              "templates")
@@ -118,7 +119,7 @@ def _table_rows(fleet):
                 rule = h["reasons"][0]
             rows.append({
                 "host": h["host"] if i == 0 else "",
-                "workload": w["id"],
+                "workload": fleetmod.row_key(w),          # <id>@<target>: a row per host and target
                 "threads": DASH if w["threads"] is None else str(w["threads"]),
                 "iops": fmt_num(w["iops"]), "mibps": fmt_num(w["mibps"]),
                 "p95": fmt_ms(w["p95_ms"]), "p99": fmt_ms(w["p99_ms"]),
@@ -181,6 +182,87 @@ def render_table(fleet, width=100, rows=None):
     if not rows:
         out.append("(no hosts)")
     return "\n".join(out)
+
+
+# --------------------------------------------------------------------------- drives
+
+DRIVE_COLUMNS = (
+    # header, key, min width, max width
+    ("host", "host", 4, 20),
+    ("device", "drive", 6, 12),
+    ("model", "model", 5, 26),
+    ("serial", "serial", 6, 20),
+    ("firmware", "firmware", 8, 10),
+    ("health", "health", 6, 13),
+    ("verdict", "verdict", 7, 7),
+    ("reasons", "reasons", 7, 400),
+)
+DRIVE_ROWS_ALL = 500      # up to this many drives every one is listed; beyond, the flagged ones
+
+
+def drive_flagged(d):
+    """A drive that failed or has a finding (shown in every format whatever the fleet's size)."""
+    return d["verdict"] == "FAIL" or bool(d.get("findings")) or d["health"] == "FAILED"
+
+
+def drive_table(fleet, limit=DRIVE_ROWS_ALL):
+    """(rows, left out) of the drive table (fleet.json ``drives``, drive_fleet.drive_rows):
+    every drive when there are at most ``limit``, else the flagged ones. Cells are text;
+    ``reasons`` joins the failed drive checks and the drive's findings."""
+    drives = fleet.get("drives") or []
+    shown = drives if len(drives) <= limit else [d for d in drives if drive_flagged(d)]
+    odd = {(f["host"], f["drive"], f["kind"]) for f in fleet.get("drive_findings") or []
+           if f.get("kind") in ("model", "firmware")}
+    rows = []
+    for d in shown:
+        rows.append({"host": d["host"], "drive": d.get("drive") or DASH, "model": d.get("model") or DASH,
+                     "serial": d.get("serial") or DASH, "firmware": d.get("firmware") or DASH,
+                     "health": d["health"], "verdict": d["verdict"],
+                     "reasons": "; ".join(list(d.get("reasons") or []) + list(d.get("findings") or [])
+                                          + ([d["health_note"]] if d.get("health_note") and d["health"] != "PASSED"
+                                             and not d.get("reasons") else [])) or DASH,
+                     "_flagged": drive_flagged(d),
+                     "_odd": {k for k in ("model", "firmware") if (d["host"], d.get("drive"), k) in odd}})
+    return rows, len(drives) - len(shown)
+
+
+def render_drive_table(fleet, width=100, limit=50):
+    """The drive table for the terminal (host, device, model, serial, firmware, health,
+    verdict, reasons), at most ``width`` columns; beyond ``limit`` drives only the flagged."""
+    rows, omitted = drive_table(fleet, limit)
+    if not rows and not omitted:
+        return ""
+    widths = []
+    for header, key, lo, hi in DRIVE_COLUMNS:
+        natural = max([len(header)] + [len(r[key]) for r in rows])
+        widths.append(max(lo, min(hi, natural)))
+    budget = width - (len(DRIVE_COLUMNS) - 1)
+    for idx in (2, 0, 3):           # model, host, serial give way to the reasons
+        while sum(widths[:-1]) + 20 > budget and widths[idx] > DRIVE_COLUMNS[idx][2]:
+            widths[idx] -= 1
+    widths[-1] = max(DRIVE_COLUMNS[-1][2], min(widths[-1], budget - sum(widths[:-1])))
+
+    def line(values):
+        return " ".join(truncate(v, w).ljust(w) for v, w in zip(values, widths)).rstrip()[:width]
+
+    out = [line([c[0] for c in DRIVE_COLUMNS]), line(["-" * w for w in widths])]
+    out.extend(line([r[c[1]] for c in DRIVE_COLUMNS]) for r in rows)
+    if omitted:
+        out.append("... %d more drives without findings (see fleet.json)" % omitted)
+    return "\n".join(out)
+
+
+def html_drive_body(rows):
+    """<tbody> rows of the drive table."""
+    e = _e
+    return Markup("\n".join(
+        '<tr%s><td>%s</td><td>%s</td><td%s>%s</td><td>%s</td><td%s>%s</td><td%s>%s</td><td><span class="badge %s">%s'
+        '</span></td><td>%s</td></tr>' % (
+            ' class="flagged"' if r["_flagged"] else "", e(r["host"]), e(r["drive"]),
+            ' class="flag"' if "model" in r["_odd"] else "", e(r["model"]), e(r["serial"]),
+            ' class="flag"' if "firmware" in r["_odd"] else "", e(r["firmware"]),
+            ' class="flag"' if r["health"] == "FAILED" else "", e(r["health"]),
+            e({"n/a": "NA"}.get(r["verdict"], r["verdict"])), e(r["verdict"]), e(r["reasons"])) for r in rows))
 
 
 def summary_line(fleet):
@@ -352,14 +434,105 @@ def _fmtv(v):
     return "%g" % n
 
 
-def _targets(h):
-    targets = [str(t) for t in (h.get("targets") or []) if t]
-    return targets or [str(h.get("test_dir") or "-")]
+def _legacy_target(h):
+    """The case name's target of a host without named targets: its test_dir (records of
+    older versions listed it in ``targets`` as a string)."""
+    targets = [str(t) for t in (h.get("targets") or []) if t and not isinstance(t, dict)]
+    return targets[0] if targets else str(h.get("test_dir") or "-")
+
+
+def target_names(h):
+    """The host's named targets (docs/contracts.md section 4), in order: the record's
+    resolved ``targets``, then any other target its workload rows name; [] for the one
+    shorthand target."""
+    names = [str(t["name"]) for t in h.get("targets") or [] if isinstance(t, dict) and t.get("name")]
+    for w in h["workloads"]:
+        if w.get("target") and w["target"] not in names:
+            names.append(w["target"])
+    return names
+
+
+def _failed_check_lines(checks):
+    return ["%s: measured %s, limit %s %s; %s" % (_check_message(c), _fmtv(c.get("value")), c.get("op") or "",
+                                                   _fmtv(c.get("limit")), c.get("evidence") or "")
+            for c in checks if c.get("passed") is False or c.get("status") in ("fail", "error")]
+
+
+def _case_kind(verdict):
+    return "failure" if verdict == "FAIL" else ("error" if verdict in ("ERROR", "UNREACHABLE") else None)
+
+
+def _host_case_parts(h, fleet):
+    """What every case of a host says beyond its own reasons: the fleet judgements, notes
+    and the play's failed/unreachable task (text), and the verdict line (system-out)."""
+    extra = ["fleet outlier (%s): %s" % (fleet["options"]["outliers"], o["text"]) for o in h["outliers"]]
+    extra.extend("baseline regression (%s): %s" % (fleet["options"]["regressions"], r["text"])
+                 for r in h["regressions"])
+    extra.extend("drive %s (%s): %s" % (f["kind"], f["severity"], f["message"]) for f in h.get("drive_findings") or [])
+    extra.extend("note: %s" % n for n in h["notes"])
+    play = h.get("play") or {}
+    for key in ("failed_task", "unreachable_task"):
+        if play.get(key):
+            extra.append("%s: task '%s': %s" % (key.replace("_", " "), play[key].get("task"), play[key].get("msg")))
+    return extra
+
+
+def _target_cases(h, fleet, names, cls):
+    """One case per named target: its own checks (judge.target_verdicts), the checks and
+    drive findings of the drive it runs on, its outliers and regressions; what belongs to
+    no target (a host error, a drive no target is on, the play) fails every case."""
+    tv = target_verdicts({"checks": h["checks"]})
+    on_drive = h.get("target_drives") or {}
+    checks = [c for c in h["checks"] if isinstance(c, dict)]
+    opts = fleet["options"]
+    own = {}
+    for name in names:
+        v = tv.get(name) or {"verdict": "PASS", "reasons": []}
+        drive = on_drive.get(name)
+        reasons = list(v["reasons"])
+        reasons.extend(c["message"] for c in checks if c.get("kind") == "drive" and drive
+                       and c.get("drive") == drive and c.get("status") == "fail")
+        reasons.extend(f["message"] for f in h.get("drive_findings") or []
+                       if drive and f.get("drive") == drive and f.get("severity") == "fail")
+        if opts.get("outliers") == "fail":
+            reasons.extend(o["text"] for o in h["outliers"] if o.get("target") == name and o["worse"])
+        if opts.get("regressions") == "fail":
+            reasons.extend(r["text"] for r in h["regressions"] if r.get("target") == name)
+        own[name] = (v["verdict"], reasons, drive)
+    attributed = [r for _, reasons, _ in own.values() for r in reasons]
+    host_level = [] if h["verdict"] == "PASS" else \
+        [r for r in h["reasons"] if not any(a in r for a in attributed)] or ([] if attributed else [h["verdict"]])
+    extra = _host_case_parts(h, fleet)
+    cases = []
+    for name in names:
+        verdict, reasons, drive = own[name]
+        rows = [w for w in h["workloads"] if w.get("target") == name]
+        if h["verdict"] == "PASS" or not (reasons or host_level):
+            kind = None
+        elif host_level and h["verdict"] in ("ERROR", "UNREACHABLE") or verdict == "ERROR":
+            kind = "error"
+        else:
+            kind = "failure"
+        mine = [c for c in checks if c.get("target") == name
+                or (drive and c.get("kind") == "drive" and c.get("drive") == drive)]
+        text = reasons + host_level + _failed_check_lines(mine) + extra
+        first = (reasons + host_level + [h["verdict"]])[0]
+        rule = first_failing_rule({"checks": [c for c in mine if c.get("status") in ("fail", "error")]})
+        cases.append({
+            "name": "%s %s" % (h["host"], name), "classname": cls,
+            "time": sum((w["elapsed_s"] or w.get("time_s") or 0.0) for w in rows), "kind": kind,
+            "message": first, "type": (rule or h["first_failing_rule"] or h["verdict"]) if kind == "failure"
+            else h["verdict"], "text": "\n".join(text),
+            "out": "\n".join(["verdict %s (judge: %s), target %s%s, group %s, run %s" % (
+                h["verdict"], h["record_verdict"] or "-", name, " on drive %s" % drive if drive else "", h["group"],
+                fleet["run_id"])] + [_workload_line(w) for w in rows]
+                + ["warning: %s" % x for x in h.get("warnings") or []])})
+    return cases
 
 
 def _workload_line(w):
     return ("%s: iops %s, MiB/s %s, p50 %s ms, p99 %s ms, p99.9 %s ms (%s), %%util %s, await %s ms%s" % (
-        w["id"], fmt_num(w["iops"]), fmt_num(w["mibps"]), fmt_ms(w.get("p50_ms")), fmt_ms(w["p99_ms"]),
+        fleetmod.row_key(w), fmt_num(w["iops"]), fmt_num(w["mibps"]), fmt_ms(w.get("p50_ms")), fmt_ms(w["p99_ms"]),
         fmt_ms(w.get("p999_ms")), w.get("latency_op") or "-", fmt_pct(w["util_pct"]), fmt_ms(w["await_ms"]),
         "" if not (w["errors"] or w["interrupted"]) else
         " [%s]" % ", ".join(x for x in ("%d I/O errors" % w["errors"] if w["errors"] else "",
@@ -367,40 +540,32 @@ def _workload_line(w):
 
 
 def junit_cases(fleet):
-    """View model: one test case per host and target, grouped by fleet group:
+    """View model: one test case per host and target (judge.target_verdicts; one per host
+    for the shorthand target), grouped by fleet group:
     [(group, [{name, classname, time, kind: None|failure|error, message, type, text, out}])].
 
-    The failure/error ``message`` is the host's first reason (GitLab shows it in its list);
-    the text holds every reason with the measured value, the limit and the device evidence
-    of each check that did not pass, the outliers and regressions, and the notes."""
+    The failure/error ``message`` is the first reason (GitLab shows it in its list); the
+    text holds every reason with the measured value, the limit and the device evidence of
+    each check that did not pass (a drive's cite its serial), the outliers, regressions and
+    drive findings, and the notes."""
     groups = {}
     for h in fleet["hosts"]:
         cls = "fleetqual." + re.sub(r"[^A-Za-z0-9_.-]", "_", h["group"] or "none")
-        time_s = sum((w["elapsed_s"] or w.get("time_s") or 0.0) for w in h["workloads"])
-        text = list(h["reasons"])
-        for c in h["checks"]:
-            if c.get("passed") is False:
-                text.append("%s: measured %s, limit %s %s; %s" % (
-                    _check_message(c), _fmtv(c.get("value")), c.get("op") or "", _fmtv(c.get("limit")),
-                    c.get("evidence") or ""))
-        text.extend("fleet outlier (%s): %s" % (fleet["options"]["outliers"], o["text"]) for o in h["outliers"])
-        text.extend("baseline regression (%s): %s" % (fleet["options"]["regressions"], r["text"])
-                    for r in h["regressions"])
-        text.extend("note: %s" % n for n in h["notes"])
-        play = h.get("play") or {}
-        for key in ("failed_task", "unreachable_task"):
-            if play.get(key):
-                text.append("%s: task '%s': %s" % (key.replace("_", " "), play[key].get("task"), play[key].get("msg")))
+        names = target_names(h)
+        if names:
+            groups.setdefault(h["group"] or "(none)", []).extend(_target_cases(h, fleet, names, cls))
+            continue
+        text = list(h["reasons"]) + _failed_check_lines(h["checks"]) + _host_case_parts(h, fleet)
         out = "\n".join(["verdict %s (judge: %s), group %s, run %s" % (
             h["verdict"], h["record_verdict"] or "-", h["group"], fleet["run_id"])]
             + [_workload_line(w) for w in h["workloads"]] + ["warning: %s" % x for x in h.get("warnings") or []])
-        kind = "failure" if h["verdict"] == "FAIL" else ("error" if h["verdict"] in ("ERROR", "UNREACHABLE") else None)
-        for target in _targets(h):
-            groups.setdefault(h["group"] or "(none)", []).append({
-                "name": "%s %s" % (h["host"], target), "classname": cls, "time": time_s, "kind": kind,
-                "message": h["reasons"][0] if h["reasons"] else h["verdict"],
-                "type": (h["first_failing_rule"] or h["verdict"]) if kind == "failure" else h["verdict"],
-                "text": "\n".join(text), "out": out})
+        kind = _case_kind(h["verdict"])
+        groups.setdefault(h["group"] or "(none)", []).append({
+            "name": "%s %s" % (h["host"], _legacy_target(h)), "classname": cls,
+            "time": sum((w["elapsed_s"] or w.get("time_s") or 0.0) for w in h["workloads"]), "kind": kind,
+            "message": h["reasons"][0] if h["reasons"] else h["verdict"],
+            "type": (h["first_failing_rule"] or h["verdict"]) if kind == "failure" else h["verdict"],
+            "text": "\n".join(text), "out": out})
     return [(g, groups[g]) for g in sorted(groups, key=fleetmod.natural_key)]
 
 
@@ -464,8 +629,10 @@ def render_markdown(fleet, rows=None):
         if items:
             diag.append("\n### %s\n" % md_cell(h["host"]))
             diag.extend("- **%s** (%s): %s" % (i["title"], i["status"], md_cell(i["sentence"])) for i in items)
+    drives, drives_omitted = drive_table(fleet)
+    drives_md = "\n".join("| " + " | ".join(md_cell(r[c[1]]) for c in DRIVE_COLUMNS) + " |" for r in drives)
     return _render("md", "report.md.j2", fleet=fleet, summary=summary_line(fleet), rows=rows, table_md=table_md,
-                   diagnostics_md="\n".join(diag))
+                   diagnostics_md="\n".join(diag), drives_md=drives_md, drives_omitted=drives_omitted)
 
 
 # --------------------------------------------------------------------------- SVG
@@ -660,8 +827,8 @@ def svg_timeseries(title, samples, width=260, height=120):
 # --------------------------------------------------------------------------- HTML
 
 def _family(w):
-    label = " ".join(str(p) for p in (w.get("workload"), w.get("mode")) if p)
-    return label or w["id"]
+    label = " ".join(str(p) for p in (w.get("workload"), w.get("mode")) if p) or w["id"]
+    return "%s @%s" % (label, w["target"]) if w.get("target") else label
 
 
 def host_thread_charts(h):
@@ -682,7 +849,7 @@ def host_thread_charts(h):
 
 def fleet_distribution_charts(fleet, limit=None):
     """Per workload id and judged metric: strip chart of the fleet, outliers marked."""
-    outl = {(o["host"], o["workload"], o["metric"]) for o in fleet["outliers"]}
+    outl = {(o["host"], o["workload"], o.get("target"), o["metric"]) for o in fleet["outliers"]}
     data = {}
     for h in fleet["hosts"]:
         for w in h["workloads"]:
@@ -691,7 +858,7 @@ def fleet_distribution_charts(fleet, limit=None):
                 if v is None:
                     continue
                 data.setdefault((w["id"], metric), {}).setdefault(h["group"], []).append(
-                    (h["host"], v, (h["host"], w["id"], metric) in outl))
+                    (h["host"], v, (h["host"], w["id"], w.get("target"), metric) in outl))
     charts = []
     for (wid, metric), groups in sorted(data.items()):
         rows = []
@@ -748,11 +915,13 @@ def html_context(fleet, records=None, detail_hosts=100, rows=None):
         series = (h.get("detail") or {}).get("iostat") or {}
         iostat = []
         for w in h["workloads"]:
-            samples = [tuple(x) for x in series.get(w["id"]) or ()]
-            iostat.append({"id": w["id"], "svg": svg_timeseries(w["id"], samples), "n": len(samples)})
+            key = fleetmod.row_key(w)
+            samples = [tuple(x) for x in series.get(key) or ()]
+            iostat.append({"id": key, "svg": svg_timeseries(key, samples), "n": len(samples)})
         detail.append({"host": h, "iops_svg": iops_svg, "p99_svg": p99_svg, "iostat": iostat,
                        "diagnostics": diagnostic_items(h)})
     detail.sort(key=lambda d: fleetmod.natural_key(d["host"]["host"]))
+    drives, drives_omitted = drive_table(fleet)
     return {
         "fleet": fleet,
         "summary": summary_line(fleet),
@@ -764,6 +933,9 @@ def html_context(fleet, records=None, detail_hosts=100, rows=None):
         "diagnostics_grid": html_diagnostics_grid(fleet),
         "diagnostic_titles": [diagmod.TITLES[n] for n in diagmod.NAMES],
         "strip_max_dots": STRIP_MAX_DOTS,
+        "drive_body": html_drive_body(drives),
+        "drives_shown": len(drives),
+        "drives_omitted": drives_omitted,
     }
 
 
@@ -784,7 +956,7 @@ def write_reports(fleet, run_dir, formats=FORMATS, records=None, detail_hosts=10
     if rows is None and ("html" in formats or "md" in formats):
         rows = table_rows(fleet)
     renderers = {
-        "json": lambda: render_json(fleet),
+        "json": lambda: fleetmod.iter_json(fleet),     # written piece by piece
         "junit": lambda: render_junit(fleet),
         "html": lambda: render_html(fleet, records, detail_hosts, rows),
         "md": lambda: render_markdown(fleet, rows),

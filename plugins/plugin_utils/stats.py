@@ -37,6 +37,11 @@ def as_number(value):
 def to_float(value):
     """A finite float from a number or a numeric string (``"12.5"``), else None (None,
     bool, NaN, inf, anything else): for figures that went through JSON or Jinja."""
+    t = type(value)
+    if t is float:                  # the common case first: the fleet report calls this millions of times
+        return value if value - value == 0.0 else None      # NaN and inf fail this
+    if t is int:
+        return float(value)
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, (int, float)):

@@ -7,8 +7,9 @@
 * the host's record (its ``verdict`` is the judge's, ``plugin_utils/judge.py``), or its
   absence;
 * what the play saw for the host *before* the verdict gate (a task failed, unreachable);
-* the fleet judgements about the host: its outliers and baseline regressions, with the
-  report options ``outliers`` / ``regressions`` (``warn`` | ``fail`` | ``off``).
+* the fleet judgements about the host: its outliers, baseline regressions and drive
+  consistency findings (``plugin_utils/drive_fleet.py``), with the report options
+  ``outliers`` / ``regressions`` / ``drives`` (``warn`` | ``fail`` | ``off``).
 
 The verdict gate of playbooks/qualify.yml, the fleet report (every format) and therefore
 the exit code of ``ansible-playbook`` all use this function, so they cannot disagree.
@@ -31,7 +32,8 @@ def _event_text(ev):
     return "task '%s': %s" % (task, msg) if msg else "task '%s'" % task
 
 
-def final_verdict(record, failed=None, unreachable=None, outliers=(), regressions=(), options=None):
+def final_verdict(record, failed=None, unreachable=None, outliers=(), regressions=(), options=None,
+                  drive_findings=()):
     """Return ``{verdict, record_verdict, reasons, notes, first_failing_rule}``.
 
     record:      the host record (dict) or None when the role stored none
@@ -39,7 +41,9 @@ def final_verdict(record, failed=None, unreachable=None, outliers=(), regression
     unreachable: the last unreachable event ({task, msg}) or None
     outliers:    the host's fleet outliers (fleet.find_outliers entries: worse, text)
     regressions: the host's baseline regressions (entries with text)
-    options:     {"outliers": warn|fail|off, "regressions": warn|fail|off}
+    options:     {"outliers": warn|fail|off, "regressions": warn|fail|off, "drives": warn|fail|off}
+    drive_findings: the host's drive consistency findings (drive_fleet.drive_findings:
+                 severity, message); those of severity ``fail`` fail the host
 
     Rules, in order (the table in docs/report.md):
       1. no record: UNREACHABLE if unreachable, else ERROR (a task failed, or no record);
@@ -47,7 +51,10 @@ def final_verdict(record, failed=None, unreachable=None, outliers=(), regression
       3. PASS but the host then failed a task or became unreachable -> ERROR;
       4. PASS with no workload results -> ERROR;
       5. PASS and ``outliers: fail`` with an outlier in the worse direction -> FAIL;
-      6. PASS and ``regressions: fail`` with a regression -> FAIL.
+      6. PASS and ``regressions: fail`` with a regression -> FAIL;
+      7. PASS and ``drives: fail`` with a drive finding of severity ``fail`` (a drive whose
+         model or firmware differs from its group's, a host with fewer drives or less
+         capacity, a drive's result worse than its peers') -> FAIL.
     A verdict is never improved: FAIL and ERROR stay what they are.
     """
     options = options or {}
@@ -95,6 +102,11 @@ def final_verdict(record, failed=None, unreachable=None, outliers=(), regression
         verdict = "FAIL"
         reasons.extend("regression against baseline: %s" % r["text"] for r in regressions)
         first_rule = first_rule or "baseline regression"
+    bad_drives = [f for f in drive_findings or () if f.get("severity") == "fail"]
+    if verdict == "PASS" and options.get("drives", "warn") != "off" and bad_drives:
+        verdict = "FAIL"
+        reasons.extend("drive %s: %s" % (f.get("kind"), f.get("message")) for f in bad_drives)
+        first_rule = first_rule or "drive %s" % bad_drives[0].get("kind")
     return {"verdict": verdict, "record_verdict": record_verdict, "first_failing_rule": first_rule,
             "reasons": reasons, "notes": notes}
 

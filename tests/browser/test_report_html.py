@@ -189,3 +189,29 @@ def test_large_fleet_report_from_fleet_json_renders(tmp_path):
     width, height, ch, rows = png_pixels(png.read_bytes())
     colours, coverage = colour_stats(rows, ch)
     assert len(colours) > 100 and coverage > 0.05
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install chromium) and $CHROMIUM unset")
+def test_drive_table_renders_with_the_odd_firmware_marked(tmp_path):
+    """Hosts with two targets and a drive inventory (tests/unit/test_drive_fleet.py's fake
+    sysfs hosts); db04's NVMe drive runs another firmware and ``drives: fail``: Chromium's
+    DOM has the drive table with every drive, that firmware cell marked and the host FAIL."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "unit"))
+    from test_drive_fleet import RUN, report_record
+
+    recs = {"db0%d" % i: report_record(tmp_path / "sysfs", "db0%d" % i, i) for i in (1, 2, 3)}
+    recs["db04"] = report_record(tmp_path / "sysfs", "db04", 4,
+                                 overrides={"nvme0n1": {"device/firmware_rev": "GDC5603Q"}})
+    f = fleet.aggregate(recs, run_id=RUN, options={"drives": "fail"})
+    html_path = tmp_path / "report.html"
+    html_path.write_text(report.render_html(f), encoding="utf-8")
+    dom = chromium(["--dump-dom", "file://%s" % html_path], tmp_path)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    table = re.search(r'<table id="drives">.*?</table>', dom.stdout, re.S).group(0)
+    rows = re.findall(r"<tr[ >].*?</tr>", table, re.S)
+    assert len(rows) == 1 + 4 * 6                                    # the header and every drive
+    odd = [r for r in rows if "<td>db04</td><td>nvme0n1</td>" in r]
+    assert len(odd) == 1 and '<td class="flag">GDC5603Q</td>' in odd[0] and "S64GNE0R600004" in odd[0]
+    assert sum('class="flag">GDC5602Q' in r for r in rows) == 0
+    assert "fleet: 3/4 hosts passed (PASS 3, FAIL 1, UNREACHABLE 0, ERROR 0)" in dom.stdout
+    assert "over_cache-rndrd-t64@data1" in dom.stdout                # a row per host and target

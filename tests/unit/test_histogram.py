@@ -85,7 +85,9 @@ def test_merge_is_exact():
 
 def test_empty_and_dict_input():
     assert h.percentile([], 99) is None
-    assert h.mean([]) is None
+    assert h.bucket_mean([]) is None
+    assert h.bucket_mean([[5, 2], [70, 2]]) == pytest.approx((h.bucket_value(5) + h.bucket_value(70)) / 2)
+    assert h.bucket_mean({70: 3}) == h.bucket_value(70)
     assert h.percentile({5: 1}, 50) == 5
     p = h.percentiles([[5, 1]])
     assert set(p) == {"p50", "p90", "p95", "p99", "p99.9", "p99.99"}

@@ -23,6 +23,9 @@ from concurrent.futures import ProcessPoolExecutor
 import pytest
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet, histogram, report
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "report"))
+import report_tools as tools  # noqa: E402
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import workload_record
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -345,21 +348,71 @@ def test_large_fleet_shape_detail_for_the_hosts_that_need_it(sliced_run, tmp_pat
     assert '<tr class="first"><td><strong>db1</strong></td><td>db</td><td>5 workloads</td>' in out["html"]
     assert 'id="host-db5"' in out["html"] and 'id="host-db1"' not in out["html"]
     assert "| db1 | 5 workloads |" in out["md"]
-    xmllint = shutil.which("xmllint")
-    xsd = "/work/shared/schemas/xunit-junit-10.xsd"
-    if xmllint and os.path.exists(xsd):
-        res = subprocess.run([xmllint, "--noout", "--schema", xsd, os.path.join(str(tmp_path), "junit.xml")],
-                             capture_output=True, text=True, timeout=60)
-        assert res.returncode == 0, res.stderr
+    tools.xmllint_junit(out["junit"])
     # the controller's Prometheus textfile: the fleet summary with the merged percentiles
     prom = fleet.prometheus_text(f)
     assert 'fleetqual_fleet_latency_seconds{op="read",percentile="p99",workload="over_cache-rndrd-t64"} %r' % (
         next(r for r in f["latency"]["fleet"] if r["workload"] == "over_cache-rndrd-t64")["p99_ms"] / 1000.0) in prom
-    if shutil.which("promtool"):
-        res = subprocess.run([shutil.which("promtool"), "check", "metrics"], input=prom, capture_output=True,
-                             text=True, timeout=60)
-        assert res.returncode == 0 and not (res.stdout + res.stderr).strip(), res.stdout + res.stderr
+    tools.promtool_check(prom)
     # rendered again from the stored fleet.json alone: the same files
     again = report.rerender(os.path.join(str(tmp_path), "fleet.json"), str(tmp_path / "again"), FORMATS)
     for fmt, path in again.items():
         assert open(path, encoding="utf-8").read() == out[fmt], fmt
+
+
+def test_store_keeps_drives_and_targets_judges_the_drives_and_writes_a_clean_textfile(tmp_path):
+    """roles/qualify/tasks/store.yml run by ansible-playbook with what the role leaves it: two
+    workload records on two targets (one per target of the expanded plan), the resolved
+    targets and the drives module's result. The stored record carries ``drives`` and
+    ``targets``, the judge saw the drives (a drive whose SMART verdict failed fails the
+    host, citing its serial), and the host's node_exporter textfile is promtool-clean."""
+    import yaml
+
+    (spec, result), = [w for w in _fixture_workloads() if w[0]["id"] == "over_cache-rndrd-t64"]
+    records = []
+    for target, path in (("data1", "/data1/fleetqual"), ("data2", "/data2/fleetqual")):
+        s = dict(copy.deepcopy(spec), target=target, target_kind="path", target_path=path)
+        records.append(workload_record(s, copy.deepcopy(result)))
+    drives = {"changed": False, "drives": [
+        {"name": "sda", "path": "/dev/sda", "model": "ST4000NM0295", "serial": "ZA1HDD0001", "firmware": "E004",
+         "size_bytes": 4000787030016, "transport": "sata", "targets": ["/data1/fleetqual"],
+         "health": {"collected": True, "tool": "smartctl", "reason": None, "passed": True, "problems": []}},
+        {"name": "sdb", "path": "/dev/sdb", "model": "ST4000NM0295", "serial": "ZA1HDD0002", "firmware": "E004",
+         "size_bytes": 4000787030016, "transport": "sata", "targets": ["/data2/fleetqual"],
+         "health": {"collected": True, "tool": "smartctl", "reason": None, "passed": False,
+                    "problems": ["overall health self-assessment FAILED"]}}]}
+    results, textfile = tmp_path / "results", tmp_path / "textfile"
+    textfile.mkdir()
+    extra = {"_fleetqual_records": records,
+             "_fleetqual_plan": [{"id": r["id"], "target": r["target"]} for r in records],
+             "_fleetqual_drives": drives, "_fleetqual_run_id": RUN_ID, "fleetqual_results_dir": str(results),
+             "_fleetqual_targets": [{"name": "data1", "kind": "path", "path": "/data1/fleetqual"},
+                                    {"name": "data2", "kind": "path", "path": "/data2/fleetqual"}],
+             "fleetqual_node_exporter_textfile_dir": str(textfile), "fleetqual_become": False,
+             "ansible_python_interpreter": sys.executable}
+    (tmp_path / "vars.json").write_text(json.dumps(extra))
+    (tmp_path / "store.yml").write_text(yaml.safe_dump([{
+        "name": "Store as the role does", "hosts": "localhost", "gather_facts": False,
+        "tasks": [{"name": "Store", "ansible.builtin.include_role": {"name": "fleetqual.storage.qualify",
+                                                                     "tasks_from": "store.yml"}}]}]))
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
+                           str(tmp_path / "store.yml"), "-i", "localhost,", "-c", "local",
+                           "-e", "@%s" % (tmp_path / "vars.json")],
+                          capture_output=True, text=True, timeout=300, cwd=str(tmp_path), env=_ansible_env())
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with open(results / RUN_ID / "localhost.json", encoding="utf-8") as f:
+        rec = json.load(f)
+    assert [t["name"] for t in rec["targets"]] == ["data1", "data2"]
+    assert [d["serial"] for d in rec["drives"]] == ["ZA1HDD0001", "ZA1HDD0002"]
+    assert rec["verdict"] == "FAIL"
+    assert any("serial ZA1HDD0002" in r and "health verdict is FAILED" in r for r in rec["reasons"])
+    assert not any("missing" in r or "no result" in r for r in rec["reasons"])   # expected by <id>@<target>
+    text = (textfile / "fleetqual.prom").read_text()
+    assert 'workload="over_cache-rndrd-t64@data1"' in text and 'workload="over_cache-rndrd-t64@data2"' in text
+    assert "fleetqual_host_pass 0.0" in text
+    tools.promtool_check(text)
+    # and the fleet report: the failed drive's target fails, its other target passes
+    f = fleet.aggregate({"localhost": rec}, run_id=RUN_ID)
+    cases = {c.get("name"): c for c in tools.xmllint_junit(report.render_junit(f)).iter("testcase")}
+    assert "serial ZA1HDD0002" in cases["localhost data2"].find("failure").get("message")
+    assert cases["localhost data1"].find("failure") is None
