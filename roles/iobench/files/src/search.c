@@ -16,14 +16,8 @@
 
 static void step_stats(bench_t *b, search_step_t *st, double pct)
 {
-    merged_t *m = calloc(1, sizeof *m);
+    merged_t *m = rw_merged(b, &st->elapsed_s);
     if (!m) return;
-    for (int i = 0; i < b->nth; i++) {
-        merged_add(m, &b->th[i].st[OP_READ]);
-        merged_add(m, &b->th[i].st[OP_WRITE]);
-    }
-    uint64_t end = b->t_end > b->measure_start ? b->t_end : b->measure_start;
-    st->elapsed_s = (double)(end - b->measure_start) / 1e9;
     st->ops = m->n;
     st->iops = st->elapsed_s > 0 ? (double)m->n / st->elapsed_s : 0;
     st->p99_us = op_percentile(m, 99) / 1e3;
@@ -38,14 +32,6 @@ static uint64_t errors_of(const bench_t *b)
     return e;
 }
 
-static void free_step(bench_t *b)
-{
-    if (!b) return;
-    options_t *so = b->o;
-    bench_free(b);
-    free(so);
-}
-
 int run_search(options_t *o, int *fds, search_res_t *sr)
 {
     memset(sr, 0, sizeof *sr);
@@ -57,7 +43,7 @@ int run_search(options_t *o, int *fds, search_res_t *sr)
     for (int k = 0; !stop && k < SEARCH_MAX_STEPS; k++) {
         options_t *so = malloc(sizeof *so);
         bench_t *b = calloc(1, sizeof *b);
-        if (!so || !b) { free(so); free(b); free_step(best_b); if (last_b != best_b) free_step(last_b); return EXIT_INTERNAL; }
+        if (!so || !b) { free(so); free(b); bench_free_owned(best_b); if (last_b != best_b) bench_free_owned(last_b); return EXIT_INTERNAL; }
         *so = *o;
         if (o->search == SEARCH_THREADS) so->threads = v;
         else so->iodepth = v;
@@ -70,7 +56,7 @@ int run_search(options_t *o, int *fds, search_res_t *sr)
         int rc = run_bench(b);
         if (rc || b->setup_failed) {
             if (!rc) { err_msg("%s", b->setup_err); rc = EXIT_ENV; }
-            free_step(b); free_step(best_b); if (last_b != best_b) free_step(last_b);
+            bench_free_owned(b); bench_free_owned(best_b); if (last_b != best_b) bench_free_owned(last_b);
             return rc;
         }
         int idx = sr->nsteps++;
@@ -83,10 +69,10 @@ int run_search(options_t *o, int *fds, search_res_t *sr)
         st->complete = !intr && !errs;
         int within = st->complete && st->ops > 0 && st->pct_us <= o->search_bound_ms * 1000.0;
 
-        if (last_b && last_b != best_b) free_step(last_b);
+        if (last_b && last_b != best_b) bench_free_owned(last_b);
         last_b = b;
         if (within && (sr->best < 0 || st->iops > sr->steps[sr->best].iops)) {
-            if (best_b && best_b != last_b) free_step(best_b);
+            if (best_b && best_b != last_b) bench_free_owned(best_b);
             best_b = b;
             sr->best = idx;
         }
@@ -109,11 +95,11 @@ int run_search(options_t *o, int *fds, search_res_t *sr)
     sr->stopped = stop;
     int use_last = best_b == NULL || !strcmp(stop, "io_error");
     if (use_last) {
-        if (best_b && best_b != last_b) free_step(best_b);
+        if (best_b && best_b != last_b) bench_free_owned(best_b);
         sr->bench = last_b;
         sr->reported = sr->nsteps - 1;
     } else {
-        if (last_b != best_b) free_step(last_b);
+        if (last_b != best_b) bench_free_owned(last_b);
         sr->bench = best_b;
         sr->reported = sr->best;
     }

@@ -45,14 +45,9 @@ int ss_eval(const double *y, int n, double range_pct, double slope_pct, ss_eval_
 
 static void round_stats(const bench_t *b, ss_round_t *r)
 {
-    merged_t *m = calloc(1, sizeof *m);
+    double el = 0;
+    merged_t *m = rw_merged(b, &el);
     if (!m) return;
-    for (int i = 0; i < b->nth; i++) {
-        merged_add(m, &b->th[i].st[OP_READ]);
-        merged_add(m, &b->th[i].st[OP_WRITE]);
-    }
-    uint64_t end = b->t_end > b->measure_start ? b->t_end : b->measure_start;
-    double el = (double)(end - b->measure_start) / 1e9;
     r->iops = el > 0 ? (double)m->n / el : 0;
     r->mib_per_sec = el > 0 ? (double)m->bytes / 1048576.0 / el : 0;
     r->lat_p99_us = op_percentile(m, 99) / 1e3;
@@ -64,14 +59,6 @@ static void round_stats(const bench_t *b, ss_round_t *r)
 static double metric_of(const options_t *o, const ss_round_t *r)
 {
     return o->ss_metric == SS_MIB ? r->mib_per_sec : o->ss_metric == SS_P99 ? r->lat_p99_us : r->iops;
-}
-
-static void free_round(bench_t *b)
-{
-    if (!b) return;
-    options_t *so = b->o;
-    bench_free(b);
-    free(so);
 }
 
 static uint64_t errors_of(const bench_t *b)
@@ -202,7 +189,7 @@ int run_steady(options_t *o, int *fds, ss_res_t *sr)
         rc = run_bench(b);
         if (rc || b->setup_failed) {
             if (!rc) { err_msg("%s", b->setup_err); rc = EXIT_ENV; }
-            free_round(b);
+            bench_free_owned(b);
             break;
         }
         free(b->arena);              /* I/O buffers are not needed any more; keep the statistics */
@@ -213,7 +200,7 @@ int run_steady(options_t *o, int *fds, ss_res_t *sr)
         ss_round_t *r = &sr->rounds[sr->nrounds++];
         r->round = k + 1;
         round_stats(b, r);
-        if (have == w) { free_round(win[0]); memmove(win, win + 1, (size_t)(w - 1) * sizeof *win); have--; }
+        if (have == w) { bench_free_owned(win[0]); memmove(win, win + 1, (size_t)(w - 1) * sizeof *win); have--; }
         win[have++] = b;
         if (atomic_load(&g_stop)) { sr->stopped = "interrupted"; break; }
         if (errors_of(b)) { sr->stopped = "io_error"; break; }
@@ -235,7 +222,7 @@ int run_steady(options_t *o, int *fds, ss_res_t *sr)
         if (have == 1) { sr->bench = win[0]; win[0] = NULL; }
         if (!sr->bench) rc = EXIT_INTERNAL;
     }
-    for (int i = 0; i < have; i++) free_round(win[i]);
+    for (int i = 0; i < have; i++) bench_free_owned(win[i]);
     free(win);
     free(y);
     free(pos);

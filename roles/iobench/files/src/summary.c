@@ -82,3 +82,24 @@ void summary_free(summary_t *s)
 {
     free(s->iv);
 }
+
+merged_t *rw_merged(const bench_t *b, double *elapsed_s)
+{
+    merged_t *m = calloc(1, sizeof *m);
+    if (!m) return NULL;
+    for (int i = 0; i < b->nth; i++) {
+        merged_add(m, &b->th[i].st[OP_READ]);
+        merged_add(m, &b->th[i].st[OP_WRITE]);
+    }
+    uint64_t end = b->t_end > b->measure_start ? b->t_end : b->measure_start;
+    *elapsed_s = (double)(end - b->measure_start) / 1e9;
+    return m;
+}
+
+void bench_free_owned(bench_t *b)
+{
+    if (!b) return;
+    options_t *so = b->o;
+    bench_free(b);
+    free(so);
+}

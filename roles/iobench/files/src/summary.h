@@ -26,4 +26,10 @@ void summarize(bench_t *b, summary_t *s);
 void summary_free(summary_t *s);
 /* percentile of merged latencies in ns, clamped to the exact min/max */
 double op_percentile(const merged_t *m, double p);
+/* Every thread's read and write latencies merged, with the seconds since the measured
+ * window opened: the figures of one search step or one steady-state round. NULL when out
+ * of memory; the caller frees it. */
+merged_t *rw_merged(const bench_t *b, double *elapsed_s);
+/* Free a run that owns its copy of the options (a search step, a steady-state round). */
+void bench_free_owned(bench_t *b);
 #endif
