@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark of the fleet report over a results directory (issue 9).
 
 Writes N host records of 16 workloads each into ``<dir>/<run_id>/<host>.json`` first
@@ -186,7 +185,7 @@ def main():
         edir = os.path.join(run_dir, "fleet.d")
         entries_mb = sum(os.path.getsize(os.path.join(edir, n)) for n in os.listdir(edir)) / 1e6
         runs = []
-        for _ in range(args.repeat):
+        for _repeat in range(args.repeat):
             out = tempfile.mkdtemp(prefix="bench-report-out-")
             try:
                 proc = subprocess.run([sys.executable, __file__, "--child", run_dir, out], capture_output=True,
@@ -195,17 +194,18 @@ def main():
             finally:
                 shutil.rmtree(out, ignore_errors=True)
         best = min(runs, key=lambda r: r["cpu"])
-        print("python %s on %s, %d CPUs, load average %s" % (platform.python_version(), platform.machine(),
-                                                              os.cpu_count(), " ".join("%.1f" % x for x in os.getloadavg())))
+        print("python %s on %s, %d CPUs, load average %s"
+              % (platform.python_version(), platform.machine(), os.cpu_count(),
+                 " ".join("%.1f" % x for x in os.getloadavg())))
         print("input: %d host records of %d workloads in %s: %.0f MB of JSON records, %.0f MB of host "
               "summaries in fleet.d/ (written in %.1f s, not timed%s)"
               % (best["hosts"], best["workloads"] // max(1, best["hosts"]), run_dir, input_mb, entries_mb, build_s,
                  "" if entries_cpu is None else "; the run's callback part that writes fleet.d/: %.1f s CPU"
                  % entries_cpu))
         print("report (fresh process, stream + merge + judge + every format): best of %d: %.2f s CPU, %.2f s wall;"
-              " all runs CPU %s, wall %s" % (args.repeat, best["cpu"], best["wall"],
-                                            ", ".join("%.2f" % r["cpu"] for r in runs),
-                                            ", ".join("%.2f" % r["wall"] for r in runs)))
+              " all runs CPU %s, wall %s"
+              % (args.repeat, best["cpu"], best["wall"], ", ".join("%.2f" % r["cpu"] for r in runs),
+                 ", ".join("%.2f" % r["wall"] for r in runs)))
         print("peak RSS of the report process: %.0f MiB (max over runs %.0f MiB)"
               % (best["rss_mib"], max(r["rss_mib"] for r in runs)))
         print("steps, CPU s: " + ", ".join("%s %.3f" % kv for kv in best["steps"].items()))

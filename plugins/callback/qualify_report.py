@@ -286,7 +286,7 @@ class CallbackModule(CallbackBase):
         if isinstance(stats, dict) and isinstance(stats.get("data"), dict):
             rec = stats["data"].get(RECORD_KEY)
             if isinstance(rec, dict):
-                name, _ = self._event(result)
+                name, _event_data = self._event(result)
                 try:
                     # a summary, not the record (stats.custom holds that already)
                     self._gate_entries[name] = fleetmod.build_host(name, rec, keep_detail=False)

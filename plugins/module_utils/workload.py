@@ -95,8 +95,6 @@ def validate(params):
     return errors, sizes
 
 
-
-
 def _validate_search(p):
     errors = []
     knob = p.get("search")
@@ -256,7 +254,6 @@ def assemble(collected, window, interval):
             {"samples": vm, "avg": vmstat_average(vm)})
 
 
-
 _DEVSTAT_SUPPORT = {}
 
 
@@ -265,7 +262,7 @@ def supports_devstat(binary):
     if binary not in _DEVSTAT_SUPPORT:
         try:
             p = subprocess.run([binary, "run", "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               stdin=subprocess.DEVNULL, timeout=20, env=dict(os.environ, LC_ALL="C"))
+                               stdin=subprocess.DEVNULL, timeout=20, env=dict(os.environ, LC_ALL="C"), check=False)
             _DEVSTAT_SUPPORT[binary] = b"--devstat" in p.stdout
         except (OSError, subprocess.TimeoutExpired):
             _DEVSTAT_SUPPORT[binary] = False

@@ -29,7 +29,7 @@ description:
     (interrupted) return the partial result with C(failed=false) so the data is kept; the
     judge turns them into a non-PASS verdict.
 author:
-  - fleetqual.storage developers
+  - fleetqual.storage developers (!UNKNOWN)
 options:
   binary:
     description: Path of the iobench binary on the target.
@@ -241,7 +241,7 @@ options:
         the result's C(bench.window.devstat) holds their kernel counters read at the measured
         window's exact start and end (docs/iobench-json.md). V(off) never passes it.
     type: str
-    choices: [auto, off]
+    choices: ["auto", "off"]
     default: auto
 notes:
   - "Check mode: parameters are validated, the device chain and collector source are
@@ -361,6 +361,18 @@ bench:
   type: dict
   sample: {schema_version: 1, window: {start_epoch: 1763760000.123, end_epoch: 1763760060.13},
            total: {count: 812345, iops: 13539.1, mib_per_sec: 211.5}, exit_code: 0}
+  contains:
+    window:
+      description:
+        - The measured window (after warmup); null when nothing ran.
+        - C(start_epoch), C(end_epoch) are its wall-clock start and end.
+        - With O(device_counters=auto) and a binary that supports it, C(devstat) holds each disk's
+          kernel block counters read at the window's start and end and C(devstat_error) names the
+          first disk that could not be read (null when all were read); both are absent otherwise
+          (docs/iobench-json.md).
+      type: dict
+      returned: when the binary ran
+      sample: {start_epoch: 1763760000.123, end_epoch: 1763760060.13}
 collector:
   description: How device and CPU statistics were collected.
   returned: always
@@ -441,9 +453,8 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.fleetqual.storage.plugins.module_utils.workload import (  # noqa: F401 - used by tests
-    ARGUMENT_SPEC, MODES, KILL_GRACE_S, EMPTY_IO, validate, build_argv, error_line, run_bench, assemble,
-    resolve_for, prepare, run_workload,
+from ansible_collections.fleetqual.storage.plugins.module_utils.workload import (
+    ARGUMENT_SPEC, EMPTY_IO, validate, build_argv, prepare, run_workload,
 )
 
 

@@ -113,16 +113,16 @@ def drive_of_record(record, drives, test_dir=None):
 def _identity_findings(hosts, severity):
     out = []
     groups = {}
-    for host, group, _, drives in hosts:
+    for host, group, _record, drives in hosts:
         groups.setdefault(group, []).append((host, drives))
     for group, members in groups.items():
         if len(members) < 2:
             continue
         # model: on how many hosts of the group
         hosts_with = Counter()
-        for _, drives in members:
+        for _host, drives in members:
             hosts_with.update({d.get("model") for d in drives if d.get("model")})
-        per_host = {m: median([sum(1 for d in drives if d.get("model") == m) for _, drives in members])
+        per_host = {m: median([sum(1 for d in drives if d.get("model") == m) for _host, drives in members])
                     for m in hosts_with}
         common = ", ".join("%s (%s per host)" % (m, fmt_num(per_host[m])) for m in sorted(hosts_with)
                            if hosts_with[m] * 2 >= len(members))
@@ -140,7 +140,7 @@ def _identity_findings(hosts, severity):
                 if d.get("model"):
                     by_model.setdefault(d["model"], []).append((host, d))
         for model, items in sorted(by_model.items()):
-            counts = Counter(d.get("firmware") for _, d in items)
+            counts = Counter(d.get("firmware") for _host, d in items)
             if len(counts) < 2:
                 continue
             ranked = counts.most_common()
@@ -162,17 +162,17 @@ def _identity_findings(hosts, severity):
 def _size_findings(hosts, severity, tolerance_pct):
     out = []
     groups = {}
-    for host, group, _, drives in hosts:
+    for host, group, _record, drives in hosts:
         cap = sum(to_float(d.get("size_bytes")) or 0 for d in drives)
         models = Counter(d.get("model") or d.get("transport") or "unknown model" for d in drives)
         groups.setdefault(group, []).append((host, len(drives), cap, models))
     for group, members in groups.items():
         if len(members) < 2:
             continue
-        med_n = median([n for _, n, _, _ in members])
-        med_cap = median([c for _, _, c, _ in members])
-        all_models = set().union(*(m for *_, m in members))
-        usual = {m: median([models[m] for *_, models in members]) for m in all_models}
+        med_n = median([n for _host, n, _cap, _models in members])
+        med_cap = median([cap for _host, _n, cap, _models in members])
+        all_models = set().union(*(models for _host, _n, _cap, models in members))
+        usual = {m: median([models[m] for _host, _n, _cap, models in members]) for m in all_models}
         for host, n, cap, models in members:
             if n < med_n:
                 short = ["%s (%d, peers %s)" % (m, models[m], fmt_num(usual[m])) for m in sorted(all_models)
@@ -225,7 +225,7 @@ def _result_findings(hosts, opts):
     for (model, wid, metric), items in sorted(by_key.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
         if len(items) < int(opts["min_group"]):
             continue
-        values = [v for *_, v in items]
+        values = [v for _host, _group, _drive, _workload, _op, v in items]
         med = median(values)
         scale, method, mad = robust_scale(values, med)
         better = RESULT_METRICS[metric]

@@ -544,7 +544,7 @@ class HistogramAccumulator:
     @staticmethod
     def _summary(slot):
         pairs = sorted((i, c) for i, c in slot["buckets"].items() if c)
-        out = {"latency_op": slot["op"], "hosts": slot["hosts"], "count": sum(c for _, c in pairs)}
+        out = {"latency_op": slot["op"], "hosts": slot["hosts"], "count": sum(c for _idx, c in pairs)}
         for pct, p in (("p50", 50), ("p90", 90), ("p95", 95), ("p99", 99), ("p999", 99.9)):
             v = histmod.percentile(pairs, p, slot["bits"])
             out["%s_ms" % pct] = None if v is None else round(v / 1e6, 6)
@@ -623,7 +623,7 @@ def find_outliers(hosts, mad_score=3.5, pct_below=20.0, min_group=MIN_GROUP_SIZE
     for (gname, wid, metric), items in sorted(by_key.items(), key=lambda kv: (str(kv[0][0]), kv[0][1], kv[0][2])):
         if len(items) < min_group:
             continue
-        values = [v for _, _, v in items]
+        values = [v for _host, _workload, v in items]
         med = median(values)
         scale, method, mad = robust_scale(values, med)
         better = JUDGED_METRICS[metric]
@@ -1270,7 +1270,7 @@ def history_lines(fleet):
             "verdict": h["verdict"], "record_verdict": h["record_verdict"], "group": h["group"],
             "profile": h["profile"],
             "workloads": {row_key(w): {"iops": _round(w["iops"], 2), "mibps": _round(w["mibps"], 3),
-                                    "p99_ms": _round(w["p99_ms"]), "util_pct": _round(w["util_pct"], 1)}
+                                       "p99_ms": _round(w["p99_ms"]), "util_pct": _round(w["util_pct"], 1)}
                           for w in h["workloads"]},
         })
     return out

@@ -99,7 +99,7 @@ def merge_histograms(*histograms):
 
 
 def count(buckets):
-    return sum(c for _, c in _pairs(buckets or []))
+    return sum(c for _idx, c in _pairs(buckets or []))
 
 
 def percentile(buckets, p, bits=DEFAULT_BITS, lo_clamp=None, hi_clamp=None):
@@ -107,7 +107,7 @@ def percentile(buckets, p, bits=DEFAULT_BITS, lo_clamp=None, hi_clamp=None):
 
     ``lo_clamp``/``hi_clamp`` (e.g. the exact min/max) bound the result as iobench does."""
     pairs = sorted(_pairs(buckets or []))
-    total = sum(c for _, c in pairs)
+    total = sum(c for _idx, c in pairs)
     if total == 0:
         return None
     rank = int(math.ceil(p / 100.0 * total - 1e-9))
@@ -139,7 +139,7 @@ def bucket_mean(buckets, bits=DEFAULT_BITS):
     """Approximate mean (ns) of a histogram from its bucket midpoints; None when empty
     (stats.mean is the mean of plain numbers)."""
     pairs = list(_pairs(buckets or []))
-    total = sum(c for _, c in pairs)
+    total = sum(c for _idx, c in pairs)
     if not total:
         return None
     return sum(bucket_value(i, bits) * c for i, c in pairs) / float(total)

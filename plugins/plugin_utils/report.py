@@ -350,7 +350,7 @@ def diagnostic_lines(fleet, width=100, limit=20):
         return []
     hosts.sort(key=lambda x: x[0])         # stable: fleet order within a rank
     lines = []
-    for _, host, items in hosts[:limit]:
+    for _rank, host, items in hosts[:limit]:
         lines.append(truncate("diagnostics %s:" % host, width))
         for i in items:
             lines.extend(textwrap.wrap("[%s] %s" % (DIAG_MARK.get(i["status"], i["status"]), i["sentence"]),
@@ -378,8 +378,8 @@ def html_diagnostics_grid(fleet):
             if not isinstance(d, dict) or d.get("status") == "n/a":
                 cells.append('<td class="muted">-</td>')
                 continue
-            cells.append('<td class="dg %s" title="%s">%s</td>' % (e(d.get("status")), e(d.get("sentence")),
-                                                                e(d.get("conclusion"))))
+            cells.append('<td class="dg %s" title="%s">%s</td>'
+                         % (e(d.get("status")), e(d.get("sentence")), e(d.get("conclusion"))))
         out.append('<tr><td><a href="#host-%s">%s</a></td>%s</tr>' % (e(h["host"]), e(h["host"]), "".join(cells)))
     return Markup("\n".join(out))
 
@@ -424,7 +424,7 @@ def _render(kind, template_name, **ctx):
 def _check_message(c):
     metric = c.get("metric") or c.get("rule") or "value"
     return "%s %s = %s, limit %s %s" % (c.get("workload") or "", metric, _fmtv(c.get("value")),
-                                         c.get("op") or "", _fmtv(c.get("limit")))
+                                        c.get("op") or "", _fmtv(c.get("limit")))
 
 
 def _fmtv(v):
@@ -454,7 +454,7 @@ def target_names(h):
 
 def _failed_check_lines(checks):
     return ["%s: measured %s, limit %s %s; %s" % (_check_message(c), _fmtv(c.get("value")), c.get("op") or "",
-                                                   _fmtv(c.get("limit")), c.get("evidence") or "")
+                                                  _fmtv(c.get("limit")), c.get("evidence") or "")
             for c in checks if c.get("passed") is False or c.get("status") in ("fail", "error")]
 
 
@@ -499,7 +499,7 @@ def _target_cases(h, fleet, names, cls):
         if opts.get("regressions") == "fail":
             reasons.extend(r["text"] for r in h["regressions"] if r.get("target") == name)
         own[name] = (v["verdict"], reasons, drive)
-    attributed = [r for _, reasons, _ in own.values() for r in reasons]
+    attributed = [r for _verdict, reasons, _drive in own.values() for r in reasons]
     host_level = [] if h["verdict"] == "PASS" else \
         [r for r in h["reasons"] if not any(a in r for a in attributed)] or ([] if attributed else [h["verdict"]])
     extra = _host_case_parts(h, fleet)
@@ -664,7 +664,7 @@ def svg_line_chart(title, series, x_values, y_label, width=420, height=230):
     """Lines over a categorical x axis (thread counts).  series: [(label, {x: y})]."""
     ml, mr, mt, mb = 54, 12, 26, 58
     pw, ph = width - ml - mr, height - mt - mb
-    ys = [y for _, pts in series for y in pts.values() if y is not None]
+    ys = [y for _label, pts in series for y in pts.values() if y is not None]
     vmax = _nice_max(max(ys) if ys else None)
     xs = list(x_values)
     parts = ['<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="%d" height="%d" viewBox="0 0 %d %d" '
@@ -718,7 +718,7 @@ def svg_strip_chart(title, groups, unit, width=560, row_h=26):
     rows = [g for g in groups if g[1]]
     height = mt + mb + row_h * max(1, len(rows))
     pw = width - ml - mr
-    vals = [v for _, pts, _ in rows for _, v, _ in pts]
+    vals = [v for _group, pts, _median in rows for _host, v, _out in pts]
     vmax = _nice_max(max(vals) * 1.04 if vals else None)
     parts = ['<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="%d" height="%d" viewBox="0 0 %d %d" '
              'role="img" aria-label="%s">' % (width, height, width, height, _e(title)),
@@ -739,7 +739,7 @@ def svg_strip_chart(title, groups, unit, width=560, row_h=26):
         if len(pts) > STRIP_MAX_DOTS:
             # a large group: its spread as a box (p25-p75) with whiskers (p5-p95) instead of
             # a dot per host; the outliers are still drawn one by one below
-            q = statistics.quantiles([v for _, v, _ in pts], n=20)
+            q = statistics.quantiles([v for _host, v, _out in pts], n=20)
             x5, x25, x75, x95 = (ml + q[i] / vmax * pw for i in (0, 4, 14, 18))
             parts.append('<g class="box"><title>%s: %d hosts, p5 %s, p25 %s, p75 %s, p95 %s</title>'
                          '<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f"/><rect x="%.1f" y="%.1f" width="%.1f" '
@@ -809,12 +809,12 @@ def svg_timeseries(title, samples, width=260, height=120):
 
     def x(t):
         return ml + (t - t0) / span * pw
-    util_pts = [(x(t), mt + ph - min(max(u, 0.0), 100.0) / 100.0 * ph) for t, u, _ in samples if u is not None]
+    util_pts = [(x(t), mt + ph - min(max(u, 0.0), 100.0) / 100.0 * ph) for t, u, _await in samples if u is not None]
     if util_pts:
         poly = ["%.1f,%d" % (util_pts[0][0], mt + ph)] + ["%.1f,%.1f" % p for p in util_pts] + \
                ["%.1f,%d" % (util_pts[-1][0], mt + ph)]
         parts.append('<polygon class="utilarea" points="%s"/>' % " ".join(poly))
-    aw_pts = [(x(t), mt + ph - a / amax * ph) for t, _, a in samples if a is not None]
+    aw_pts = [(x(t), mt + ph - a / amax * ph) for t, _util, a in samples if a is not None]
     if len(aw_pts) > 1:
         parts.append('<polyline class="awline" points="%s"/>' % " ".join("%.1f,%.1f" % p for p in aw_pts))
     elif aw_pts:
@@ -864,7 +864,7 @@ def fleet_distribution_charts(fleet, limit=None):
         rows = []
         for g in sorted(groups, key=fleetmod.natural_key):
             pts = groups[g]
-            rows.append((g, pts, fleetmod.median([v for _, v, _ in pts])))
+            rows.append((g, pts, fleetmod.median([v for _host, v, _out in pts])))
         unit = "IOPS" if metric == "iops" else "p99 latency, ms"
         n_out = sum(1 for g in rows for p in g[1] if p[2])
         charts.append({"workload": wid, "metric": metric, "outliers": n_out,
@@ -883,8 +883,8 @@ def html_table_body(rows):
         span = r["_span"]
         badge = '<span class="badge %s">%s</span>' % (e(r["_verdict"]), e(r["_verdict"]))
         if span == 0:           # host without workloads, or one summary row for a host
-            cells = "".join('<td class="n">%s</td>' % e(r[k]) for k in ("threads", "iops", "mibps", "p95", "p99",
-                                                                       "_util1", "await"))
+            cells = "".join('<td class="n">%s</td>' % e(r[k])
+                            for k in ("threads", "iops", "mibps", "p95", "p99", "_util1", "await"))
             out.append('<tr class="first"><td><strong>%s</strong></td><td>%s</td><td>%s</td>%s<td>%s</td><td>%s</td></tr>'
                        % (e(r["_host"]), e(r["_group"]), e(r["workload"]), cells, badge, e(r["rule"])))
             continue

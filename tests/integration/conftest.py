@@ -36,7 +36,7 @@ def playbook(tmp_path, build_cache):
         argv = [os.path.join(BIN, "ansible-playbook"), os.path.join(ROOT, "playbooks", "qualify.yml"),
                 "-i", inventory or os.path.join(ROOT, "inventory", "localhost.yml"),
                 "-e", json.dumps(ev)] + list(args)
-        proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout)
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout, check=False)
         return Run(proc, base, run_id)
 
     return run

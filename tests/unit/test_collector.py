@@ -47,8 +47,9 @@ def test_choose_source_sysstat_missing_is_an_error():
 
 
 def test_choose_source_old_sysstat_falls_back():
-    old = lambda p: (False, "'iostat -dx -o JSON' failed (exit 1: Usage: iostat ...)")  # noqa: E731
-    src, reason, _ = choose_source("auto", which=_fake_which({"iostat", "vmstat"}), probe=old)
+    def old(path):
+        return False, "'iostat -dx -o JSON' failed (exit 1: Usage: iostat ...)"
+    src, reason, _tools = choose_source("auto", which=_fake_which({"iostat", "vmstat"}), probe=old)
     assert src == "procfs" and "unusable" in reason and "/proc/diskstats" in reason
     with pytest.raises(ValueError) as e:
         choose_source("sysstat", which=_fake_which({"iostat", "vmstat"}), probe=old)
@@ -83,7 +84,7 @@ def _assert_reaped(pids):
 @needs_sysstat
 def test_sysstat_collector_real():
     devs = _root_disks()
-    src, _, tools = choose_source("sysstat")
+    src, _reason, tools = choose_source("sysstat")
     c = Collector(devs, 1, src, tools)
     c.start()
     pids = [ch.proc.pid for ch in c.children]
@@ -95,7 +96,7 @@ def test_sysstat_collector_real():
     assert out["source"] == "sysstat"
     assert [cmd[1:5] for cmd in out["commands"]][0] == ["-dxy", "-o", "JSON", "1"]
     io = out["iostat"]
-    assert [s["index"] for s in io] == [i for i in range(len(io) // len(devs)) for _ in devs]
+    assert [s["index"] for s in io] == [i for i in range(len(io) // len(devs)) for _dev in devs]
     assert 3 <= len(io) // len(devs) <= 4
     assert set(s["device"] for s in io) == set(devs)
     epochs = sorted(set(s["epoch"] for s in io))
@@ -128,7 +129,7 @@ def test_procfs_collector_real():
 
 @needs_sysstat
 def test_no_device_runs_vmstat_only():
-    src, _, tools = choose_source("sysstat")
+    src, _reason, tools = choose_source("sysstat")
     c = Collector([], 1, src, tools)
     c.start()
     assert [os.path.basename(ch.argv[0]) for ch in c.children] == ["vmstat"]
@@ -163,7 +164,7 @@ def test_procfs_agrees_with_iostat_under_direct_writes():
     both ran) must agree, and both must see at least dd's writes.
     """
     devs = _root_disks()
-    _, _, tools = choose_source("sysstat")
+    _src, _reason, tools = choose_source("sysstat")
     a = Collector(devs, 1, "sysstat", dict(tools, vmstat=None))
     b = Collector(devs, 1, "procfs")
     d = tempfile.mkdtemp(prefix="fq-cmp-", dir="/var/tmp")
@@ -172,7 +173,7 @@ def test_procfs_agrees_with_iostat_under_direct_writes():
         a.start()
         time.sleep(1.3)
         dd = subprocess.run(["dd", "if=/dev/zero", "of=%s/f" % d, "bs=16k", "count=4000", "oflag=direct"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
         if dd.returncode != 0:
             pytest.skip("dd oflag=direct refused on /var/tmp: %s" % dd.stderr)
         time.sleep(2.6)

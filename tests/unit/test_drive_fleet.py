@@ -234,7 +234,7 @@ def test_report_rows_and_a_junit_case_per_host_and_target(report_fleet):
     assert [h["verdict"] for h in f["hosts"]] == ["PASS"] * 4
     rows = report.table_rows(f)
     assert [r["workload"] for r in rows if r["_host"] == "db01"] == ["over_cache-rndrd-t64@nvme",
-                                                                      "over_cache-rndrd-t64@data1"]
+                                                                     "over_cache-rndrd-t64@data1"]
     cases = _cases(report.render_junit(f))
     assert sorted(cases) == sorted("db0%d %s" % (i, t) for i in (1, 2, 3, 4) for t in ("nvme", "data1"))
     assert all(c.find("failure") is None and c.find("error") is None for c in cases.values())
@@ -250,8 +250,8 @@ def test_a_host_whose_drive_firmware_differs_is_flagged_everywhere(report_fleet,
     f = fleetmod.aggregate(report_fleet, run_id=RUN, options={"drives": mode})
     serial = "S64GNE0R600004"
     (finding,) = f["drive_findings"]
-    assert (finding["kind"], finding["host"], finding["serial"], finding["severity"]) == ("firmware", "db04", serial,
-                                                                                       mode)
+    assert (finding["kind"], finding["host"], finding["serial"], finding["severity"]) == (
+        "firmware", "db04", serial, mode)
     verdicts = {h["host"]: h["verdict"] for h in f["hosts"]}
     assert verdicts == {"db01": "PASS", "db02": "PASS", "db03": "PASS", "db04": "FAIL" if mode == "fail" else "PASS"}
     # fleet.json: the drive table and the findings
@@ -342,7 +342,7 @@ def test_a_slow_target_is_an_outlier_of_that_target_and_fails_only_its_case(repo
     assert [w["outliers"] for w in db03["workloads"]] == [[], ["iops"]]
     rows = [r for r in report.table_rows(f) if r["_host"] == "db03"]
     assert [(r["workload"], r["rule"]) for r in rows] == [("over_cache-rndrd-t64@nvme", "-"),
-                                                         ("over_cache-rndrd-t64@data1", "outlier: iops")]
+                                                          ("over_cache-rndrd-t64@data1", "outlier: iops")]
     cases = _cases(report.render_junit(f))
     assert cases["db03 nvme"].find("failure") is None
     failure = cases["db03 data1"].find("failure")

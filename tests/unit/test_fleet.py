@@ -18,7 +18,7 @@ import report_tools as tools  # noqa: E402
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet  # noqa: E402
 
 NOW = datetime.datetime(2026, 11, 21, 12, 30, 0, tzinfo=datetime.timezone.utc)
-SMALL = [("cache", "rndrd", 1), ("cache", "rndrd", 64), ("log", "seqwr", 1)]
+SMALL = (("cache", "rndrd", 1), ("cache", "rndrd", 64), ("log", "seqwr", 1))
 
 
 def records(n=5, group="db", scale=None, matrix=SMALL):
@@ -49,7 +49,8 @@ def test_num_and_plain():
         pass
 
     p = fleet.plain(TDict(a=Tagged("x"), b=(1, 2.0, None)))
-    assert type(p) is dict and type(p["a"]) is str and p["b"] == [1, 2.0, None]
+    # exactly the built-in types, not the subclasses
+    assert p.__class__ is dict and p["a"].__class__ is str and p["b"] == [1, 2.0, None]
 
 
 def test_median_and_natural_sort():
@@ -62,7 +63,7 @@ def test_median_and_natural_sort():
 def test_robust_scale_mad_zero_never_divides_by_zero():
     scale, method, mad = fleet.robust_scale([100.0, 100.0, 100.0, 100.0, 40.0], 100.0)
     assert mad == 0 and method == "meanad" and scale > 0
-    scale, method, _ = fleet.robust_scale([5.0, 5.0, 5.0], 5.0)
+    scale, method, _mad = fleet.robust_scale([5.0, 5.0, 5.0], 5.0)
     assert scale == 0 and method == "none"
 
 
@@ -310,7 +311,7 @@ def test_baseline_deltas_and_regressions(tmp_path):
     assert b["run_id"] == "20261114T120000Z" and b["compared_workloads"] == 9
     regs = {(r["host"], r["metric"]) for r in b["regressions"]}
     assert ("db2", "iops") in regs and ("db2", "p99_ms") in regs
-    assert not any(h == "db3" for h, _ in regs), "faster is not a regression"
+    assert not any(h == "db3" for h, _metric in regs), "faster is not a regression"
     w = host(f, "db2")["workloads"][0]
     assert w["baseline"]["deltas"]["iops"]["delta_pct"] == pytest.approx(-20.0, abs=0.1)
     assert w["baseline"]["deltas"]["mibps"]["regression"] is False

@@ -55,12 +55,12 @@ def test_known_indexes_match_c_scheme():
 def test_percentiles_within_one_percent(dist):
     rnd = random.Random(7)
     if dist == "uniform":
-        values = [rnd.randint(1000, 10_000_000) for _ in range(50000)]
+        values = [rnd.randint(1000, 10_000_000) for _n in range(50000)]
     elif dist == "loguniform":
-        values = [int(math.exp(rnd.uniform(math.log(50), math.log(2e9)))) for _ in range(50000)]
+        values = [int(math.exp(rnd.uniform(math.log(50), math.log(2e9)))) for _n in range(50000)]
     else:
         values = [rnd.randint(1500, 2500) if rnd.random() < 0.7 else rnd.randint(150000, 250000)
-                  for _ in range(50000)]
+                  for _n in range(50000)]
     buckets = to_buckets(values)
     s = sorted(values)
     for p in (1, 50, 90, 95, 99, 99.9, 99.99, 100):
@@ -71,8 +71,8 @@ def test_percentiles_within_one_percent(dist):
 
 def test_merge_is_exact():
     rnd = random.Random(3)
-    a = [rnd.randint(100, 10 ** 7) for _ in range(5000)]
-    b = [rnd.randint(100, 10 ** 9) for _ in range(7000)]
+    a = [rnd.randint(100, 10 ** 7) for _n in range(5000)]
+    b = [rnd.randint(100, 10 ** 9) for _n in range(7000)]
     merged = h.merge(to_buckets(a), to_buckets(b))
     assert merged == to_buckets(a + b)
     assert h.count(merged) == 12000

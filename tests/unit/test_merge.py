@@ -160,6 +160,7 @@ def test_three_concurrent_slices_merge_into_the_single_run_report(sliced_run, tm
     assert len([n for n in os.listdir(os.path.join(bare, fleet.ENTRIES_DIR)) if n.endswith(".jsonl")]) == 1
     assert fleet.aggregate_run(bare, now=NOW) == from_records
 
+
 def test_merged_percentiles_are_exact_from_the_histograms(sliced_run):
     merged = fleet.aggregate_run(os.path.join(sliced_run, RUN_ID), now=NOW)
     recs = all_records(sliced_run)
@@ -228,7 +229,7 @@ def test_report_playbook_renders_the_run_like_the_library(sliced_run, tmp_path):
     proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
                            os.path.join(ROOT, "playbooks", "report.yml"), "-i", "localhost,",
                            "-e", "fleetqual_run_id=%s" % RUN_ID, "-e", "fleetqual_results_dir=%s" % results],
-                          capture_output=True, text=True, timeout=300, env=_ansible_env(), cwd=str(tmp_path))
+                          capture_output=True, text=True, timeout=300, env=_ansible_env(), cwd=str(tmp_path), check=False)
     out = proc.stdout + proc.stderr
     # web2 did not pass: the playbook says how to re-run it and exits non-zero
     assert proc.returncode == 2, out
@@ -245,7 +246,7 @@ def test_report_playbook_without_run_id_says_so(tmp_path):
     # by its collection name, as an installed collection is used
     proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
                            "fleetqual.storage.report", "-i", "localhost,"],
-                          capture_output=True, text=True, timeout=300, env=_ansible_env(), cwd=str(tmp_path))
+                          capture_output=True, text=True, timeout=300, env=_ansible_env(), cwd=str(tmp_path), check=False)
     assert proc.returncode != 0
     assert "fleetqual_run_id is not set" in proc.stdout + proc.stderr
 
@@ -307,7 +308,7 @@ def test_gate_report_and_exit_code_agree_on_outliers(tmp_path, mode):
     proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), playbook, "-i", inv],
                           capture_output=True, text=True, timeout=300, cwd=str(tmp_path),
                           env=_ansible_env(FLEETQUAL_REPORT_OUTLIERS=mode, FLEETQUAL_REPORT_HISTORY="false",
-                                           ANSIBLE_SHOW_CUSTOM_STATS="1"))
+                                           ANSIBLE_SHOW_CUSTOM_STATS="1"), check=False)
     out = proc.stdout + proc.stderr
     # the run's summary for AWX: set_stats without per_host, under the slice's key
     custom = out[out.index("CUSTOM STATS"):]
@@ -398,7 +399,7 @@ def test_store_keeps_drives_and_targets_judges_the_drives_and_writes_a_clean_tex
     proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
                            str(tmp_path / "store.yml"), "-i", "localhost,", "-c", "local",
                            "-e", "@%s" % (tmp_path / "vars.json")],
-                          capture_output=True, text=True, timeout=300, cwd=str(tmp_path), env=_ansible_env())
+                          capture_output=True, text=True, timeout=300, cwd=str(tmp_path), env=_ansible_env(), check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     with open(results / RUN_ID / "localhost.json", encoding="utf-8") as f:
         rec = json.load(f)

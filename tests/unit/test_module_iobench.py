@@ -22,6 +22,7 @@ BINARY = os.path.join(SRC, "iobench")
 MODULE = "ansible_collections.fleetqual.storage.plugins.modules.iobench"
 VENV_BIN = os.path.dirname(sys.executable)
 
+from ansible_collections.fleetqual.storage.plugins.module_utils import workload  # noqa: E402
 from ansible_collections.fleetqual.storage.plugins.modules import iobench as mod  # noqa: E402
 
 
@@ -34,7 +35,7 @@ def iobench_binary():
         pytest.skip("iobench sources not present at %s" % SRC)
     try:
         p = subprocess.run(["make", "-C", SRC, "iobench"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           universal_newlines=True, timeout=300)
+                           universal_newlines=True, timeout=300, check=False)
     except (OSError, subprocess.TimeoutExpired) as e:
         pytest.skip("cannot build iobench: %s" % e)
     if p.returncode != 0 or not os.access(BINARY, os.X_OK):
@@ -73,7 +74,7 @@ def run_module(args, check_mode=False, env=None, tmpdir=None, timeout=300):
         e.update(env)
     try:
         p = subprocess.run([sys.executable, "-m", MODULE, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           universal_newlines=True, env=e, timeout=timeout)
+                           universal_newlines=True, env=e, timeout=timeout, check=False)
     finally:
         os.unlink(path)
     try:
@@ -134,7 +135,7 @@ def test_validate_collects_every_problem():
     p = dict((k, v.get("default")) for k, v in mod.ARGUMENT_SPEC.items())
     p.update(dir="rel/dir", mode="rndrd", total_size="1Q", threads=0, iodepth=4, collect_interval=0,
              rw_ratio=0.0, time=0, direct=True, block_size="1000")
-    errors, _ = mod.validate(p)
+    errors, _sizes = mod.validate(p)
     text = "\n".join(errors)
     for words in ("total_size", "threads must be between 1 and 1024, got 0", "iodepth 4 needs engine io_uring",
                   "collect_interval", "rw_ratio", "time 0", "absolute", "multiple of 512"):
@@ -142,9 +143,9 @@ def test_validate_collects_every_problem():
 
 
 def test_error_line():
-    assert mod.error_line("warming up\niobench: error: --dir /x: No such file\n") == "iobench: error: --dir /x: No such file"
-    assert mod.error_line("something\nlast words\n\n") == "last words"
-    assert mod.error_line("") == ""
+    assert workload.error_line("warming up\niobench: error: --dir /x: No such file\n") == "iobench: error: --dir /x: No such file"
+    assert workload.error_line("something\nlast words\n\n") == "last words"
+    assert workload.error_line("") == ""
 
 
 # --------------------------------------------------------------------------- module, no binary needed
@@ -346,7 +347,7 @@ def test_real_timeout_sigterm_returns_partial(iobench_binary, testdir, private_t
     assert took < 20
     assert os.listdir(private_tmp) == []
     time.sleep(0.2)
-    out = subprocess.run(["pgrep", "-f", testdir], stdout=subprocess.PIPE, universal_newlines=True).stdout
+    out = subprocess.run(["pgrep", "-f", testdir], stdout=subprocess.PIPE, universal_newlines=True, check=False).stdout
     assert out.strip() == "", "benchmark left running: %s" % out
 
 
@@ -361,7 +362,7 @@ def test_real_module_killed_stops_benchmark_and_collectors(iobench_binary, testd
     try:
         time.sleep(2.5)
         children = subprocess.run(["pgrep", "-P", str(p.pid)], stdout=subprocess.PIPE,
-                                  universal_newlines=True).stdout.split()
+                                  universal_newlines=True, check=False).stdout.split()
         assert len(children) == 3, children      # iobench, iostat, vmstat
         p.terminate()
         out, err = p.communicate(timeout=40)
@@ -403,8 +404,8 @@ def ansible_module(args):
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_LOCALHOST_WARNING="0",
                ANSIBLE_NOCOLOR="1", ANSIBLE_PYTHON_INTERPRETER=sys.executable)
     p = subprocess.run([os.path.join(VENV_BIN, "ansible"), "localhost", "-m", "fleetqual.storage.iobench", "-a", args],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, env=env, timeout=120)
-    head, _, body = p.stdout.partition(" => ")
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, env=env, timeout=120, check=False)
+    head, _sep, body = p.stdout.partition(" => ")
     return p, head.strip().rsplit(" ", 1)[-1], json.loads(body) if body else None
 
 
@@ -435,7 +436,7 @@ def test_interrupted_run_is_kept_not_failed_through_ansible(iobench_binary, test
 def test_ansible_doc_renders():
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1")
     p = subprocess.run([os.path.join(VENV_BIN, "ansible-doc"), "-t", "module", "fleetqual.storage.iobench"],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, env=env, timeout=120)
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, env=env, timeout=120, check=False)
     assert p.returncode == 0, p.stderr
     assert "collect_interval" in p.stdout and "RETURN VALUES" in p.stdout
     assert "ERROR" not in p.stderr and "WARNING" not in p.stderr, p.stderr

@@ -19,7 +19,10 @@ import pytest
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import workload_record
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.diagnostics import diagnose
 
-from test_module_iobench import iobench_binary, run_module  # noqa: F401 - fixture
+import test_module_iobench
+from test_module_iobench import run_module
+
+iobench_binary = test_module_iobench.iobench_binary   # the session fixture that builds the binary
 
 pytestmark = pytest.mark.slow
 RUNS = 20
@@ -47,8 +50,8 @@ def loop_ext4():
         yield test_dir, os.path.basename(dev)
     finally:
         if mounted:
-            subprocess.run(["umount", mnt])
-        subprocess.run(["losetup", "-d", dev])
+            subprocess.run(["umount", mnt], check=False)
+        subprocess.run(["losetup", "-d", dev], check=False)
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -56,7 +59,7 @@ def loop_ext4():
 def cpu_hogs():
     n = 3 * (os.cpu_count() or 1)
     code = "import time\nend = time.monotonic() + %d\nwhile time.monotonic() < end:\n    pass\n" % HOG_S
-    hogs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(n)]
+    hogs = [subprocess.Popen([sys.executable, "-c", code]) for _n in range(n)]
     try:
         yield hogs
     finally:
@@ -77,7 +80,7 @@ def test_over_cache_reads_are_disk_reads_under_cpu_load(iobench_binary, loop_ext
     for i in range(RUNS):
         assert all(h.poll() is None for h in cpu_hogs), "a CPU hog ended early"
         args = {k: SPEC[k] for k in ("mode", "threads", "file_num", "total_size", "block_size", "direct", "time",
-                                      "warmup")}
+                                     "warmup")}
         args.update(binary=iobench_binary, dir=test_dir, seed=i + 1, prepare=(i == 0), cleanup=(i == RUNS - 1),
                     timeout=120)
         res = run_module(args)
@@ -93,4 +96,4 @@ def test_over_cache_reads_are_disk_reads_under_cpu_load(iobench_binary, loop_ext
         assert proof["conclusion"] == "disk", (i, proof)
     # every run had the exact counters when the binary has --devstat
     if "--devstat" in res["argv"]:
-        assert all(src == "devstat" for src, _ in ratios), ratios
+        assert all(src == "devstat" for src, _ratio in ratios), ratios

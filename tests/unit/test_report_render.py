@@ -63,7 +63,7 @@ def test_number_formats():
 
 
 def test_table_contents_and_summary():
-    f, _ = sample_fleet()
+    f, _records = sample_fleet()
     text = report.render_table(f)
     lines = text.splitlines()
     assert lines[0].split()[:4] == ["host", "workload", "thr", "IOPS"]
@@ -106,7 +106,7 @@ def test_table_empty_fleet():
 
 
 def test_detail_lines_group_outliers_per_host():
-    f, _ = sample_fleet()
+    f, _records = sample_fleet()
     lines = report.detail_lines(f)
     assert any(line.startswith("FAIL db4:") for line in lines)
     assert any(line.startswith("UNREACHABLE web1:") for line in lines)
@@ -117,7 +117,7 @@ def test_detail_lines_group_outliers_per_host():
 # --------------------------------------------------------------------------- JSON
 
 def test_json_roundtrip_no_nan():
-    f, _ = sample_fleet()
+    f, _records = sample_fleet()
     text = report.render_json(f)
     data = json.loads(text)
     assert "NaN" not in text
@@ -141,7 +141,7 @@ def test_junit_valid_and_carries_evidence(tmp_path):
     """One test case per host and target, one suite per group; the failure message is the
     first reason, its text the measured value, limit and device evidence (what GitLab and
     Jenkins show); valid against the public junit-10.xsd with xmllint."""
-    f, _ = sample_fleet(outliers="fail")
+    f, _records = sample_fleet(outliers="fail")
     text = report.render_junit(f)
     root = _validate_junit(text, tmp_path)
     assert "skipped" not in root.attrib                     # not allowed on <testsuites> by junit-10.xsd
@@ -220,7 +220,7 @@ def test_svg_builders_handle_no_data():
 
 
 def test_markdown():
-    f, _ = sample_fleet()
+    f, _records = sample_fleet()
     text = report.render_markdown(f)
     assert "**fleet: 5/9 hosts passed" in text
     assert "| host | workload | threads | IOPS |" in text
@@ -244,7 +244,7 @@ def test_write_reports(tmp_path):
 
 
 def test_baseline_sections(tmp_path):
-    f0, _ = sample_fleet()
+    f0, _records = sample_fleet()
     p = tmp_path / "fleet.json"
     p.write_text(report.render_json(f0))
     recs = {n: synth.make_record(n, matrix=SMALL, scale=0.5 if n == "db2" else 1.0, samples=2)
@@ -343,7 +343,7 @@ def test_callback_with_real_aggregate_stats(tmp_path):
             rec["verdict"] = "FAIL"
             rec["checks"].append(synth.failing_check("cache-rndrd-t1"))
             rec["reasons"] = ["cache-rndrd-t1: iops 850 below 5000"]
-        for _ in range(5):
+        for _n in range(5):
             stats.increment("ok", name)
         # what ansible.builtin.set_stats (per_host: true, aggregate: false) does
         stats.set_custom_stats("fleetqual_report", rec, name)
@@ -454,7 +454,7 @@ def test_ansible_doc_renders_the_callback():
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(root, "build", "collections"), ANSIBLE_NOCOLOR="1")
     res = subprocess.run([ansible_doc, "-t", "callback", "fleetqual.storage.qualify_report"],
-                         capture_output=True, text=True, env=env, timeout=120)
+                         capture_output=True, text=True, env=env, timeout=120, check=False)
     assert res.returncode == 0, res.stderr
     for option in ("output_dir", "formats", "outliers", "regressions", "baseline", "outlier_mad_score",
                    "outlier_pct_below", "regression_tolerance_pct", "history", "prometheus_textfile"):
