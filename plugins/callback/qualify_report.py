@@ -151,7 +151,7 @@ options:
   table_width:
     description: Maximum width of the terminal table.
     type: int
-    default: 100
+    default: 110
     ini:
       - section: fleetqual_report
         key: table_width
@@ -450,7 +450,7 @@ class CallbackModule(CallbackBase):
         if unknown:
             self._display.warning("fleetqual.storage.qualify_report: unknown formats ignored: %s" % ", ".join(unknown))
 
-        width = int(self.get_option("table_width") or 100)
+        width = int(self.get_option("table_width") or 110)
         rows = reportmod.table_rows(fleet)
         if "table" in formats:
             self._display.banner("FLEET REPORT [%s]" % fleet["run_id"])

@@ -65,6 +65,7 @@ TABLE_COLUMNS = (
     ("MiB/s", "mibps", ">", 5, 7),
     ("p95ms", "p95", ">", 5, 6),
     ("p99ms", "p99", ">", 5, 6),
+    ("op", "op", "<", 2, 6),          # the operation the latency columns are (metrics.latency_op)
     ("%util", "util", ">", 5, 5),
     ("await", "await", ">", 5, 6),
     ("verdict", "verdict", "<", 7, 7),
@@ -93,7 +94,8 @@ def _table_rows(fleet):
             p99 = [w["p99_ms"] for w in h["workloads"] if w["p99_ms"] is not None]
             rows.append({"host": h["host"], "workload": "%d workloads" % len(h["workloads"]), "threads": DASH,
                          "iops": "min " + fmt_num(min(iops)) if iops else DASH, "mibps": DASH, "p95": DASH,
-                         "p99": "max " + fmt_ms(max(p99)) if p99 else DASH, "util": DASH, "await": DASH,
+                         "p99": "max " + fmt_ms(max(p99)) if p99 else DASH, "op": DASH, "util": DASH,
+                         "await": DASH,
                          "verdict": v, "rule": rule,
                          "_host": h["host"], "_group": h["group"], "_verdict": h["verdict"], "_span": 0,
                          "_flags": tuple(flagged), "_util1": DASH})
@@ -101,7 +103,8 @@ def _table_rows(fleet):
         if not h["workloads"]:
             rule = h["first_failing_rule"] or short_reason(h)
             rows.append({"host": h["host"], "workload": DASH, "threads": DASH, "iops": DASH, "mibps": DASH,
-                         "p95": DASH, "p99": DASH, "util": DASH, "await": DASH, "verdict": v, "rule": rule,
+                         "p95": DASH, "p99": DASH, "op": DASH, "util": DASH, "await": DASH, "verdict": v,
+                         "rule": rule,
                          # for the HTML table
                          "_host": h["host"], "_group": h["group"], "_verdict": h["verdict"], "_span": 0,
                          "_flags": (), "_util1": DASH})
@@ -122,7 +125,7 @@ def _table_rows(fleet):
                 "workload": fleetmod.row_key(w),          # <id>@<target>: a row per host and target
                 "threads": DASH if w["threads"] is None else str(w["threads"]),
                 "iops": fmt_num(w["iops"]), "mibps": fmt_num(w["mibps"]),
-                "p95": fmt_ms(w["p95_ms"]), "p99": fmt_ms(w["p99_ms"]),
+                "p95": fmt_ms(w["p95_ms"]), "p99": fmt_ms(w["p99_ms"]), "op": w.get("latency_op") or DASH,
                 "util": fmt_pct(w["util_pct"], 0) if w["util_pct"] is not None else DASH,
                 "await": fmt_ms(w["await_ms"]),
                 "verdict": v if i == 0 else "",
@@ -162,7 +165,7 @@ def _fit_widths(rows, width):
     return widths
 
 
-def render_table(fleet, width=100, rows=None):
+def render_table(fleet, width=110, rows=None):
     """The fleet table for the terminal, every line at most ``width`` columns."""
     rows = table_rows(fleet) if rows is None else rows
     widths = _fit_widths(rows, width)
@@ -226,7 +229,7 @@ def drive_table(fleet, limit=DRIVE_ROWS_ALL):
     return rows, len(drives) - len(shown)
 
 
-def render_drive_table(fleet, width=100, limit=50):
+def render_drive_table(fleet, width=110, limit=50):
     """The drive table for the terminal (host, device, model, serial, firmware, health,
     verdict, reasons), at most ``width`` columns; beyond ``limit`` drives only the flagged."""
     rows, omitted = drive_table(fleet, limit)
@@ -273,7 +276,7 @@ def summary_line(fleet):
         bv.get("ERROR", 0))
 
 
-def detail_lines(fleet, width=100, limit=20):
+def detail_lines(fleet, width=110, limit=20):
     """Short lines under the table: reasons of non-passing hosts, outliers, regressions, notes."""
     lines = []
     bad = [h for h in fleet["hosts"] if h["verdict"] != "PASS"]
@@ -338,7 +341,7 @@ def diagnostic_items(h, include_na=False):
     return out
 
 
-def diagnostic_lines(fleet, width=100, limit=20):
+def diagnostic_lines(fleet, width=110, limit=20):
     """Under the table: each host's diagnostic sentences (n/a left out), wrapped to ``width``.
     Hosts with a failed or warning diagnostic come first; at most ``limit`` hosts."""
     hosts = []
@@ -615,7 +618,7 @@ def md_cell(value):
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-MD_KEYS = ("host", "workload", "threads", "iops", "mibps", "p95", "p99", "util", "await", "verdict", "rule")
+MD_KEYS = ("host", "workload", "threads", "iops", "mibps", "p95", "p99", "op", "util", "await", "verdict", "rule")
 
 
 def render_markdown(fleet, rows=None):
@@ -884,7 +887,7 @@ def html_table_body(rows):
         badge = '<span class="badge %s">%s</span>' % (e(r["_verdict"]), e(r["_verdict"]))
         if span == 0:           # host without workloads, or one summary row for a host
             cells = "".join('<td class="n">%s</td>' % e(r[k])
-                            for k in ("threads", "iops", "mibps", "p95", "p99", "_util1", "await"))
+                            for k in ("threads", "iops", "mibps", "p95", "p99", "op", "_util1", "await"))
             out.append('<tr class="first"><td><strong>%s</strong></td><td>%s</td><td>%s</td>%s<td>%s</td><td>%s</td></tr>'
                        % (e(r["_host"]), e(r["_group"]), e(r["workload"]), cells, badge, e(r["rule"])))
             continue
@@ -892,10 +895,10 @@ def html_table_body(rows):
         head = ('<tr class="first"><td rowspan="%d"><strong>%s</strong></td><td rowspan="%d">%s</td>'
                 % (span, e(r["_host"]), span, e(r["_group"]))) if span > 0 else "<tr>"
         out.append('%s<td>%s</td><td class="n">%s</td><td class="n%s">%s</td><td class="n">%s</td>'
-                   '<td class="n">%s</td><td class="n%s">%s</td><td class="n">%s</td><td class="n">%s</td>%s'
+                   '<td class="n">%s</td><td class="n%s">%s</td><td>%s</td><td class="n">%s</td><td class="n">%s</td>%s'
                    '<td>%s</td></tr>'
                    % (head, e(r["workload"]), r["threads"], " flag" if "iops" in flags else "", r["iops"],
-                      r["mibps"], r["p95"], " flag" if "p99_ms" in flags else "", r["p99"], r["_util1"],
+                      r["mibps"], r["p95"], " flag" if "p99_ms" in flags else "", r["p99"], e(r["op"]), r["_util1"],
                       r["await"], ('<td rowspan="%d">%s</td>' % (span, badge)) if span > 0 else "", e(r["rule"])))
     return Markup("\n".join(out))
 
