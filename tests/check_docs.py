@@ -27,11 +27,9 @@ def targets():
         name = os.path.basename(path)[:-3]
         if name != "__init__":
             yield "callback", "%s.%s" % (NS, name)
-    # A filter is documented by a YAML file named after it, or by the DOCUMENTATION of a
-    # plugin file of its name (one filter per file, as Galaxy lists them).
+    # A filter is documented by the DOCUMENTATION of the plugin file of its name (one filter
+    # per file, as Galaxy lists them; the wrappers live in plugins/plugin_utils/filters.py).
     filters = set()
-    for path in glob.glob(os.path.join(ROOT, "plugins", "filter", "*.yml")):
-        filters.add(os.path.basename(path)[:-4])
     for path in glob.glob(os.path.join(ROOT, "plugins", "filter", "*.py")):
         with open(path) as fh:
             if "\nDOCUMENTATION = " in fh.read():
@@ -54,7 +52,7 @@ def undocumented_filters(env, documented):
     if proc.returncode != 0 or proc.stderr.strip():
         return ["ansible-doc -t filter --list %s: %s" % (NS, proc.stderr.strip()[:2000])]
     listed = {name.split(".")[-1] for name in json.loads(proc.stdout)}
-    return ["%s.%s has no documentation (plugins/filter/%s.yml)" % (NS, name, name)
+    return ["%s.%s has no documentation (DOCUMENTATION in plugins/filter/%s.py)" % (NS, name, name)
             for name in sorted(listed - documented)]
 
 

@@ -506,9 +506,8 @@ def test_judge_checks_diagnostic_rules_once_per_host():
 
 
 def test_filter_and_store_expression():
-    from ansible_collections.fleetqual.storage.plugins.filter.fleetqual import FilterModule
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.filters import FILTERS as f
     from ansible.errors import AnsibleFilterError
-    f = FilterModule().filters()
     out = f["diagnostics"](sweep(SWEEP), latency_bound_ms=5)
     assert out["tipping_point"]["evidence"]["bound_ms"] == 5
     j = f["judge"](sweep(SWEEP), [{"diagnostic": "tipping_point", "expect": "within_bound"}], diagnostics=out)
@@ -517,6 +516,9 @@ def test_filter_and_store_expression():
         f["diagnostics"]([], latency_bound_ms=0)
     with pytest.raises(AnsibleFilterError, match="must be a number of milliseconds > 0"):
         f["diagnostics"]([], latency_bound_ms="fast")
+    for bad in ("nan", "inf", "-inf", -5):
+        with pytest.raises(AnsibleFilterError, match="must be a number of milliseconds > 0"):
+            f["diagnostics"]([], latency_bound_ms=bad)
     assert f["diagnostics"](sweep(SWEEP), latency_bound_ms="5")["tipping_point"]["evidence"]["bound_ms"] == 5
     with pytest.raises(AnsibleFilterError, match="options.colour: unknown option"):
         f["diagnostics"]([], options={"colour": 1})

@@ -219,10 +219,12 @@ def test_the_plugins_import_without_jmespath():
         sys.modules["jmespath.exceptions"] = None
         sys.path.insert(0, sys.argv[1])
         from ansible_collections.fleetqual.storage.plugins.plugin_utils import rules, judge
-        from ansible_collections.fleetqual.storage.plugins.filter.fleetqual import FilterModule
+        from ansible_collections.fleetqual.storage.plugins.plugin_utils.filters import FILTERS
+        from ansible_collections.fleetqual.storage.plugins.filter import judge as judge_plugin
+        assert judge_plugin.FilterModule().filters()["judge"] is FILTERS["judge"]
         print(json.dumps({
             "jmespath": rules.jmespath,
-            "filters": sorted(FilterModule().filters()),
+            "filters": sorted(FILTERS),
             "errors": rules.validate_rules([{"metric": "metrics.iops", "min": 1}, {"min_iops": 1}]),
         }))
     """)

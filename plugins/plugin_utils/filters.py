@@ -1,11 +1,14 @@
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Thin Jinja2 filters over plugins/plugin_utils (plan, metrics, rules, judge, diagnostics).
+"""The collection's Jinja2 filters: thin wrappers over plugin_utils (plan, metrics, rules, judge,
+diagnostics) that turn their errors into AnsibleFilterError naming the filter.
 
-Each filter is documented in plugins/filter/<name>.yml (ansible-doc -t filter
-fleetqual.storage.<name>). The logic lives in plugin_utils so the qualify_report
-callback uses the very same code.
+Each filter is plugins/filter/<name>.py (its documentation and a FilterModule returning
+FILTERS[<name>]): Galaxy and ansible-doc list filters one file each. The logic lives in
+plugin_utils so the qualify_report callback uses the very same code.
 """
+
+import math
 
 from ansible.errors import AnsibleFilterError
 
@@ -65,7 +68,7 @@ def diagnostics(workloads, latency_bound_ms=None, options=None):
             latency_bound_ms = float(latency_bound_ms)
         except (TypeError, ValueError):
             latency_bound_ms = None
-        if latency_bound_ms is None or not latency_bound_ms > 0 or latency_bound_ms == float("inf"):
+        if latency_bound_ms is None or not math.isfinite(latency_bound_ms) or latency_bound_ms <= 0:
             problems.append("latency_bound_ms (fleetqual_latency_bound_ms) must be a number of milliseconds > 0")
     if problems:
         raise ValueError("; ".join(problems))
@@ -86,26 +89,36 @@ def host_prometheus(record):
                          "fleetqual_node_exporter_textfile_dir's file: pip install prometheus-client (%s)" % exc)
 
 
-class FilterModule:
-    """fleetqual.storage filters."""
+_TABLE = {
+    "plan": plan,
+    "plan_summary": _plan.plan_summary,
+    "largest_working_set": _plan.largest_working_set,
+    "required_space": _plan.required_space,
+    "expected_duration_s": _plan.expected_duration_s,
+    "iobench_args": _plan.module_args,
+    "validate_profile": validate_profile,
+    "validate_rules": validate_rules,
+    "validate_inputs": _validate.validate_inputs,
+    "workload_metrics": _metrics.workload_metrics,
+    "workload_record": _metrics.workload_record,
+    "judge": judge,
+    "diagnostics": diagnostics,
+    "first_failing_rule": _judge.first_failing_rule,
+    "human_size": human_size,
+    "host_prometheus": host_prometheus,
+}
 
-    def filters(self):
-        table = {
-            "plan": plan,
-            "plan_summary": _plan.plan_summary,
-            "largest_working_set": _plan.largest_working_set,
-            "required_space": _plan.required_space,
-            "expected_duration_s": _plan.expected_duration_s,
-            "iobench_args": _plan.module_args,
-            "validate_profile": validate_profile,
-            "validate_rules": validate_rules,
-            "validate_inputs": _validate.validate_inputs,
-            "workload_metrics": _metrics.workload_metrics,
-            "workload_record": _metrics.workload_record,
-            "judge": judge,
-            "diagnostics": diagnostics,
-            "first_failing_rule": _judge.first_failing_rule,
-            "human_size": human_size,
-            "host_prometheus": host_prometheus,
-        }
-        return {name: _wrap(name, func) for name, func in table.items()}
+FILTERS = {name: _wrap(name, func) for name, func in _TABLE.items()}
+
+
+def filter_module(name):
+    """The FilterModule class of the one-filter plugin plugins/filter/<name>.py."""
+
+    class FilterModule:
+        """Ansible's entry point of a filter plugin file."""
+
+        def filters(self):
+            return {name: FILTERS[name]}
+
+    FilterModule.__doc__ = "fleetqual.storage.%s" % name
+    return FilterModule
