@@ -105,9 +105,9 @@ def test_filter_doc_names_its_filter_and_its_examples_are_yaml(path):
     read without importing, as Galaxy does."""
     with open(path) as fh:
         tree = ast.parse(fh.read())
+    sections = ("DOCUMENTATION", "EXAMPLES", "RETURN")
     doc = {node.targets[0].id: node.value.value for node in tree.body
-           if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) in ("DOCUMENTATION", "EXAMPLES",
-                                                                                       "RETURN")}
+           if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) in sections}
     doc["DOCUMENTATION"], doc["RETURN"] = yaml.safe_load(doc["DOCUMENTATION"]), yaml.safe_load(doc["RETURN"])
     assert doc["DOCUMENTATION"]["name"] == os.path.basename(path)[:-3]
     assert doc["DOCUMENTATION"]["short_description"]
