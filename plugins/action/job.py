@@ -166,7 +166,8 @@ class ActionModule(ActionBase):
         self._progress(progress_dir, host, res["status"])
         if progress_dir:
             # the plan, once per distinct plan for the whole fleet
-            lines = ["Workload %d/%d: %s (%d s with warm-up)" % (i + 1, len(workloads), w.get("id"), planned[i])
+            lines = ["Workload %d/%d: %s (%d s with warm-up)"
+                     % (i + 1, len(workloads), w.get("key") or w.get("id"), planned[i])
                      for i, w in enumerate(workloads)]
             key = "plan-" + hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
             if claim_round(progress_dir, key):
@@ -177,8 +178,8 @@ class ActionModule(ActionBase):
                 "deadline_s": deadline_s}
 
     def _poll(self, path, task_vars, results=False):
-        return self._execute_module(module_name=MODULE, module_args={"path": path, "state": "status",
-                                                                       "results": results},
+        return self._execute_module(module_name=MODULE,
+                                    module_args={"path": path, "state": "status", "results": results},
                                     task_vars=task_vars)
 
     def _wait(self, args, host, progress_dir, task_vars):
@@ -225,11 +226,17 @@ class ActionModule(ActionBase):
                     # worker writing to its dead queue would hang forever. The job on the
                     # host goes on and ends by its deadline.
                     os._exit(1)
+        if os.getppid() != controller:
+            # the job ended while ansible-playbook was being killed: a worker handing its
+            # result to the dead parent's queue (whose pipe siblings still hold) could block
+            # forever once the pipe is full
+            os._exit(1)
         return self._finish(st, workloads)
 
     def _finish(self, st, workloads):
         results = st.get("results") or []
-        by_id = {w.get("id"): w for w in workloads}
+        # by key (<id>@<target>): with targets a workload id is in the plan once per target
+        by_key = {w.get("key") or w.get("id"): w for w in workloads}
         records = []
         for r in results:
             if r.get("failed"):
@@ -237,7 +244,8 @@ class ActionModule(ActionBase):
             res = dict(r.get("result") or {}, failed=False)
             if r.get("warnings"):
                 res["warnings"] = r["warnings"]
-            records.append(workload_record(by_id.get(r.get("id"), {"id": r.get("id")}), res))
+            key = r.get("key") or r.get("id")
+            records.append(workload_record(by_key.get(key, {"id": r.get("id")}), res))
         error = None
         of = len(workloads)
         if st.get("error"):

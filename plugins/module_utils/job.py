@@ -6,7 +6,9 @@ job then runs every workload of the plan in turn through ``workload.run_workload
 code of the single-workload module ``fleetqual.storage.iobench``, so each result has that
 module's shape), writes its progress and results to ``<test_dir>/.fleetqual-job/status.json``
 (write to a temporary file, then ``rename``: a reader never sees half a file), removes its
-data set files itself at the end and stops at its deadline.
+data set files itself at the end (the shorthand's in ``<test_dir>``, each directory target's
+in its ``target_path``), zeroes each device target's region (``iobench cleanup --device``)
+and stops at its deadline.
 
 Status document (``status.json``)::
 
@@ -15,7 +17,8 @@ Status document (``status.json``)::
      "started_epoch": .., "deadline_epoch": .., "finished_epoch": null | ..,
      "planned_s": 420, "of": 6, "index": 3, "current": "<workload id>",
      "workload_started_epoch": .., "workload_planned_s": 65,
-     "results": [{"index": 1, "id": "...", "failed": false, "msg": null,
+     "results": [{"index": 1, "id": "...", "key": "<id>[@<target>]", "target": null | "<name>",
+                  "failed": false, "msg": null,
                   "warnings": [...], "result": {<iobench module result>}}, ...],
      "error": null | {"index": k, "id": "...", "msg": "..."},
      "cleanup": null | {"removed": [...], "left": [...], "warnings": [...]}}
@@ -122,7 +125,7 @@ def remove_datasets(path, datasets, binary):
             continue
         if binary and os.access(binary, os.X_OK) and os.listdir(sub):
             p = subprocess.run([binary, "cleanup", "--dir", sub], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               stdin=subprocess.DEVNULL, env=dict(os.environ, LC_ALL="C"))
+                               stdin=subprocess.DEVNULL, env=dict(os.environ, LC_ALL="C"), check=False)
             if p.returncode != 0:
                 warnings.append("iobench cleanup in %s exited %d: %s"
                                 % (sub, p.returncode, p.stderr.decode("utf-8", "replace").strip()))
@@ -131,6 +134,67 @@ def remove_datasets(path, datasets, binary):
             removed.append(sub)
         except OSError:
             left.extend(os.path.join(sub, e) for e in sorted(os.listdir(sub)))
+    return removed, left, warnings
+
+
+def where(wl, test_dir):
+    """Where a plan workload runs, as ``run_workload`` parameters (``plan.target_args``):
+    ``{dir}`` for the shorthand and a directory target, ``{device, size}`` (no files:
+    ``total_size``/``file_num`` unset) for a device target."""
+    if wl.get("target_kind") == "device":
+        return {"device": wl["target_device"], "size": int(wl.get("device_size") or 0), "dir": None,
+                "total_size": None, "file_num": None}
+    base = wl["target_path"] if wl.get("target_kind") == "path" else test_dir
+    return {"dir": os.path.join(base, wl["dataset"])}
+
+
+def cleanup_plan(test_dir, workloads, datasets):
+    """What the job removes at its end: ``([(directory, [data sets])], [(device, size)])``;
+    the shorthand's ``datasets`` in ``test_dir``, each directory target's data sets, each
+    device target's region (the largest any workload used; 0 = the whole device)."""
+    dirs = {test_dir: list(datasets or [])}
+    devices = {}
+    for wl in workloads or []:
+        kind = wl.get("target_kind")
+        if kind == "path":
+            names = dirs.setdefault(wl["target_path"], [])
+            if wl.get("dataset") and wl["dataset"] not in names:
+                names.append(wl["dataset"])
+        elif kind == "device":
+            size = int(wl.get("device_size") or 0)
+            old = devices.get(wl["target_device"])
+            devices[wl["target_device"]] = 0 if (size == 0 or old == 0) else max(size, old or 0)
+    return [(d, n) for d, n in dirs.items() if n], sorted(devices.items())
+
+
+def zero_device(binary, device, size):
+    """``iobench cleanup --device`` over the region a device target's workloads used (iobench
+    zeroes what it can have written). Returns a warning, or None."""
+    argv = [binary, "cleanup", "--device", device] + (["--size", str(size)] if size else [])
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                       env=dict(os.environ, LC_ALL="C"), check=False)
+    if p.returncode != 0:
+        return "iobench cleanup on %s exited %d: %s" % (
+            device, p.returncode, p.stderr.decode("utf-8", "replace").strip())
+    return None
+
+
+def clean_all(spec):
+    """Remove every data set of the job's plan and zero its device regions:
+    ``(removed, left, warnings)`` (``removed`` names zeroed devices as ``<device>[0+<size>]``)."""
+    removed, left, warnings = [], [], []
+    dirs, devices = cleanup_plan(spec["path"], spec["workloads"], spec["datasets"])
+    for directory, names in dirs:
+        r, lf, w = remove_datasets(directory, names, spec["binary"])
+        removed += r
+        left += lf
+        warnings += w
+    for device, size in devices:
+        warning = zero_device(spec["binary"], device, size)
+        if warning:
+            warnings.append(warning)
+        else:
+            removed.append("%s[0+%s]" % (device, size or "all"))
     return removed, left, warnings
 
 
@@ -175,10 +239,14 @@ class Job:
         self.stop.set()
 
     def params_for(self, wl, timeout):
+        """The ``workload.run_workload`` parameters of one plan workload: where it runs
+        (``plan.target_args``: ``<target_path>/<dataset>`` on a directory target, the
+        device region on a device target, ``<path>/<dataset>`` for the shorthand)."""
         p = _workload.defaults()
         p.update(_workload.opts.workload_params(wl))
-        p.update(binary=self.spec["binary"], dir=os.path.join(self.spec["path"], wl["dataset"]), cleanup=False,
-                 collect=self.spec["collect"], collect_interval=self.spec["collect_interval"], timeout=timeout)
+        p.update(binary=self.spec["binary"], cleanup=False, collect=self.spec["collect"],
+                 collect_interval=self.spec["collect_interval"], timeout=timeout)
+        p.update(where(wl, self.spec["path"]))
         if p.get("seed") is None:
             p["seed"] = self.spec.get("seed")
         p["prepare"] = wl.get("prepare", True) if wl.get("prepare") is not None else True
@@ -190,7 +258,7 @@ class Job:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             block = b"\0" * (1 << 20)
-            for _ in range(size >> 20):
+            for chunk in range(size >> 20):
                 os.write(fd, block)
             os.fsync(fd)
         except OSError:
@@ -246,14 +314,16 @@ class Job:
                 if self.stop.is_set():
                     break
                 timeout = int(self.spec["timeouts"][i])
-                st.update(index=i + 1, current=wl.get("id"), workload_started_epoch=round(time.time(), 3),
+                st.update(index=i + 1, current=wl.get("key") or wl.get("id"),
+                          workload_started_epoch=round(time.time(), 3),
                           workload_planned_s=int(self.spec["planned"][i]))
                 self.save()
                 result, failed, msg, warnings = _workload.run_workload(self.params_for(wl, timeout), stop=self.stop)
-                st["results"].append({"index": i + 1, "id": wl.get("id"), "failed": failed, "msg": msg,
+                st["results"].append({"index": i + 1, "id": wl.get("id"), "key": wl.get("key") or wl.get("id"),
+                                      "target": wl.get("target"), "failed": failed, "msg": msg,
                                       "warnings": warnings, "result": result})
                 if failed:
-                    st["error"] = {"index": i + 1, "id": wl.get("id"), "msg": msg}
+                    st["error"] = {"index": i + 1, "id": wl.get("key") or wl.get("id"), "msg": msg}
                     break
                 self.save()
         except Exception as e:  # noqa: BLE001 - recorded, never lost with the process
@@ -265,8 +335,7 @@ class Job:
             for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
                 signal.signal(sig, signal.SIG_IGN)
             try:
-                removed, left, warnings = remove_datasets(self.spec["path"], self.spec["datasets"],
-                                                          self.spec["binary"])
+                removed, left, warnings = clean_all(self.spec)
                 st["cleanup"] = {"removed": removed, "left": left, "warnings": warnings}
             except Exception as e:  # noqa: BLE001
                 st["cleanup"] = {"removed": [], "left": [], "warnings": ["cleanup failed: %s" % e]}

@@ -82,7 +82,7 @@ options:
     type: bool
     default: false
 author:
-  - fleetqual.storage developers
+  - fleetqual.storage developers (!UNKNOWN)
 notes:
   - No check mode support in O(state=started) (nothing is started in check mode).
 """

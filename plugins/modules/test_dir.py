@@ -58,15 +58,19 @@ options:
         module fails saying to run the C(fleetqual.storage.iobench) role first.
     type: path
 author:
-  - fleetqual.storage developers
+  - fleetqual.storage developers (!UNKNOWN)
 notes:
   - Supports check mode; in check mode nothing is created or removed and the result says what would be.
 attributes:
   check_mode:
+    description: Nothing is created or removed; the result says what would be.
     support: full
   diff_mode:
+    description: Returns no diff.
     support: none
   platform:
+    description: Reads statvfs and /proc/self/mountinfo; probes O_DIRECT with a real file.
+    support: full
     platforms: posix
 """
 

@@ -59,7 +59,7 @@ def run_playbook(fleet, inventory, base, run_id, extra_vars=None, args=(), timeo
     argv = [os.path.join(BIN, "ansible-playbook"), os.path.join(ROOT, "playbooks", "qualify.yml"),
             "-i", inventory, "-e", json.dumps(ev)] + list(args)
     t0 = time.monotonic()
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout)
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout, check=False)
     return FleetRun(proc, base, run_id, time.monotonic() - t0)
 
 

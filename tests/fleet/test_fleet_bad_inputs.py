@@ -51,7 +51,8 @@ CASES = [
     ("unknown-metric", "group", {"fleetqual_thresholds": [{"min_p99_ms": 3}]}, "fleetqual_thresholds[0].min_p99_ms: unknown key"),
     ("negative-limit", "group", {"fleetqual_thresholds": [{"workload": "cache", "min_iops": -5}]}, "fleetqual_thresholds[0].min_iops: must not be negative"),
     ("dotdot-test-dir", "fq11", {"fleetqual_test_dir": "/var/tmp/../etc/fleetqual"}, "fleetqual_test_dir: must not contain '..' components"),
-    ("jmespath-parse", "group", {"fleetqual_thresholds": [{"metric": "metrics.iops[", "min": 1}]}, "fleetqual_thresholds[0].metric: JMESPath 'metrics.iops[' does not parse"),
+    ("jmespath-parse", "group", {"fleetqual_thresholds": [{"metric": "metrics.iops[", "min": 1}]},
+     "fleetqual_thresholds[0].metric: JMESPath 'metrics.iops[' does not parse"),
 ]
 
 

@@ -12,7 +12,10 @@ checks its host's verdict, that the healthy hosts' results are complete, the rep
 | fq15 | unreachable from the start | inventory address with no sshd |
 | fq16 | sshd killed mid-run | once its data set files appear, SIGKILL its sshd and the PID tree below it |
 | fq17 | test dir on a filesystem too small | 16 MiB loop-mounted ext4, quick profile (~100 MiB) |
-| fq18 | filesystem fills up during the run | 128 MiB loop ext4 (-m 0); after prepare the test fills it, freezes that host's iobench (SIGSTOP, its PID only), punches holes into its data set files, takes the freed blocks, resumes it: the seqwr run hits ENOSPC |
+| fq18 | filesystem fills up during the run | 128 MiB loop ext4 (-m 0); after prepare the test fills it, |
+|      |                                    | freezes that host's iobench (SIGSTOP, its PID only), punches  |
+|      |                                    | holes into its data set files, takes the freed blocks,        |
+|      |                                    | resumes it: the seqwr run hits ENOSPC                         |
 | fq19 | O_DIRECT refused | test dir on tmpfs when this kernel's tmpfs refuses O_DIRECT (< 6.6), else ramfs |
 | fq20 | iobench SIGTERMed mid-run | the iobench PID whose argv names fq20's test dir, 1.5 s into the run |
 | fq21 | sysstat absent | its sshd puts environment="PATH=<dir without iostat>" on the key (PermitUserEnvironment) |
@@ -88,8 +91,8 @@ class Mounts:
 
     def close(self):
         for where in reversed(self.points):
-            if subprocess.run(["umount", where]).returncode != 0:
-                subprocess.run(["umount", "-l", where])
+            if subprocess.run(["umount", where], check=False).returncode != 0:
+                subprocess.run(["umount", "-l", where], check=False)
 
 
 def find_iobench(test_dir):
@@ -166,7 +169,7 @@ def fill(path):
 
 def sha_mtime(root):
     out = {}
-    for dirpath, _, files in os.walk(root):
+    for dirpath, _dirs, files in os.walk(root):
         for f in files:
             full = os.path.join(dirpath, f)
             with open(full, "rb") as fh:
@@ -335,7 +338,7 @@ def host_report(fj, name):
 
 
 def test_exit_code_and_counts(chaos):
-    run, _ = check_common(chaos)
+    run = check_common(chaos)[0]
     # unreachable hosts make ansible-playbook exit 4 (the verdict gate alone would give 2)
     assert run.rc == 4, run.rc
     assert "fleet: 3/10 hosts passed (PASS 3, FAIL 0, UNREACHABLE 2, ERROR 5)" in run.out
@@ -406,7 +409,7 @@ def test_odirect_refused_names_the_filesystem(chaos):
 
 def test_odirect_refusal_is_the_reason_given(chaos):
     # (ramfs reports no capacity, f_blocks == 0: preflight must not take it for a full disk)
-    run, _ = check_common(chaos)
+    run = check_common(chaos)[0]
     reasons = " ".join(run.record("fq19")["reasons"])
     assert "not enough space" not in reasons, reasons
     assert "O_DIRECT is refused by the %s filesystem" % chaos["odirect_fs"] in reasons, reasons

@@ -40,8 +40,8 @@ class TreeWatcher(threading.Thread):
                         st = os.lstat(full)
                     except OSError:
                         continue
-                    self.seen[os.path.relpath(full, self.path)] = (stat.S_IMODE(st.st_mode), st.st_uid,
-                                                                    stat.S_ISDIR(st.st_mode))
+                    rel = os.path.relpath(full, self.path)
+                    self.seen[rel] = (stat.S_IMODE(st.st_mode), st.st_uid, stat.S_ISDIR(st.st_mode))
             time.sleep(0.05)
 
 
@@ -119,7 +119,7 @@ def test_host_state_checked_with_testinfra_over_ssh(fleet, full_run, host):
     assert binary.mode == 0o755
     # the deployed binary is the controller's cached build, byte for byte
     cache = os.path.join(full_run.base, "cache")
-    cached = [os.path.join(d, f) for d, _, fs in os.walk(cache) for f in fs if f == "iobench-static"]
+    cached = [os.path.join(d, f) for d, _dirs, fs in os.walk(cache) for f in fs if f == "iobench-static"]
     assert len(cached) == 1, cached
     with open(cached[0], "rb") as fh:
         assert binary.sha256sum == hashlib.sha256(fh.read()).hexdigest()
@@ -137,10 +137,10 @@ def test_test_files_are_owner_only_while_the_run_goes_on(full_run):
     # the test directory and each data set directory are 0700 root: nobody else can reach
     # the files below them, whatever their own mode bits
     assert dirs["."][0] == 0o700 and dirs["."][1] == 0
-    assert all(mode == 0o700 and uid == 0 for p, (mode, uid, _) in dirs.items()), dirs
-    assert all(uid == 0 for _, uid, _ in files.values())
+    assert all(mode == 0o700 and uid == 0 for p, (mode, uid, _isdir) in dirs.items()), dirs
+    assert all(uid == 0 for _mode, uid, _isdir in files.values())
     marker = seen.get(".fleetqual-storage")
     assert marker and marker[0] == 0o600
     # iobench creates its files 0644 (files.c); they are owner-only in effect because every
     # directory above them inside the test dir is 0700. Never group/world writable:
-    assert all(mode & 0o022 == 0 for mode, _, _ in files.values()), files
+    assert all(mode & 0o022 == 0 for mode, _uid, _isdir in files.values()), files

@@ -63,18 +63,18 @@ def module_of(task):
 
 
 def test_the_scan_sees_the_tasks():
-    names = [t.get("name") for _, t, _ in all_tasks()]
+    names = [t.get("name") for _path, t, _parents in all_tasks()]
     assert len(names) > 30 and "Copy iobench to the host" in names
 
 
 def test_no_task_runs_a_shell():
-    bad = ["%s: %s (%s)" % (p, t.get("name"), module_of(t)) for p, t, _ in all_tasks() if module_of(t) in SHELL_MODULES]
+    bad = ["%s: %s (%s)" % (p, t.get("name"), module_of(t)) for p, t, _parents in all_tasks() if module_of(t) in SHELL_MODULES]
     assert not bad, bad
 
 
 def test_command_only_with_an_argv_list():
     seen = 0
-    for path, task, _ in all_tasks():
+    for path, task, _parents in all_tasks():
         mod = module_of(task)
         if mod in COMMAND_MODULES:
             seen += 1
@@ -91,10 +91,10 @@ def _truthy_become(task):
 
 
 def test_become_only_on_install_and_deploy_tasks():
-    found = {(p, t.get("name")) for p, t, _ in all_tasks() if _truthy_become(t)}
+    found = {(p, t.get("name")) for p, t, _parents in all_tasks() if _truthy_become(t)}
     assert found == BECOME_ALLOWED, found ^ BECOME_ALLOWED
     # and it is the role's switch (off when connecting as root), never a hard-coded yes
-    for p, t, _ in all_tasks():
+    for p, t, _parents in all_tasks():
         if _truthy_become(t):
             assert t["become"] == "{{ fleetqual_become }}", (p, t.get("name"))
 
@@ -116,7 +116,7 @@ def test_escalated_tasks_do_not_touch_results_or_test_files():
 
 @pytest.mark.parametrize("module", ["ansible.builtin.file", "ansible.builtin.copy", "ansible.builtin.template"])
 def test_every_created_file_has_an_explicit_mode(module):
-    for path, task, _ in all_tasks():
+    for path, task, _parents in all_tasks():
         if module_of(task) == module:
             args = task[module]
             if args.get("state") == "absent":
@@ -126,7 +126,7 @@ def test_every_created_file_has_an_explicit_mode(module):
 
 def test_results_and_test_dirs_are_owner_only():
     modes = {}
-    for path, task, _ in all_tasks():
+    for path, task, _parents in all_tasks():
         mod = module_of(task)
         if mod in ("ansible.builtin.file", "ansible.builtin.copy") and "fleetqual_results_dir" in str(task[mod]) \
                 or mod == "ansible.builtin.copy" and "results_file" in str(task[mod]):

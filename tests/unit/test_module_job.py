@@ -15,7 +15,10 @@ import time
 
 import pytest
 
-from test_module_iobench import iobench_binary, run_module  # noqa: F401 - fixture
+import test_module_iobench
+from test_module_iobench import run_module
+
+iobench_binary = test_module_iobench.iobench_binary   # the fixture
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 COLLECTIONS = os.path.join(ROOT, "build", "collections")
@@ -31,7 +34,7 @@ def call(module, args, timeout=120):
         json.dump({"ANSIBLE_MODULE_ARGS": args}, f)
     try:
         p = subprocess.run([sys.executable, "-m", module, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True, env=dict(os.environ, PYTHONPATH=COLLECTIONS), timeout=timeout)
+                           text=True, env=dict(os.environ, PYTHONPATH=COLLECTIONS), timeout=timeout, check=False)
     finally:
         os.unlink(path)
     return json.loads(p.stdout)
@@ -109,6 +112,50 @@ def test_job_runs_the_plan_detached_with_the_module_result_shape(iobench_binary,
     assert not alive(final["pid"])
 
 
+def test_job_runs_each_directory_target_in_its_own_directory(iobench_binary, tdir):  # noqa: F811
+    """Targets (issue 11): the same workload id on two directory targets, each run in
+    <target_path>/<dataset>, results keyed <id>@<target>, each target's files removed."""
+    root = os.path.dirname(tdir)
+    paths = [os.path.join(root, "data%d" % i) for i in (1, 2)]
+    for p in paths:
+        r = call(TEST_DIR, {"path": p, "datasets": ["set"]})
+        assert not r.get("failed"), r
+    plan = [wl(1, 1, target="data%d" % i, target_kind="path", target_path=p, key="w1@data%d" % i)
+            for i, p in ((1, paths[0]), (2, paths[1]))]
+    r = call(JOB, {"state": "started", "path": tdir, "run_id": "r1", "binary": iobench_binary, "datasets": [],
+                   "workloads": plan, "timeouts": [120, 120], "planned": [1, 1], "planned_s": 2,
+                   "deadline_s": 300, "collect": "none"})
+    assert not r.get("failed"), r
+    final = wait_final(tdir)
+    assert final["state"] == "done" and final["error"] is None, final
+    res = final["results"]
+    assert [(x["id"], x["key"], x["target"]) for x in res] == [("w1", "w1@data1", "data1"), ("w1", "w1@data2", "data2")]
+    for x, p in zip(res, paths):
+        argv = x["result"]["argv"]
+        assert argv[argv.index("--dir") + 1] == os.path.join(p, "set")
+    assert final["cleanup"]["removed"] == [os.path.join(p, "set") for p in paths]
+    assert glob.glob(os.path.join(root, "**", "test_file.*"), recursive=True) == []
+
+
+def test_cleanup_plan_and_where_of_each_target_kind():
+    from ansible_collections.fleetqual.storage.plugins.module_utils import job as job_utils
+    plan = [{"id": "a", "dataset": "s1"},
+            {"id": "a", "dataset": "s1", "target": "d1", "target_kind": "path", "target_path": "/d1"},
+            {"id": "b", "dataset": "s2", "target": "d1", "target_kind": "path", "target_path": "/d1"},
+            {"id": "a", "dataset": "n@0+8M", "target": "n", "target_kind": "device", "target_device": "/dev/x",
+             "device_size": 8 << 20},
+            {"id": "b", "dataset": "n@0+64M", "target": "n", "target_kind": "device", "target_device": "/dev/x",
+             "device_size": 64 << 20}]
+    dirs, devices = job_utils.cleanup_plan("/t", plan, ["s1"])
+    assert dirs == [("/t", ["s1"]), ("/d1", ["s1", "s2"])]
+    assert devices == [("/dev/x", 64 << 20)]
+    assert job_utils.cleanup_plan("/t", plan[3:] + [dict(plan[3], device_size=0)], [])[1] == [("/dev/x", 0)]
+    assert job_utils.where(plan[0], "/t") == {"dir": "/t/s1"}
+    assert job_utils.where(plan[2], "/t") == {"dir": "/d1/s2"}
+    assert job_utils.where(plan[3], "/t") == {"device": "/dev/x", "size": 8 << 20, "dir": None,
+                                              "total_size": None, "file_num": None}
+
+
 def test_deadline_stops_iobench_with_a_partial_result_and_cleans_up(iobench_binary, tdir):  # noqa: F811
     r = start(iobench_binary, tdir, [wl(1, 60), wl(2, 60)], deadline_s=4)
     assert not r.get("failed"), r
@@ -173,7 +220,7 @@ def test_fleet_line_counts_every_host_once():
 
 def test_one_caller_claims_a_round(tmp_path):
     from ansible_collections.fleetqual.storage.plugins.action import job as action
-    got = [action.claim_round(str(tmp_path), "round-7") for _ in range(5)]
+    got = [action.claim_round(str(tmp_path), "round-7") for attempt in range(5)]
     assert got == [True, False, False, False, False]
     assert action.claim_round(str(tmp_path), "round-8") is True
 
@@ -191,5 +238,5 @@ def test_timeouts_and_deadline_from_the_plan():
 def test_ansible_doc_renders_the_job_module():
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
     p = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-doc"), "fleetqual.storage.job"],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, timeout=120)
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, timeout=120, check=False)
     assert p.returncode == 0 and "deadline_s" in p.stdout and "ERROR" not in p.stderr, p.stderr
