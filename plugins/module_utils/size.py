@@ -6,6 +6,11 @@
 Used by the module on the target and imported by controller-side code, so the
 two sides can never disagree about what ``16K`` means. Units are binary
 (1K = 1024 bytes), as in sysbench fileio and iobench.
+
+Ours rather than ansible-core's ``human_to_bytes``: that one refuses the IEC suffixes
+(``64MiB``) that iobench, the profiles and the docs accept, takes ``KB`` as 1024 where
+iobench refuses it, and its errors cannot name the variable; the same suffixes as the C
+parser matter more than a shorter file.
 """
 
 import re
