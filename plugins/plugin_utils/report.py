@@ -148,7 +148,11 @@ def short_reason(h):
 
 def _fit_widths(rows, width):
     """Natural column widths capped per column; the rule column takes what is left, and
-    when that is too little the workload, then the host column give way."""
+    when that is too little the workload, then the host column give way.
+
+    Ours rather than a table library's: the rule is specific (which column yields first,
+    the reasons column's floor, truncation with an ellipsis at a hard width for AWX's and
+    CI logs), and tabulate/rich would still need it written around them."""
     cols = TABLE_COLUMNS
     widths = []
     for header, key, _align, lo, hi in cols:
