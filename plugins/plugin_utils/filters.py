@@ -36,7 +36,7 @@ def _wrap(name, func):
     return filter_func
 
 
-def plan(profile_or_matrix, cache_size=_plan.DEFAULT_CACHE_SIZE, mem_total_mb=None, overrides=None,
+def _plan_on_targets(profile_or_matrix, cache_size=_plan.DEFAULT_CACHE_SIZE, mem_total_mb=None, overrides=None,
          profiles=None, matrix=None, seed=None, targets=None, test_dir=None, capacities=None):
     specs = _plan.plan(profile_or_matrix, cache_size=cache_size, mem_total_mb=mem_total_mb,
                        overrides=overrides, profiles=profiles, matrix=matrix, seed=seed)
@@ -48,20 +48,12 @@ def plan(profile_or_matrix, cache_size=_plan.DEFAULT_CACHE_SIZE, mem_total_mb=No
     return specs
 
 
-def validate_profile(profiles, profile, matrix=None, cache_size=_plan.DEFAULT_CACHE_SIZE, overrides=None):
-    return _validate.validate_profile(profiles, profile, matrix=matrix, cache_size=cache_size, overrides=overrides)
-
-
-def validate_rules(rules, var_name=_rules.DEFAULT_VAR):
-    return _rules.validate_rules(rules, var_name=var_name)
-
-
-def judge(workloads, rules=None, expected_ids=None, error=None, diagnostics=None, options=None, drives=None):
+def _judge_with_defaults(workloads, rules=None, expected_ids=None, error=None, diagnostics=None, options=None, drives=None):
     return _judge.judge(workloads, rules, expected_ids=expected_ids, error=error, diagnostics=diagnostics,
                         options=options, drives=drives)
 
 
-def diagnostics(workloads, latency_bound_ms=None, options=None):
+def _diagnose_checked(workloads, latency_bound_ms=None, options=None):
     problems = _diagnostics.validate_options(options)
     if latency_bound_ms is not None:
         try:  # extra vars (-e fleetqual_latency_bound_ms=20) arrive as strings
@@ -75,11 +67,7 @@ def diagnostics(workloads, latency_bound_ms=None, options=None):
     return _diagnostics.diagnose(workloads, options=options, latency_bound_ms=latency_bound_ms)
 
 
-def human_size(nbytes):
-    return _human_size(nbytes)
-
-
-def host_prometheus(record):
+def _host_prometheus(record):
     """A host record's own Prometheus series (textfile exposition format), for its
     node_exporter textfile directory (fleet.host_prometheus_text)."""
     try:
@@ -90,22 +78,22 @@ def host_prometheus(record):
 
 
 _TABLE = {
-    "plan": plan,
+    "plan": _plan_on_targets,
     "plan_summary": _plan.plan_summary,
     "largest_working_set": _plan.largest_working_set,
     "required_space": _plan.required_space,
     "expected_duration_s": _plan.expected_duration_s,
     "iobench_args": _plan.module_args,
-    "validate_profile": validate_profile,
-    "validate_rules": validate_rules,
+    "validate_profile": _validate.validate_profile,
+    "validate_rules": _rules.validate_rules,
     "validate_inputs": _validate.validate_inputs,
     "workload_metrics": _metrics.workload_metrics,
     "workload_record": _metrics.workload_record,
-    "judge": judge,
-    "diagnostics": diagnostics,
+    "judge": _judge_with_defaults,
+    "diagnostics": _diagnose_checked,
     "first_failing_rule": _judge.first_failing_rule,
-    "human_size": human_size,
-    "host_prometheus": host_prometheus,
+    "human_size": _human_size,
+    "host_prometheus": _host_prometheus,
 }
 
 FILTERS = {name: _wrap(name, func) for name, func in _TABLE.items()}
