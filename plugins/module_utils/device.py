@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Find the disks (as iostat names them) that back a directory.
 
-Walk: ``st_dev`` of the directory -> ``<sysfs>/dev/block/MAJ:MIN`` ->
+Walk: ``st_dev`` of the directory (``st_rdev`` when the path is itself a block device
+node, a raw device target) -> ``<sysfs>/dev/block/MAJ:MIN`` ->
 
 * a partition (``partition`` file present) resolves to its parent disk;
 * a stacked device with ``slaves/`` entries (dm: LVM, crypt, multipath; md
@@ -22,6 +23,7 @@ fake tree.
 """
 
 import os
+import stat
 
 
 def _read(path, default=None):
@@ -137,7 +139,10 @@ def resolve_devices(path, sysfs_root="/sys", mountinfo_path="/proc/self/mountinf
     ``path`` itself cannot be stat'ed (and ``st_dev`` was not given).
     """
     if st_dev is None:
-        st_dev = os.stat(path).st_dev
+        st = os.stat(path)
+        # a block device node (a raw device target) is measured itself: its own major:minor,
+        # not the st_dev of the filesystem (devtmpfs) that holds the node
+        st_dev = st.st_rdev if stat.S_ISBLK(st.st_mode) else st.st_dev
     major, minor = os.major(st_dev), os.minor(st_dev)
     result = {"path": path, "st_dev": "%d:%d" % (major, minor), "fstype": None,
               "source": None, "devices": [], "chain": [], "reason": None}

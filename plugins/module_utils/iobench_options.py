@@ -23,7 +23,10 @@ command line (``how``) and one doc line. From it come:
 * ``csv``: a list, de-duplicated in order, joined with ``,``.
 
 ``group``: ``search`` options are only passed with ``search``, ``db`` options only with
-``mode: dbpattern``, ``steady_state`` options only with ``steady_state``. ``own_default``:
+``mode: dbpattern``, ``steady_state`` options only with ``steady_state``, ``device``
+(``device``, ``size``) only with ``device``; with ``device`` neither ``total_size`` nor
+``file_num`` is passed (iobench refuses them: the device region is the one "file"), and
+``size`` only when it is not 0 (0 = the whole device, the binary's default). ``own_default``:
 the module's default differs from the binary's on purpose (``prepare``, ``cleanup``). The
 row order is the order on the command line.
 
@@ -35,14 +38,18 @@ MODES = ("seqwr", "seqrewr", "seqrd", "rndrd", "rndwr", "rndrw", "dbpattern")
 
 # name, type, default, flag, how, extra (choices, elements, required, group, plan), doc
 OPTIONS = (
-    dict(name="dir", type="path", default=None, flag="--dir", how="value", required=True, plan=False,
-         doc="Test directory; iobench creates its files there."),
+    dict(name="dir", type="path", default=None, flag="--dir", how="value", plan=False,
+         doc="Test directory; iobench creates its files there (exactly one of dir and device)."),
+    dict(name="device", type="path", default=None, flag="--device", how="value", plan=False, group="device",
+         doc="A whole block device as the target instead of dir; its first size bytes are overwritten (issue 11)."),
+    dict(name="size", type="raw", default=None, flag="--size", how="size", plan=False, group="device",
+         doc="With device: bytes used from offset 0, a multiple of 512; 0 or unset = the whole device."),
     dict(name="mode", type="str", default=None, flag="--mode", how="value", required=True, choices=list(MODES),
          doc="Workload, with sysbench fileio's names (dbpattern: an InnoDB-like server)."),
     dict(name="file_num", type="int", default=128, flag="--file-num", how="value",
          doc="Number of files."),
-    dict(name="total_size", type="raw", default=None, flag="--total-size", how="size", required=True,
-         doc="Total size of all files (bytes or K/M/G/T, binary)."),
+    dict(name="total_size", type="raw", default=None, flag="--total-size", how="size",
+         doc="Total size of all files (bytes or K/M/G/T, binary); required with dir, refused with device."),
     dict(name="block_size", type="raw", default="16K", flag="--block-size", how="size",
          doc="Request size."),
     dict(name="threads", type="int", default=1, flag="--threads", how="value",
@@ -128,7 +135,9 @@ BY_NAME = {o["name"]: o for o in OPTIONS}
 SEARCH_OPTS = tuple(o["name"] for o in OPTIONS if o.get("group") == "search")
 DB_OPTS = tuple(o["name"] for o in OPTIONS if o.get("group") == "db")
 SIZE_OPTS = tuple(o["name"] for o in OPTIONS if o["how"] == "size")
-# keys of a plan workload that are iobench options (dir and cleanup are the runner's)
+# keys of a plan workload that are iobench options (dir, device, size and cleanup are the runner's)
+# options of the files in dir that a device target has no use for (iobench refuses them)
+FILE_OPTS = ("total_size", "file_num")
 PLAN_KEYS = tuple(o["name"] for o in OPTIONS if o.get("plan", True))
 
 
@@ -182,7 +191,7 @@ def build_argv(params, sizes, output):
 
     ``sizes`` holds the size options in bytes (``workload.validate``). The searched knob
     is not passed (the search sets it); search options only with ``search``, db options
-    only with mode dbpattern.
+    only with mode dbpattern, device options only with device (and then no file options).
     """
     knob = params.get("search")
     argv = [params["binary"], "run"]
@@ -195,6 +204,12 @@ def build_argv(params, sizes, output):
         if o.get("group") == "db" and params.get("mode") != "dbpattern":
             continue
         if o.get("group") == "steady_state" and not params.get("steady_state"):
+            continue
+        if o.get("group") == "device" and not params.get("device"):
+            continue
+        if name in FILE_OPTS and params.get("device"):
+            continue
+        if name == "size" and not sizes.get("size"):
             continue
         argv += _emit(o, params.get(name), sizes)
     if params.get("devstat"):

@@ -52,19 +52,26 @@ def validate(params):
     """Check the parameters; return ``(errors, sizes)`` with sizes in bytes."""
     errors = []
     sizes = {}
-    for name in ("total_size", "block_size"):
+    device = params.get("device")
+    errors.extend(_validate_target(params))
+    for name in ("block_size",) if device else ("total_size", "block_size"):
+        if name == "total_size" and params[name] is None:
+            errors.append("total_size is required with dir")
+            continue
         try:
             sizes[name] = parse_size(params[name], name)
         except ValueError as e:
             errors.append(str(e))
+    if device:
+        errors.extend(_validate_device(params, sizes))
     if sizes.get("block_size") == 0:
         errors.append("block_size must be greater than 0")
     if sizes.get("total_size") == 0:
         errors.append("total_size must be greater than 0")
     if not 1 <= params["threads"] <= 1024:
         errors.append("threads must be between 1 and 1024, got %d" % params["threads"])
-    if params["file_num"] < 1:
-        errors.append("file_num must be at least 1, got %d" % params["file_num"])
+    if not device and (params["file_num"] is None or params["file_num"] < 1):
+        errors.append("file_num must be at least 1, got %s" % params["file_num"])
     if not 1 <= params["iodepth"] <= 4096:
         errors.append("iodepth must be between 1 and 4096, got %d" % params["iodepth"])
     if not 1 <= params["collect_interval"] <= 60:
@@ -81,9 +88,7 @@ def validate(params):
         errors.append("time 0 (no limit) needs requests, or the run would never end")
     if params["timeout"] is not None and params["timeout"] < 1:
         errors.append("timeout must be at least 1 second, got %d" % params["timeout"])
-    if not os.path.isabs(params["dir"]):
-        errors.append("dir must be an absolute path, got %r" % params["dir"])
-    if (sizes.get("total_size") and sizes.get("block_size")
+    if (not device and sizes.get("total_size") and sizes.get("block_size")
             and sizes["total_size"] < max(params["file_num"], 1) * sizes["block_size"]):
         errors.append("total_size %s must be at least file_num x block_size (%d x %s)"
                       % (params["total_size"], params["file_num"], params["block_size"]))
@@ -93,6 +98,33 @@ def validate(params):
     errors.extend(_validate_search(params))
     errors.extend(_validate_db(params, sizes))
     return errors, sizes
+
+
+def _validate_target(p):
+    """Exactly one of dir and device, an absolute path."""
+    given = [n for n in ("dir", "device") if p.get(n)]
+    if len(given) != 1:
+        return ["exactly one of dir and device must be set, got %s" % (" and ".join(given) or "neither")]
+    name = given[0]
+    if not os.path.isabs(p[name]):
+        return ["%s must be an absolute path, got %r" % (name, p[name])]
+    return []
+
+
+def _validate_device(p, sizes):
+    """A device target: no files (total_size, file_num unset), no dbpattern, size a multiple of 512."""
+    errors = []
+    if p.get("size") is not None:
+        try:
+            sizes["size"] = parse_size(p["size"], "size")
+        except ValueError as e:
+            errors.append(str(e))
+    if sizes.get("size") and sizes["size"] % 512:
+        errors.append("size %s is not a multiple of 512, which a device target needs (closest: %d)"
+                      % (p["size"], sizes["size"] // 512 * 512 or 512))
+    if p["mode"] == "dbpattern":
+        errors.append("mode dbpattern needs a directory (its log and data files), not device %s" % p["device"])
+    return errors
 
 
 def _validate_search(p):
@@ -278,7 +310,7 @@ def prepare(p):
     errors, sizes = validate(p)
     if errors:
         return ["invalid parameters: " + "; ".join(errors)], sizes, None, None, None
-    dev = resolve_for(p["dir"])
+    dev = resolve_for(p["dir"] or p["device"])
     try:
         source, reason, tools = choose_source(p["collect"])
     except ValueError as e:

@@ -39,8 +39,19 @@ options:
     description:
       - Test directory (C(--dir)). iobench creates its files there.
       - It must exist and be writable, otherwise iobench exits 3 and the module fails.
+      - Exactly one of O(dir) and O(device).
     type: path
-    required: true
+  device:
+    description:
+      - A whole block device as the target instead of O(dir) (C(--device)); its first O(size) bytes are
+        overwritten, and cleanup zeroes exactly what was written.
+      - O(total_size) and O(file_num) are not passed with it; O(mode=dbpattern) is refused.
+      - The role only hands a device here after the raw-device guard of M(fleetqual.storage.drives)
+        accepted it (C(destroy_data=true), no signature, not mounted, not in use).
+    type: path
+  size:
+    description: With O(device), the bytes used from offset 0 (C(--size)), a multiple of 512; V(0) or unset is the whole device.
+    type: raw
   mode:
     description:
       - Workload (C(--mode)), with sysbench fileio's names.
@@ -59,9 +70,8 @@ options:
       - Total size of all files (C(--total-size)).
       - Bytes (an integer), or a string with a binary suffix C(K M G T) or C(KiB MiB GiB TiB)
         (C(1K) = 1024).
-      - Passed to iobench in bytes.
+      - Passed to iobench in bytes. Required with O(dir), not passed with O(device).
     type: raw
-    required: true
   block_size:
     description: Request size (C(--block-size)), same syntax as O(total_size).
     type: raw

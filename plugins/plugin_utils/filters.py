@@ -37,7 +37,7 @@ def _wrap(name, func):
 
 
 def _plan_on_targets(profile_or_matrix, cache_size=_plan.DEFAULT_CACHE_SIZE, mem_total_mb=None, overrides=None,
-         profiles=None, matrix=None, seed=None, targets=None, test_dir=None, capacities=None):
+                     profiles=None, matrix=None, seed=None, targets=None, test_dir=None, capacities=None):
     specs = _plan.plan(profile_or_matrix, cache_size=cache_size, mem_total_mb=mem_total_mb,
                        overrides=overrides, profiles=profiles, matrix=matrix, seed=seed)
     if targets:  # fleetqual_targets: the plan on each target, one after the other (issue 11)

@@ -12,6 +12,12 @@ A fourth host (fq44, group ``raw``, the real sysfs) has a directory target and a
 target with ``destroy_data: true`` on a loop device that holds an ext4 filesystem: the
 drives module's guard refuses it before anything is written on the host (its ERROR names
 the device and the reason; the backing file is byte-identical, no test directory made).
+
+A fifth host (fq45, group ``raw``) qualifies a BLANK loop device as a raw device target
+(``destroy_data: true``, ``size: 64M``): every workload runs with ``iobench --device``
+on the first 64 MiB, its results keyed ``<id>@blank``, the collectors watch the loop device
+itself, the host passes, and afterwards the backing file is all zeros again (the job's
+cleanup zeroes what iobench wrote: no signature left).
 """
 import hashlib
 import importlib.util
@@ -31,6 +37,18 @@ HOSTS = ["fq41", "fq42", "fq43"]
 ODD_FIRMWARE = "GDC5302Q"
 QUICK_IDS = 6   # workloads of the quick profile
 RAW_HOST = "fq44"
+BLANK_HOST = "fq45"
+BLANK_SIZE = 64 << 20
+
+
+def all_zeros(path):
+    with open(path, "rb") as fh:
+        while True:
+            chunk = fh.read(1 << 20)
+            if not chunk:
+                return True
+            if chunk.strip(b"\0"):
+                return False
 
 
 def sha256(path):
@@ -52,8 +70,9 @@ def _run(argv):
 
 @pytest.fixture(scope="module")
 def loop_filesystems(tmp_path_factory):
-    """Two ext4 filesystems on loop devices, mounted, and a third loop device holding an
-    unmounted ext4 filesystem: ([(mount point, loop device)], (loop device, backing file))."""
+    """Two ext4 filesystems on loop devices, mounted, a third loop device holding an
+    unmounted ext4 filesystem and a fourth, blank one (all zeros, 128 MiB):
+    ([(mount point, loop device)], (loop device, backing file), (loop device, backing file))."""
     if os.geteuid() != 0 or not all(shutil.which(t) for t in ("losetup", "mkfs.ext4", "mount", "umount")):
         pytest.skip("needs root, losetup, mkfs.ext4 and mount")
     base = tmp_path_factory.mktemp("loopfs")
@@ -81,7 +100,14 @@ def loop_filesystems(tmp_path_factory):
         assert p.returncode == 0, p.stderr
         made.append((None, p.stdout.strip(), False))
         assert _run(["mkfs.ext4", "-q", "-F", made[-1][1]]).returncode == 0
-        yield [(m, d) for m, d, _mounted in made[:2]], (made[-1][1], img)
+        raw = (made[-1][1], img)
+        img = os.path.join(str(base), "blank.img")
+        with open(img, "wb") as fh:
+            fh.truncate(2 * BLANK_SIZE)
+        p = _run(["losetup", "--find", "--show", img])
+        assert p.returncode == 0, p.stderr
+        made.append((None, p.stdout.strip(), False))
+        yield [(m, d) for m, d, _mounted in made[:2]], raw, (made[-1][1], img)
     finally:
         for mnt, dev, mounted in reversed(made):
             if mounted and _run(["umount", mnt]).returncode != 0:
@@ -91,7 +117,7 @@ def loop_filesystems(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def targets_run(fleet, loop_filesystems, tmp_path_factory):
-    filesystems, (raw_dev, raw_img) = loop_filesystems
+    filesystems, (raw_dev, raw_img), (blank_dev, blank_img) = loop_filesystems
     base = str(tmp_path_factory.mktemp("targets"))
     unit = _unit_drives()
     hosts = []
@@ -107,6 +133,9 @@ def targets_run(fleet, loop_filesystems, tmp_path_factory):
                    {"name": "raw", "device": raw_dev, "destroy_data": True}]
     hosts.append({"name": RAW_HOST, "group": "raw", "inst": fleet.host(44),
                   "vars": {"fleetqual_targets": raw_targets}})
+    hosts.append({"name": BLANK_HOST, "group": "raw", "inst": fleet.host(45),
+                  "vars": {"fleetqual_targets": [{"name": "blank", "device": blank_dev, "destroy_data": True,
+                                                  "size": "64M"}]}})
     quick = {"fleetqual_profile": "quick", "fleetqual_workload_overrides": {"time": 2, "warmup": 1}}
     inv = fleet.inventory(os.path.join(base, "inventory"), hosts, group_vars={"dt": quick, "raw": quick})
     raw_before = sha256(raw_img)
@@ -115,16 +144,18 @@ def targets_run(fleet, loop_filesystems, tmp_path_factory):
     run.targets = {h["name"]: h["vars"]["fleetqual_targets"] for h in hosts}
     run.raw = {"device": raw_dev, "same": sha256(raw_img) == raw_before,
                "test_dir": fleet.host_dirs(RAW_HOST, os.path.join(base, "inventory", "hostdirs"))["fleetqual_test_dir"]}
+    run.blank = {"device": blank_dev, "zeros": all_zeros(blank_img)}
     return run
 
 
 def test_every_host_and_target_passes_but_the_refused_device(targets_run):
     # the verdict gate fails the run for fq44's ERROR only
     assert targets_run.rc == 2, targets_run.out[-5000:]
-    assert targets_run.summary() == (3, 4, 3, 0, 0, 1)
+    assert targets_run.summary() == (4, 5, 4, 0, 0, 1)
     fj = targets_run.fleet()
-    assert sorted(h["host"] for h in fj["hosts"]) == HOSTS + [RAW_HOST]
-    assert {h["host"]: h["verdict"] for h in fj["hosts"]} == dict({h: "PASS" for h in HOSTS}, fq44="ERROR")
+    assert sorted(h["host"] for h in fj["hosts"]) == HOSTS + [RAW_HOST, BLANK_HOST]
+    assert {h["host"]: h["verdict"] for h in fj["hosts"]} == \
+        dict({h: "PASS" for h in HOSTS + [BLANK_HOST]}, fq44="ERROR")
 
 
 def test_raw_device_with_a_filesystem_refused_before_anything_is_written(targets_run):
@@ -193,12 +224,38 @@ def test_drives_reported_and_odd_firmware_flagged(targets_run):
 def test_a_row_per_host_and_target_and_a_junit_case_per_target(targets_run):
     fj = targets_run.fleet()
     for h in fj["hosts"]:
-        if h["host"] == RAW_HOST:
+        if h["host"] in (RAW_HOST, BLANK_HOST):
             continue
         keys = [(w["target"], w["id"]) for w in h["workloads"]]
         assert len(keys) == len(set(keys)) == 2 * QUICK_IDS
         assert {t for t, _id in keys} == {"data1", "data2"}
     root = ET.parse(os.path.join(targets_run.results_dir(), "junit.xml")).getroot()
     names = sorted(c.get("name") for c in root.iter("testcase"))
-    assert sorted(n for n in names if not n.startswith(RAW_HOST)) == \
+    assert sorted(n for n in names if not n.startswith((RAW_HOST, BLANK_HOST))) == \
         sorted("%s %s" % (h, t) for h in HOSTS for t in ("data1", "data2")), names
+
+
+def test_blank_raw_device_qualified_and_left_blank(targets_run):
+    rec = targets_run.record(BLANK_HOST)
+    dev = targets_run.blank["device"]
+    name = os.path.basename(dev)
+    assert rec["verdict"] == "PASS", (rec["verdict"], rec.get("error"), rec.get("findings"))
+    assert [(t["name"], t["kind"]) for t in rec["targets"]] == [("blank", "device")]
+    assert len(rec["workloads"]) == QUICK_IDS
+    regions = set()
+    for w in rec["workloads"]:
+        assert w["target"] == "blank" and w["key"] == "%s@blank" % w["id"]
+        argv = w["result"]["argv"]
+        # the device itself, a region from offset 0 within the target's 64 MiB, no files
+        assert argv[argv.index("--device") + 1] == dev, argv
+        regions.add(int(argv[argv.index("--size") + 1]))
+        for flag in ("--dir", "--total-size", "--file-num"):
+            assert flag not in argv, (w["key"], flag)
+        assert w["metrics"]["iops"] > 0 and w["metrics"]["errors"] == 0, w["key"]
+        # the collectors and --devstat watched the loop device, not devtmpfs
+        assert w["result"]["collector"]["devices"] == [name], w["result"]["collector"]
+        assert w["metrics"]["device"] == name, w["key"]
+    # the over-cache working sets (64M) use the whole size: 64M; the cache and log ones their 16M
+    assert regions == {16 << 20, BLANK_SIZE}, regions
+    # the job zeroed what the workloads wrote: the backing file is all zeros again
+    assert targets_run.blank["zeros"], "bytes (a signature?) left on the blank device"

@@ -278,3 +278,23 @@ def test_real_dm_linear_over_loop(loop_image):
         if created:
             subprocess.call(["dmsetup", "remove", "--retry", name])
         subprocess.call(["losetup", "-d", loop])
+
+
+def test_real_loop_device_node_resolves_to_itself(loop_image):
+    """A raw device target: the path is the block device node itself, so the device is its
+    own major:minor (st_rdev), not devtmpfs's st_dev that holds the node."""
+    _d, img = loop_image
+    try:
+        loop = _run("losetup", "--find", "--show", img)
+    except subprocess.CalledProcessError as e:
+        pytest.skip("losetup failed: %s" % e.stderr)
+    try:
+        st = os.stat(loop)
+        r = resolve_devices(loop)
+        name = os.path.basename(loop)
+        assert r["st_dev"] == "%d:%d" % (os.major(st.st_rdev), os.minor(st.st_rdev))
+        assert r["st_dev"] != "%d:%d" % (os.major(st.st_dev), os.minor(st.st_dev))
+        assert r["devices"] == [name] and r["chain"] == [name], r
+        assert r["reason"] is None
+    finally:
+        subprocess.call(["losetup", "-d", loop])

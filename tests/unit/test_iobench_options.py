@@ -22,8 +22,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # C options the role does not pass through, and why
 RUNNER_OWNED = {"format": "the runner always asks for json", "output": "the runner's private temp file",
                 "devstat": "derived from the test directory's devices (device_counters)"}
-NOT_PASSED_YET = {"passes": "iobench precondition, not run", "device": "raw device target (issue 11)",
-                  "size": "raw device target (issue 11)"}
+NOT_PASSED_YET = {"passes": "iobench precondition, not run"}
+# table options whose entry in the DOCUMENTATION of plugins/modules/iobench.py is still to be
+# written (that file is not this change's); each is checked as soon as it is documented
 # Python type -> C type; int where C takes a float is a deliberate narrowing (whole seconds)
 TYPES = {"int": {"int"}, "float": {"float"}, "raw": {"size"}, "bool": {"bool"}, "str": {"str"},
          "list": {"list"}, "path": {"path"}}
@@ -89,3 +90,18 @@ def test_argv_follows_the_table():
     assert opts.workload_params({"id": "x", "mode": "rndrd", "dataset": "s", "threads": 4, "cleanup": True}) == \
         {"mode": "rndrd", "threads": 4}
     assert "cleanup" not in opts.PLAN_KEYS and "dir" not in opts.PLAN_KEYS and "steady_state" in opts.PLAN_KEYS
+    assert "device" not in opts.PLAN_KEYS and "size" not in opts.PLAN_KEYS
+    assert "--device" not in argv and "--size" not in argv
+
+
+def test_argv_of_a_device_workload():
+    """A device target: --device and --size (not 0) in the table's place, no file options."""
+    p = workload.defaults()
+    p.update(binary="/b", device="/dev/loop3", size="64M", mode="rndrw", time=5)
+    errors, sizes = workload.validate(p)
+    assert errors == []
+    argv = opts.build_argv(p, sizes, "/o")
+    assert argv[:6] == ["/b", "run", "--device", "/dev/loop3", "--size", str(64 << 20)]
+    assert "--file-num" not in argv and "--total-size" not in argv and "--dir" not in argv
+    errors, sizes = workload.validate(dict(p, size=0))
+    assert errors == [] and "--size" not in opts.build_argv(dict(p, size=0), sizes, "/o")
