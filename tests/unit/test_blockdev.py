@@ -5,11 +5,14 @@ import contextlib
 import hashlib
 import os
 import shutil
-import struct
 import subprocess
+import sys
 import time
 
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
+import blockimg  # noqa: E402
 
 from ansible_collections.fleetqual.storage.plugins.module_utils import blockdev as bd
 from ansible_collections.fleetqual.storage.plugins.module_utils.device import resolve_devices
@@ -67,16 +70,6 @@ def guard(dev, opts, **kw):
     kw.setdefault("run", _run_tool)
     kw.setdefault("which", shutil.which)
     return bd.check_raw_device(dev, opts, **kw)
-
-
-def _write_mbr(img, size):
-    """One Linux partition from sector 2048 to the end, as sfdisk would write it."""
-    start = 2048
-    entry = struct.pack("<B3sB3sII", 0x00, b"\xfe\xff\xff", 0x83, b"\xfe\xff\xff", start, size // 512 - start)
-    with open(img, "r+b") as f:
-        f.seek(440)
-        f.write(struct.pack("<I", 0x46510001) + b"\x00\x00")
-        f.write(entry + b"\x00" * 48 + b"\x55\xaa")
 
 
 # --------------------------------------------------------------------------- real loop devices
@@ -159,7 +152,7 @@ def test_partition_table_refused(image):
         subprocess.run(["sfdisk", "--quiet", img], input="label: dos\nstart=2048, type=83\n", text=True,
                        check=True, capture_output=True, timeout=60)
     else:
-        _write_mbr(img, 64 * MiB)
+        blockimg.write_mbr(img, 64 * MiB)
     before = sha256(img)
     with loop(img, partscan=True) as dev:
         part = os.path.basename(dev) + "p1"

@@ -1,13 +1,16 @@
 """Device resolution: fake sysfs tree, the real root fs, a real partitioned loop device and dm."""
 import os
 import shutil
-import struct
 import time
 import subprocess
+import sys
 import tempfile
 import uuid
 
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
+import blockimg  # noqa: E402
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.device import (
     mount_for_path, parse_mountinfo, resolve_devices, walk_sysfs,
@@ -190,23 +193,12 @@ def loop_image():
     shutil.rmtree(d, ignore_errors=True)
 
 
-def _write_mbr(img, size):
-    """One Linux partition from sector 2048 to the end, as `sfdisk` would write it
-    (used when util-linux's fdisk package is not installed)."""
-    start = 2048
-    entry = struct.pack("<B3sB3sII", 0x00, b"\xfe\xff\xff", 0x83, b"\xfe\xff\xff", start, size // 512 - start)
-    with open(img, "r+b") as f:
-        f.seek(440)
-        f.write(struct.pack("<I", 0x46510001) + b"\x00\x00")
-        f.write(entry + b"\x00" * 48 + b"\x55\xaa")
-
-
 def test_real_partitioned_loop(loop_image):
     d, img = loop_image
     if shutil.which("sfdisk"):
         _run("sfdisk", "--quiet", img, input="label: dos\nstart=2048, type=83\n")
     else:
-        _write_mbr(img, 64 * 1024 * 1024)
+        blockimg.write_mbr(img, 64 * 1024 * 1024)
     try:
         loop = _run("losetup", "--find", "--show", "-P", img)
     except subprocess.CalledProcessError as e:
