@@ -50,13 +50,16 @@ def timing(workloads, slack, prepare_min_mibps):
     """Per workload: (timeout_s, planned_s); and the job's (planned_s, deadline_s).
 
     A workload's timeout is what the single-workload task used: planned + slack + writing
-    its data set at ``prepare_min_mibps``. The deadline is the planned time of all, plus
+    its data set, and its ``precondition`` passes over it, at ``prepare_min_mibps``. The deadline is the planned time of all, plus
     their preparation, plus one ``slack``."""
     timeouts, planned = [], []
     prep_total = 0
     for w in workloads:
         plan_s = int(_plan.workload_duration_s(w))
-        prep = (int(w.get("total_size") or 0) // (int(prepare_min_mibps) * 1048576)) if w.get("prepare", True) else 0
+        # writes before the measurement: the data set (prepare) and N precondition passes
+        writes = (1 if w.get("prepare", True) else 0) + int(w.get("precondition") or 0)
+        size = int(w.get("total_size") or w.get("device_size") or 0)
+        prep = writes * size // (int(prepare_min_mibps) * 1048576)
         planned.append(plan_s)
         timeouts.append(plan_s + int(slack) + prep)
         prep_total += prep

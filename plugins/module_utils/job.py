@@ -39,6 +39,7 @@ import time
 import traceback
 
 from ansible_collections.fleetqual.storage.plugins.module_utils import workload as _workload
+from ansible_collections.fleetqual.storage.plugins.module_utils.size import parse_size
 
 JOB_DIR = ".fleetqual-job"
 STATUS = "status.json"
@@ -146,6 +147,38 @@ def where(wl, test_dir):
                 "total_size": None, "file_num": None}
     base = wl["target_path"] if wl.get("target_kind") == "path" else test_dir
     return {"dir": os.path.join(base, wl["dataset"])}
+
+
+def precondition_argvs(params, passes):
+    """The iobench calls of a workload's ``precondition: N`` (SNIA PTS workload-independent
+    preconditioning: sequential 128K writes over its whole working set, N passes), run
+    before it is measured: ``iobench prepare`` first when the workload prepares its data
+    set, then ``iobench precondition``; the run itself then does not prepare again."""
+    if params.get("device"):
+        where = ["--device", params["device"]] + (["--size", str(params["size"])] if params.get("size") else [])
+        direct = []
+    else:
+        total = parse_size(params["total_size"], "total_size")
+        where = ["--dir", params["dir"], "--file-num", str(params["file_num"]), "--total-size", str(total)]
+        direct = ["--direct"] if params.get("direct") else []
+    argvs = [[params["binary"], "prepare"] + where] if params.get("prepare") else []
+    argvs.append([params["binary"], "precondition"] + where + ["--passes", str(int(passes)),
+                                                                "--block-size", "131072"] + direct)
+    return argvs
+
+
+def run_precondition(params, passes, timeout, stop):
+    """Run :func:`precondition_argvs`; ``(None, seconds)`` or ``(message, seconds)``."""
+    began = time.time()
+    for argv in precondition_argvs(params, passes):
+        rc, _out, err, timed_out, _start, _end = _workload.run_bench(argv, max(1, int(timeout - (time.time() - began))),
+                                                                     stop)
+        if rc != 0 or timed_out:
+            return ("%s failed (exit %s%s): %s" % (" ".join(argv[1:2]) + " before the workload", rc,
+                                                   ", stopped" if timed_out else "",
+                                                   _workload.error_line(err) or "no error message"),
+                    round(time.time() - began, 3))
+    return None, round(time.time() - began, 3)
 
 
 def cleanup_plan(test_dir, workloads, datasets):
@@ -318,10 +351,19 @@ class Job:
                           workload_started_epoch=round(time.time(), 3),
                           workload_planned_s=int(self.spec["planned"][i]))
                 self.save()
-                result, failed, msg, warnings = _workload.run_workload(self.params_for(wl, timeout), stop=self.stop)
+                params = self.params_for(wl, timeout)
+                pre = None
+                if wl.get("precondition"):
+                    pre_error, pre_s = run_precondition(params, wl["precondition"], timeout, self.stop)
+                    pre = {"passes": int(wl["precondition"]), "elapsed_s": pre_s, "error": pre_error}
+                    params["prepare"] = False       # prepared (and preconditioned) above
+                if pre and pre["error"]:
+                    result, failed, msg, warnings = {}, True, pre["error"], []
+                else:
+                    result, failed, msg, warnings = _workload.run_workload(params, stop=self.stop)
                 st["results"].append({"index": i + 1, "id": wl.get("id"), "key": wl.get("key") or wl.get("id"),
                                       "target": wl.get("target"), "failed": failed, "msg": msg,
-                                      "warnings": warnings, "result": result})
+                                      "warnings": warnings, "result": result, "precondition": pre})
                 if failed:
                     st["error"] = {"index": i + 1, "id": wl.get("key") or wl.get("id"), "msg": msg}
                     break

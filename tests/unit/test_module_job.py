@@ -240,3 +240,39 @@ def test_ansible_doc_renders_the_job_module():
     p = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-doc"), "fleetqual.storage.job"],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, timeout=120, check=False)
     assert p.returncode == 0 and "deadline_s" in p.stdout and "ERROR" not in p.stderr, p.stderr
+
+
+def test_precondition_runs_before_the_workload_without_a_second_prepare(iobench_binary, tdir):  # noqa: F811
+    """precondition: N writes the prepared working set sequentially N times before the
+    workload is measured (SNIA PTS preconditioning); the run then does not prepare again."""
+    r = start(iobench_binary, tdir, [wl(1, 1, mode="rndwr", precondition=2), wl(2, 1, mode="rndwr")], deadline_s=300)
+    assert not r.get("failed"), r
+    final = wait_final(tdir)
+    assert final["state"] == "done" and final["error"] is None, final
+    first, second = final["results"]
+    assert first["precondition"]["passes"] == 2 and first["precondition"]["error"] is None
+    assert first["precondition"]["elapsed_s"] > 0
+    assert "--prepare" not in first["result"]["argv"]           # prepared by the precondition step
+    assert second["precondition"] is None and "--prepare" in second["result"]["argv"]
+    assert glob.glob(os.path.join(tdir, "**", "test_file.*"), recursive=True) == []
+
+
+def test_precondition_argvs_for_files_and_devices():
+    from ansible_collections.fleetqual.storage.plugins.module_utils import job as modjob
+    files = modjob.precondition_argvs({"binary": "/b/iobench", "dir": "/t/set", "file_num": 2, "total_size": "8M",
+                                       "direct": True, "prepare": True}, 3)
+    assert files == [["/b/iobench", "prepare", "--dir", "/t/set", "--file-num", "2", "--total-size", "8388608"],
+                     ["/b/iobench", "precondition", "--dir", "/t/set", "--file-num", "2", "--total-size", "8388608",
+                      "--passes", "3", "--block-size", "131072", "--direct"]]
+    dev = modjob.precondition_argvs({"binary": "/b/iobench", "device": "/dev/loop7", "size": 64 << 20,
+                                     "prepare": False}, 1)
+    assert dev == [["/b/iobench", "precondition", "--device", "/dev/loop7", "--size", str(64 << 20),
+                    "--passes", "1", "--block-size", "131072"]]
+
+
+def test_precondition_passes_count_in_the_timeout_and_deadline():
+    from ansible_collections.fleetqual.storage.plugins.action import job as action
+    plan = [{"time": 4, "warmup": 1, "total_size": 40 << 20, "precondition": 2}]
+    timeouts, _planned, total, deadline = action.timing(plan, slack=300, prepare_min_mibps=20)
+    # prepare + 2 passes = 3 x 40 MiB at 20 MiB/s = 6 s
+    assert timeouts == [5 + 300 + 6] and deadline == total + 6 + 300
