@@ -162,8 +162,8 @@ def precondition_argvs(params, passes):
         where = ["--dir", params["dir"], "--file-num", str(params["file_num"]), "--total-size", str(total)]
         direct = ["--direct"] if params.get("direct") else []
     argvs = [[params["binary"], "prepare"] + where] if params.get("prepare") else []
-    argvs.append([params["binary"], "precondition"] + where + ["--passes", str(int(passes)),
-                                                                "--block-size", "131072"] + direct)
+    passes_args = ["--passes", str(int(passes)), "--block-size", "131072"]
+    argvs.append([params["binary"], "precondition"] + where + passes_args + direct)
     return argvs
 
 
