@@ -146,6 +146,18 @@ def _check_selector(key, value, where):
     return errs
 
 
+def _check_label(key, value, where, names, index, var_name):
+    """A rule's ``name`` or ``description``: a non-empty string; names unique across the
+    rules (``names`` maps each name to the index of its first rule)."""
+    if not isinstance(value, str) or not value.strip():
+        return ["%s: must be a non-empty string, got %s %r" % (where, type_name(value), value)]
+    if key == "name":
+        if value in names:
+            return ["%s: duplicate rule name %r (also %s[%d])" % (where, value, var_name, names[value])]
+        names.setdefault(value, index)
+    return []
+
+
 def validate_rules(rules, var_name=DEFAULT_VAR):
     """List of error strings (empty when every rule is valid). ``None`` is no rules."""
     if rules is None:
@@ -171,12 +183,7 @@ def validate_rules(rules, var_name=DEFAULT_VAR):
             elif key in SELECTOR_KEYS:
                 errors.extend(_check_selector(key, value, where))
             elif key in ("name", "description"):
-                if not isinstance(value, str) or not value.strip():
-                    errors.append("%s: must be a non-empty string, got %s %r" % (where, type_name(value), value))
-                elif key == "name":
-                    if value in names:
-                        errors.append("%s: duplicate rule name %r (also %s[%d])" % (where, value, var_name, names[value]))
-                    names.setdefault(value, i)
+                errors.extend(_check_label(key, value, where, names, i, var_name))
             elif key in STATE_LIMITS:
                 if not isinstance(value, bool):
                     errors.append("%s: must be true or false, got %s %r" % (where, type_name(value), value))
@@ -325,12 +332,7 @@ def _check_drive_rule(rule, path, names, index, var_name):
                     errs.append("%s: must be a drive's name, /dev path, serial or model (or a list of them), got "
                                 "%s %r; for example nvme0n1" % (where, type_name(v), v))
         elif key in ("name", "description"):
-            if not isinstance(value, str) or not value.strip():
-                errs.append("%s: must be a non-empty string, got %s %r" % (where, type_name(value), value))
-            elif key == "name":
-                if value in names:
-                    errs.append("%s: duplicate rule name %r (also %s[%d])" % (where, value, var_name, names[value]))
-                names.setdefault(value, index)
+            errs.extend(_check_label(key, value, where, names, index, var_name))
         else:
             bad = _bad_number(value)
             if bad:
