@@ -22,7 +22,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # C options the role does not pass through, and why
 RUNNER_OWNED = {"format": "the runner always asks for json", "output": "the runner's private temp file",
                 "devstat": "derived from the test directory's devices (device_counters)"}
-NOT_PASSED_YET = {"passes": "iobench precondition, not run"}
+NOT_PASSED_YET = {"passes": "iobench precondition, not run",
+                  "start_at": "the job's lock-step schedule sets it (issue 16), not a workload",
+                  "live_log": "the job's impact guard sets it (issue 17), not a workload",
+                  "check": "the controller's option-space test (test_option_space.py), not a run"}
 # table options whose entry in the DOCUMENTATION of plugins/modules/iobench.py is still to be
 # written (that file is not this change's); each is checked as soon as it is documented
 # Python type -> C type; int where C takes a float is a deliberate narrowing (whole seconds)

@@ -119,6 +119,13 @@ static const optdef_t opts[] = {
      "FMT", "result format"},
     {"output", "output", NULL, T_PATH, OFF(output), NULL, 0, 0, NULL, NULL, NULL, NULL, G_NONE, 0,
      "FILE", "write the result to FILE instead of stdout"},
+    {"start_at", "start-at", NULL, T_DBL, OFF(start_at), NULL, 0, 1e11, NULL, NULL, NULL, NULL, G_NONE, 0,
+     "EPOCH", "run only: after all setup, start the warmup at this Unix time (CLOCK_REALTIME seconds; a past "
+     "instant starts at once and the result says how late)"},
+    {"live_log", "live-log", NULL, T_PATH, OFF(live_log), NULL, 0, 0, NULL, NULL, NULL, NULL, G_NONE, 0,
+     "FILE", "run only: append one JSON line of cumulative read/write counts to FILE every --report-interval"},
+    {"check", "check", NULL, T_BOOL, OFF(check), "off", 0, 0, NULL, NULL, NULL, NULL, G_NONE, 0,
+     NULL, "validate the options, touch no file, exit 0 (or 2 with the error)"},
     {"debug_offsets_hash", "debug-offsets-hash", NULL, T_BOOL, OFF(debug_offsets_hash), "off", 0, 0, NULL, NULL,
      NULL, NULL, G_NONE, 1, NULL, "hash the offset sequence per thread"},
     /* latency-bounded maximum search */
@@ -685,6 +692,10 @@ int cli_parse(int argc, char **argv, options_t *o)
     } else if (group_flag[G_SS]) {
         die_usage("%s needs --steady-state", group_flag[G_SS]);
     }
+    if (o->command != CMD_RUN && (given(o, "start_at") || o->live_log))
+        die_usage("%s is only valid with the run command", given(o, "start_at") ? "--start-at" : "--live-log");
+    if (o->live_log && !(o->report_interval_s > 0))
+        die_usage("--live-log needs --report-interval greater than 0 (a line per interval)");
     if (!have_time) o->time_s = o->requests ? 0 : 10;
     if (o->command == CMD_PRECONDITION) o->time_s = 0;
     if (o->time_s == 0 && o->requests == 0 && o->command == CMD_RUN)

@@ -64,6 +64,9 @@ typedef struct options {
     int keep_cache;
     int format;
     const char *output;
+    double start_at;          /* --start-at: Unix time the warmup starts at (0 = at once) */
+    const char *live_log;     /* --live-log FILE */
+    int check;                /* --check: validate and exit */
     int debug_offsets_hash;   /* hidden: hash the offset sequence per thread */
     uint64_t stream_base;     /* internal: rng stream of thread 0 (search steps use fresh streams) */
     /* --search (latency-bounded maximum) */
@@ -228,6 +231,7 @@ typedef struct thread {
     int role;                  /* dbpattern: DB_READER / DB_LOGWRITER / DB_FLUSHER */
     opstat_t *xst;             /* dbpattern readers: commit wait latency */
     uint64_t txns;             /* dbpattern readers: committed transactions in the window */
+    _Atomic uint64_t live[2][3];   /* --live-log: measured reads/writes: count, bytes, latency sum (ns) */
 } __attribute__((aligned(128))) thread_t;   /* no false sharing between threads */
 enum { DB_NONE = 0, DB_READER, DB_LOGWRITER, DB_FLUSHER };   /* no false sharing between threads */
 
@@ -253,7 +257,18 @@ typedef struct bench {
     struct dbstate *db;        /* dbpattern shared state (db.c) */
     devstat_t *ds;             /* --devstat readings at the window edges, or NULL */
     const uint64_t *seq_resume; /* steady-state rounds: each thread's sequential position to continue at */
+    int live;                  /* --live-log is on: record_op publishes the live counters */
+    atomic_int finished;       /* threads that have returned */
 } bench_t;
+
+/* --start-at: the one wait of the process (the first run_bench: a search's first step, a
+ * steady state's first round) */
+typedef struct start_state {
+    int done;
+    double requested, late_ms;
+} start_state_t;
+extern start_state_t g_start;
+int live_open(const char *path);   /* --live-log: open FILE for appending; 0 ok, -1 errno set */
 
 extern atomic_int g_stop;       /* set by SIGINT/SIGTERM handler */
 extern atomic_int g_signal;

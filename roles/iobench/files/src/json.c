@@ -283,6 +283,8 @@ void write_json(FILE *f, report_t *r)
         fprintf(f, "},\n");
         fprintf(f, "  \"warmup_window\": {\"start_epoch\": %.6f, \"end_epoch\": %.6f},\n",
                 r->b->late_start ? r->b->epoch_at_start : s.start_epoch - o->warmup_s, s.start_epoch);
+        if (g_start.done) fprintf(f, "  \"start_at\": %.6f, \"start_late_ms\": %.3f,\n", g_start.requested, g_start.late_ms);
+        else fprintf(f, "  \"start_at\": null, \"start_late_ms\": null,\n");
     } else {
         fprintf(f, "  \"window\": null,\n");
     }

@@ -50,6 +50,10 @@ static int real_main(int argc, char **argv)
 {
     options_t o;
     cli_parse(argc, argv, &o);      /* exits 2 on bad input */
+    if (o.check) {                  /* --check: every rule of the command line held; no file touched */
+        printf("{\"check\": \"ok\", \"command\": \"%s\"}\n", argv[1]);
+        return fflush(stdout) == 0 ? EXIT_OK : EXIT_INTERNAL;
+    }
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -79,6 +83,10 @@ static int real_main(int argc, char **argv)
         g_out = ofd >= 0 ? fdopen(ofd, "w") : NULL;
         g_out_path = o.output;
         if (!g_out) { err_msg("--output %s: cannot open for writing: %s", o.output, strerror(errno)); return EXIT_ENV; }
+    }
+    if (o.live_log && live_open(o.live_log) != 0) {
+        err_msg("--live-log %s: cannot open for appending: %s", o.live_log, strerror(errno));
+        return EXIT_ENV;
     }
     report_t rep;
     memset(&rep, 0, sizeof rep);

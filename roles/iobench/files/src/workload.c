@@ -1,6 +1,7 @@
 /* Thread setup, per-I/O bookkeeping (no locks, no shared counters), the run itself. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -9,6 +10,15 @@
 
 atomic_int g_stop;
 atomic_int g_signal;
+start_state_t g_start;
+static FILE *g_live;      /* --live-log */
+static int g_live_run;    /* run_bench calls that wrote to it (search steps, steady-state rounds) */
+
+int live_open(const char *path)
+{
+    g_live = fopen(path, "a");
+    return g_live ? 0 : -1;
+}
 
 static void ival_grow(thread_t *t, uint64_t idx)
 {
@@ -32,6 +42,11 @@ void record_op(thread_t *t, int kind, uint64_t t0, uint64_t t1, uint64_t bytes)
     opstat_add(&t->st[kind], lat, bytes);
     t->busy_ns += lat;
     t->last_done_ns = t1;
+    if (b->live && kind != OP_FSYNC) {      /* one writer: plain stores, read by live_line */
+        atomic_store_explicit(&t->live[kind][0], t->st[kind].n, memory_order_relaxed);
+        atomic_store_explicit(&t->live[kind][1], t->st[kind].bytes, memory_order_relaxed);
+        atomic_store_explicit(&t->live[kind][2], t->st[kind].sum, memory_order_relaxed);
+    }
     if (kind != OP_FSYNC) t->measured++;
     if (b->ival_ns) {
         if (t1 >= t->iv_end) {
@@ -187,7 +202,61 @@ static void *thread_main(void *arg)
     if (b->db) db_thread(t);
     else if (b->o->engine == ENGINE_URING) engine_uring_thread(t);
     else engine_sync_thread(t);
+    atomic_fetch_add(&b->finished, 1);
     return NULL;
+}
+
+/* --live-log: one line of the measured reads and writes completed so far, over all threads */
+static void live_line(bench_t *b, int final)
+{
+    uint64_t v[2][3] = {{0}};
+    for (int i = 0; i < b->nth; i++)
+        for (int k = 0; k < 2; k++)
+            for (int j = 0; j < 3; j++) v[k][j] += atomic_load_explicit(&b->th[i].live[k][j], memory_order_relaxed);
+    uint64_t now = now_ns();
+    const uint64_t ms = atomic_load(&b->measure_start);
+    fprintf(g_live, "{\"epoch\": %.6f, \"elapsed_s\": %.6f, \"run\": %d, \"window\": %s, \"final\": %s, "
+            "\"reads\": %llu, \"read_bytes\": %llu, \"read_lat_ns\": %llu, "
+            "\"writes\": %llu, \"write_bytes\": %llu, \"write_lat_ns\": %llu}\n",
+            epoch_now(), (double)(now - b->t_start) / 1e9, g_live_run, now >= ms ? "true" : "false",
+            final ? "true" : "false", (unsigned long long)v[0][0], (unsigned long long)v[0][1],
+            (unsigned long long)v[0][2], (unsigned long long)v[1][0], (unsigned long long)v[1][1],
+            (unsigned long long)v[1][2]);
+    fflush(g_live);
+}
+
+/* the main thread while the workers run: a line at every interval from the release */
+static void live_loop(bench_t *b)
+{
+    const uint64_t iv = b->ival_ns;
+    uint64_t next = b->t_start + iv;
+    while (atomic_load(&b->finished) < b->nth) {
+        uint64_t now = now_ns();
+        if (now >= next) {
+            live_line(b, 0);
+            next += iv;
+            if (next <= now) next = now - (now - b->t_start) % iv + iv;   /* a busy host skipped some */
+            continue;
+        }
+        uint64_t until = next - now > 20000000ull ? now + 20000000ull : next;
+        struct timespec ts = {(time_t)(until / 1000000000ull), (long)(until % 1000000000ull)};
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+    }
+}
+
+/* --start-at: the workers wait at the barrier while the main thread sleeps until the instant */
+static void wait_start_at(const options_t *o)
+{
+    if (!(o->start_at > 0) || g_start.done) return;
+    g_start.done = 1;
+    g_start.requested = o->start_at;
+    double sec = floor(o->start_at);
+    long nsec = (long)ceil((o->start_at - sec) * 1e9);
+    struct timespec ts = {(time_t)sec, nsec};
+    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+    while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &ts, NULL) == EINTR && !atomic_load(&g_stop)) {}
+    double late = (epoch_now() - o->start_at) * 1e3;
+    g_start.late_ms = late > 0 ? late : 0;
 }
 
 static size_t round4k(size_t x) { return (x + 4095) & ~(size_t)4095; }
@@ -286,6 +355,9 @@ int run_bench(bench_t *b)
     }
     if (o->devstat_n && !b->ds && !(b->ds = calloc(1, sizeof *b->ds))) err_msg("out of memory for --devstat");
     const int warm = o->warmup_s > 0;
+    wait_start_at(o);
+    b->live = g_live != NULL;
+    if (b->live) g_live_run++;
     if (b->ds && !warm) devstat_sample(o, b->ds, 0);   /* no I/O of ours yet: the window starts now */
     uint64_t mono = now_ns();
     double ep = epoch_now();
@@ -309,8 +381,10 @@ int run_bench(bench_t *b)
         b->epoch_at_measure_start = epoch_now();
         atomic_store(&b->measure_start, now);
     }
+    if (b->live && b->ival_ns) live_loop(b);
     for (int i = 0; i < n; i++) pthread_join(b->th[i].tid, NULL);
     b->t_end = now_ns();
+    if (b->live) live_line(b, 1);
     if (b->ds) devstat_sample(o, b->ds, 1);        /* all our I/O has completed: the window ends now */
     pthread_barrier_destroy(&b->barrier);
     return 0;

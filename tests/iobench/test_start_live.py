@@ -1,0 +1,116 @@
+"""--start-at (issue 16: one instant for the windows of many hosts), --live-log (issue 17: a
+live view of iobench's own I/O) and --check (issue 19: validation without touching a file),
+on real runs of the real binary."""
+import json
+import os
+import time
+
+from iobench_helpers import BIN, SMALL, make, run
+
+SAN_ENV = {"ASAN_OPTIONS": "halt_on_error=1:detect_leaks=1:abort_on_error=0",
+           "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
+           "TSAN_OPTIONS": "halt_on_error=0"}
+
+
+def lines(path):
+    with open(path) as fh:
+        return [json.loads(ln) for ln in fh if ln.strip()]
+
+
+def test_start_at_opens_the_window_after_the_instant(ib, prepared):
+    at = time.time() + 1.0
+    r = ib("run", "--dir", prepared, *SMALL, "--mode", "rndrd", "--time", "0.3", "--warmup", "0.2",
+           "--start-at", repr(at))
+    assert r.rc == 0, r
+    j = r.json
+    assert abs(j["start_at"] - at) < 1e-5
+    assert j["warmup_window"]["start_epoch"] >= at - 1e-6    # the warmup starts at the instant, never before
+    assert j["window"]["start_epoch"] >= at
+    assert j["window"]["start_epoch"] >= j["warmup_window"]["start_epoch"]
+    assert j["start_late_ms"] >= 0
+    assert j["ops"]["read"]["count"] > 0
+
+
+def test_start_at_in_the_past_starts_at_once_and_says_how_late(ib, prepared):
+    at = time.time() - 5.0
+    r = ib("run", "--dir", prepared, *SMALL, "--mode", "rndrd", "--requests", "200", "--start-at", repr(at))
+    assert r.rc == 0, r
+    # late by at least the 5 s the instant was in the past when the run was started
+    assert r.json["start_late_ms"] >= 5000
+    assert r.json["window"]["start_epoch"] >= at + 5.0
+
+
+def test_without_start_at_the_fields_are_null(ib, prepared):
+    r = ib("run", "--dir", prepared, *SMALL, "--mode", "rndrd", "--requests", "50")
+    assert r.rc == 0, r
+    assert r.json["start_at"] is None and r.json["start_late_ms"] is None
+
+
+def test_live_log_final_counts_equal_the_result(ib, prepared, tmp_path):
+    log = tmp_path / "live.jsonl"
+    r = ib("run", "--dir", prepared, *SMALL, "--mode", "rndrw", "--threads", "3", "--time", "0.8",
+           "--warmup", "0.2", "--report-interval", "0.1", "--live-log", log)
+    assert r.rc == 0, r
+    ls = lines(log)
+    assert len(ls) >= 2 and ls[-1]["final"] is True and not any(x["final"] for x in ls[:-1])
+    last, ops = ls[-1], r.json["ops"]
+    assert (last["reads"], last["read_bytes"]) == (ops["read"]["count"], ops["read"]["bytes"])
+    assert (last["writes"], last["write_bytes"]) == (ops["write"]["count"], ops["write"]["bytes"])
+    # summed latency in ns = the result's sum in us (printed with 3 decimals: whole ns)
+    assert last["read_lat_ns"] == round(ops["read"]["latency_us"]["sum"] * 1000)
+    assert last["write_lat_ns"] == round(ops["write"]["latency_us"]["sum"] * 1000)
+    # cumulative: never decreasing, epochs in order, warmup lines carry nothing measured
+    for a, b in zip(ls, ls[1:]):
+        assert b["epoch"] >= a["epoch"]
+        for k in ("reads", "read_bytes", "read_lat_ns", "writes", "write_bytes", "write_lat_ns"):
+            assert b[k] >= a[k], (k, a, b)
+    for x in ls:
+        if not x["window"]:
+            assert x["reads"] == x["writes"] == 0, x
+    assert ls[-1]["epoch"] >= r.json["window"]["end_epoch"] - 1e-3
+
+
+def test_live_log_appends(ib, prepared, tmp_path):
+    log = tmp_path / "live.jsonl"
+    log.write_text('{"mine": 1}\n')
+    for _ in range(2):
+        r = ib("run", "--dir", prepared, *SMALL, "--mode", "rndrd", "--requests", "300", "--live-log", log)
+        assert r.rc == 0, r
+    ls = lines(log)
+    assert ls[0] == {"mine": 1}
+    assert sum(1 for x in ls if x.get("final")) == 2
+
+
+def test_live_log_and_start_at_refusals(ib, prepared, tmp_path):
+    r = ib("prepare", "--dir", prepared, *SMALL, "--start-at", "1")
+    assert r.rc == 2 and "--start-at" in r.err, r
+    r = ib("run", "--dir", prepared, *SMALL, "--mode", "rndrd", "--live-log", tmp_path / "l", "--report-interval", "0")
+    assert r.rc == 2 and "--live-log" in r.err and "--report-interval" in r.err, r
+    r = ib("run", "--dir", prepared, *SMALL, "--mode", "rndrd", "--start-at", "-1")
+    assert r.rc == 2 and "--start-at" in r.err, r
+    r = ib("run", "--dir", prepared, *SMALL, "--mode", "rndrd", "--requests", "10",
+           "--live-log", tmp_path / "no" / "such" / "dir")
+    assert r.rc == 3 and "--live-log" in r.err, r
+
+
+def test_check_validates_without_touching_anything(ib, tmp_path):
+    missing = tmp_path / "not-there"
+    r = ib("run", "--check", "--dir", missing, "--mode", "rndrd", "--prepare", "--cleanup", "--output", tmp_path / "o",
+           "--live-log", tmp_path / "l")
+    assert r.rc == 0, r
+    assert json.loads(r.out) == {"check": "ok", "command": "run"}
+    assert os.listdir(tmp_path) == []                       # no directory, no output, no live log
+    r = ib("run", "--check", "--dir", missing, "--mode", "rndrd", "--steady-state", "--ss-window", "1")
+    assert r.rc == 2 and "--ss-window" in r.err, r
+
+
+def test_sanitizers_with_start_at_and_live_log(prepared, tmp_path):
+    for target in ("tsan", "asan"):
+        make(target)
+        log = tmp_path / ("%s.jsonl" % target)
+        r = run(BIN + "-" + target, "run", "--dir", prepared, *SMALL, "--mode", "rndrw", "--threads", "8",
+                "--time", "0.5", "--report-interval", "0.05", "--live-log", log,
+                "--start-at", repr(time.time() + 0.3), env=SAN_ENV)
+        assert "WARNING: ThreadSanitizer" not in r.err and "ERROR: AddressSanitizer" not in r.err, r.err[:4000]
+        assert r.rc == 0, r
+        assert lines(log)[-1]["reads"] == r.json["ops"]["read"]["count"]
