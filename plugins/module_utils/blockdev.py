@@ -29,6 +29,7 @@ import json
 import os
 import stat
 
+from ansible_collections.fleetqual.storage.plugins.module_utils import sysfs
 from ansible_collections.fleetqual.storage.plugins.module_utils.device import (
     parse_mountinfo, resolve_devices,
 )
@@ -162,33 +163,6 @@ def _tool_signatures(path, run, which):
     return sigs, notes
 
 
-def _sysfs_node(rdev, sysfs_root):
-    link = os.path.join(sysfs_root, "dev", "block", "%d:%d" % (os.major(rdev), os.minor(rdev)))
-    return os.path.realpath(link) if os.path.exists(link) else None
-
-
-def _partitions(node):
-    try:
-        return sorted(e for e in os.listdir(node) if os.path.isfile(os.path.join(node, e, "partition")))
-    except OSError:
-        return []
-
-
-def _holders(node):
-    try:
-        return sorted(os.listdir(os.path.join(node, "holders")))
-    except OSError:
-        return []
-
-
-def _read(path):
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-    except OSError:
-        return ""
-
-
 def _chain_of_devnum(major, minor, sysfs_root):
     r = resolve_devices("/", sysfs_root=sysfs_root, mountinfo_path=None, st_dev=os.makedev(major, minor))
     return r["chain"]
@@ -197,7 +171,7 @@ def _chain_of_devnum(major, minor, sysfs_root):
 def mounted_on(name, sysfs_root="/sys", mountinfo_path="/proc/self/mountinfo"):
     """Mount points whose device is ``name`` or sits on it (partition, dm, md)."""
     hits = []
-    for m in parse_mountinfo(_read(mountinfo_path)):
+    for m in parse_mountinfo(sysfs.read_text(mountinfo_path, "")):
         chain = []
         if m["major"] != 0:
             chain = _chain_of_devnum(m["major"], m["minor"], sysfs_root)
@@ -215,7 +189,7 @@ def mounted_on(name, sysfs_root="/sys", mountinfo_path="/proc/self/mountinfo"):
 def swaps_on(name, sysfs_root="/sys", swaps_path="/proc/swaps"):
     """Swap areas (devices or files) that are ``name`` or sit on it."""
     hits = []
-    for line in _read(swaps_path).splitlines()[1:]:
+    for line in sysfs.read_text(swaps_path, "").splitlines()[1:]:
         parts = line.split()
         if not parts:
             continue
@@ -274,19 +248,19 @@ def check_raw_device(device, options, sysfs_root="/sys", dev_root="/dev",
     if not stat.S_ISBLK(st.st_mode):
         reasons.append("%s is not a block device" % resolved)
         return res
-    node = _sysfs_node(st.st_rdev, sysfs_root)
+    node = sysfs.node_for_rdev(st.st_rdev, sysfs_root)
     if node is None:
         reasons.append("%s (%d:%d) has no entry under %s/dev/block" % (
             resolved, os.major(st.st_rdev), os.minor(st.st_rdev), sysfs_root))
         return res
     name = os.path.basename(node)
     res["name"] = name
-    is_partition = os.path.isfile(os.path.join(node, "partition"))
+    is_partition = sysfs.is_partition(node)
     disk = os.path.basename(os.path.dirname(node)) if is_partition else name
     if is_partition:
         res["partition_of"] = disk
-    sectors = _read(os.path.join(node, "size")).strip()
-    capacity = int(sectors) * 512 if sectors.isdigit() else None
+    sectors = sysfs.read_int(os.path.join(node, "size"))
+    capacity = sectors * 512 if sectors is not None and sectors >= 0 else None
     res["size_bytes"] = capacity
     if capacity == 0:
         reasons.append("%s has no capacity (0 bytes: a detached loop device or no medium)" % resolved)
@@ -327,13 +301,13 @@ def check_raw_device(device, options, sysfs_root="/sys", dev_root="/dev",
     if swaps:
         reasons.append("%s or something on it is used as swap: %s" % (resolved, ", ".join(swaps)))
 
-    parts = _partitions(node)
+    parts = sysfs.partitions(node)
     if parts:
         reasons.append("%s holds partitions: %s" % (resolved, ", ".join(parts)))
 
-    holders = _holders(node)
+    holders = sysfs.holders(node)
     for p in parts:
-        holders.extend("%s (on %s)" % (h, p) for h in _holders(os.path.join(node, p)))
+        holders.extend("%s (on %s)" % (h, p) for h in sysfs.holders(os.path.join(node, p)))
     if holders:
         reasons.append("%s has holders (something is stacked on it): %s" % (resolved, ", ".join(holders)))
 

@@ -25,28 +25,7 @@ fake tree.
 import os
 import stat
 
-
-def _read(path, default=None):
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except (IOError, OSError):
-        return default
-
-
-def _node_for_devnum(major, minor, sysfs_root):
-    link = os.path.join(sysfs_root, "dev", "block", "%d:%d" % (major, minor))
-    if not os.path.exists(link):
-        return None
-    return os.path.realpath(link)
-
-
-def _node_for_name(name, sysfs_root):
-    for sub in (("class", "block", name), ("block", name)):
-        p = os.path.join(sysfs_root, *sub)
-        if os.path.exists(p):
-            return os.path.realpath(p)
-    return None
+from ansible_collections.fleetqual.storage.plugins.module_utils import sysfs
 
 
 def walk_sysfs(node, sysfs_root="/sys", _seen=None):
@@ -64,7 +43,7 @@ def walk_sysfs(node, sysfs_root="/sys", _seen=None):
     _seen.add(name)
     chain.append(name)
 
-    if os.path.exists(os.path.join(node, "partition")):
+    if sysfs.is_partition(node):
         parent = os.path.dirname(node)
         d, c = walk_sysfs(parent, sysfs_root, _seen)
         devices.extend(d)
@@ -72,15 +51,12 @@ def walk_sysfs(node, sysfs_root="/sys", _seen=None):
         return devices, chain
 
     slaves_dir = os.path.join(node, "slaves")
-    try:
-        slaves = sorted(os.listdir(slaves_dir))
-    except (IOError, OSError):
-        slaves = []
+    slaves = sysfs.slaves(node)
     if slaves:
         for slave in slaves:
             snode = os.path.realpath(os.path.join(slaves_dir, slave))
             if not os.path.isdir(snode):
-                snode = _node_for_name(slave, sysfs_root)
+                snode = sysfs.node_for_name(slave, sysfs_root)
             if snode is None:
                 continue
             d, c = walk_sysfs(snode, sysfs_root, _seen)
@@ -148,7 +124,7 @@ def resolve_devices(path, sysfs_root="/sys", mountinfo_path="/proc/self/mountinf
               "source": None, "devices": [], "chain": [], "reason": None}
 
     mount = None
-    mi_text = _read(mountinfo_path, "") if mountinfo_path else ""
+    mi_text = sysfs.read_text(mountinfo_path, "") if mountinfo_path else ""
     if mi_text:
         mount = mount_for_path(path, mi_text)
         if mount:
@@ -157,7 +133,7 @@ def resolve_devices(path, sysfs_root="/sys", mountinfo_path="/proc/self/mountinf
 
     node = None
     if major != 0:
-        node = _node_for_devnum(major, minor, sysfs_root)
+        node = sysfs.node_for_devnum(major, minor, sysfs_root)
         if node is None:
             result["reason"] = ("device %d:%d of %s has no entry under %s/dev/block"
                                 % (major, minor, path, sysfs_root))
@@ -167,7 +143,7 @@ def resolve_devices(path, sysfs_root="/sys", mountinfo_path="/proc/self/mountinf
         if src.startswith("/dev/") and os.path.exists(src):
             try:
                 rdev = os.stat(src).st_rdev
-                node = _node_for_devnum(os.major(rdev), os.minor(rdev), sysfs_root)
+                node = sysfs.node_for_rdev(rdev, sysfs_root)
             except OSError:
                 node = None
         if node is None:

@@ -23,6 +23,7 @@ import json
 import os
 import stat
 
+from ansible_collections.fleetqual.storage.plugins.module_utils import sysfs
 from ansible_collections.fleetqual.storage.plugins.module_utils.device import resolve_devices
 
 VIRTUAL_PREFIXES = ("dm-", "md", "ram", "zram", "sr", "fd", "nbd")
@@ -53,22 +54,6 @@ HEALTH_KEYS = ("passed", "critical_warning", "media_errors", "percentage_used", 
                "reallocated_sectors", "pending_sectors", "temperature_c", "power_on_hours")
 
 
-def _read(path, default=None):
-    try:
-        with open(path, "rb") as f:
-            return f.read().decode("utf-8", "replace").strip()
-    except OSError:
-        return default
-
-
-def _read_int(path):
-    v = _read(path)
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        return None
-
-
 def _clean(value):
     """Strip a sysfs/tool identity string; '' and None become None."""
     if value is None:
@@ -88,10 +73,10 @@ def vpd_pg80_serial(raw):
 
 def _classify(name, node, sysfs_root):
     """('drive'|'virtual', transport or kind, why-not-a-drive)."""
-    if _read(os.path.join(node, "hidden")) == "1":
+    if sysfs.read_text(os.path.join(node, "hidden")) == "1":
         return "virtual", "hidden", "hidden path device (NVMe multipath: the namespace is the drive)"
     if name.startswith("loop"):
-        backing = _read(os.path.join(sysfs_root, "block", name, "loop", "backing_file"))
+        backing = sysfs.read_text(os.path.join(sysfs_root, "block", name, "loop", "backing_file"))
         if backing:
             return "drive", "loop", None
         return "virtual", "loop", "loop device not attached"
@@ -99,7 +84,7 @@ def _classify(name, node, sysfs_root):
         if name.startswith(p):
             kind = p.rstrip("-")
             if kind == "nbd":
-                if (_read_int(os.path.join(node, "size")) or 0) > 0:
+                if (sysfs.read_int(os.path.join(node, "size")) or 0) > 0:
                     return "drive", "nbd", None
                 return "virtual", "nbd", "nbd device not connected"
             return "virtual", kind, "%s device, not a physical drive" % kind
@@ -136,11 +121,7 @@ def _id_links(dev_root, name):
     out = {"by_id": [], "by_path": []}
     for sub, key in (("by-id", "by_id"), ("by-path", "by_path")):
         d = os.path.join(dev_root, "disk", sub)
-        try:
-            entries = sorted(os.listdir(d))
-        except OSError:
-            continue
-        for e in entries:
+        for e in sysfs.listdir(d):
             p = os.path.join(d, e)
             try:
                 link = os.readlink(p)
@@ -167,26 +148,6 @@ def _stable_id(links):
     return None
 
 
-def _children(node):
-    """Partitions (subdirectories holding a ``partition`` file) of a sysfs block node."""
-    out = []
-    try:
-        entries = sorted(os.listdir(node))
-    except OSError:
-        return out
-    for e in entries:
-        if os.path.isfile(os.path.join(node, e, "partition")):
-            out.append(e)
-    return out
-
-
-def _listdir(path):
-    try:
-        return sorted(os.listdir(path))
-    except OSError:
-        return []
-
-
 def identity(name, sysfs_root="/sys", dev_root="/dev"):
     """Identity of one whole disk ``name`` from sysfs alone (no tools)."""
     blk = os.path.join(sysfs_root, "block", name)
@@ -195,20 +156,16 @@ def identity(name, sysfs_root="/sys", dev_root="/dev"):
     queue = os.path.join(node, "queue")
     kind, transport, why = _classify(name, node, sysfs_root)
 
-    model = _clean(_read(os.path.join(dev, "model")))
-    vendor = _clean(_read(os.path.join(dev, "vendor")))
-    serial = _clean(_read(os.path.join(dev, "serial"))) or _clean(_read(os.path.join(node, "serial")))
+    model = _clean(sysfs.read_text(os.path.join(dev, "model")))
+    vendor = _clean(sysfs.read_text(os.path.join(dev, "vendor")))
+    serial = _clean(sysfs.read_text(os.path.join(dev, "serial"))) or _clean(sysfs.read_text(os.path.join(node, "serial")))
     if serial is None:
-        try:
-            with open(os.path.join(dev, "vpd_pg80"), "rb") as f:
-                serial = vpd_pg80_serial(f.read())
-        except OSError:
-            pass
-    firmware = _clean(_read(os.path.join(dev, "firmware_rev"))) or _clean(_read(os.path.join(dev, "rev")))
-    wwid = _clean(_read(os.path.join(node, "wwid"))) or _clean(_read(os.path.join(dev, "wwid")))
-    sectors = _read_int(os.path.join(node, "size"))
-    write_cache = _clean(_read(os.path.join(queue, "write_cache")))
-    rot = _read_int(os.path.join(queue, "rotational"))
+        serial = vpd_pg80_serial(sysfs.read_bytes(os.path.join(dev, "vpd_pg80")))
+    firmware = _clean(sysfs.read_text(os.path.join(dev, "firmware_rev"))) or _clean(sysfs.read_text(os.path.join(dev, "rev")))
+    wwid = _clean(sysfs.read_text(os.path.join(node, "wwid"))) or _clean(sysfs.read_text(os.path.join(dev, "wwid")))
+    sectors = sysfs.read_int(os.path.join(node, "size"))
+    write_cache = _clean(sysfs.read_text(os.path.join(queue, "write_cache")))
+    rot = sysfs.read_int(os.path.join(queue, "rotational"))
     links = _id_links(dev_root, name)
     drive = {
         "name": name,
@@ -225,15 +182,15 @@ def identity(name, sysfs_root="/sys", dev_root="/dev"):
         "size_bytes": sectors * 512 if sectors is not None else None,
         "rotational": None if rot is None else bool(rot),
         "transport": transport,
-        "logical_sector_size": _read_int(os.path.join(queue, "logical_block_size")),
-        "physical_sector_size": _read_int(os.path.join(queue, "physical_block_size")),
+        "logical_sector_size": sysfs.read_int(os.path.join(queue, "logical_block_size")),
+        "physical_sector_size": sysfs.read_int(os.path.join(queue, "physical_block_size")),
         "write_cache": write_cache,
-        "removable": bool(_read_int(os.path.join(node, "removable"))),
-        "read_only": bool(_read_int(os.path.join(node, "ro"))),
-        "partitions": _children(node),
-        "holders": _listdir(os.path.join(node, "holders")),
-        "slaves": _listdir(os.path.join(node, "slaves")),
-        "backing_file": _read(os.path.join(node, "loop", "backing_file")) if name.startswith("loop") else None,
+        "removable": bool(sysfs.read_int(os.path.join(node, "removable"))),
+        "read_only": bool(sysfs.read_int(os.path.join(node, "ro"))),
+        "partitions": sysfs.partitions(node),
+        "holders": sysfs.holders(node),
+        "slaves": sysfs.slaves(node),
+        "backing_file": sysfs.read_text(os.path.join(node, "loop", "backing_file")) if name.startswith("loop") else None,
         "sources": ["sysfs"],
         "why_not_drive": why,
     }
@@ -281,7 +238,7 @@ def inventory(sysfs_root="/sys", dev_root="/dev", lsblk_text=None, targets=None,
     drives it sits on (through partitions, dm, md: device.resolve_devices)."""
     lsblk = parse_lsblk(lsblk_text) if lsblk_text else {}
     drives, virtual = [], []
-    for name in _listdir(os.path.join(sysfs_root, "block")):
+    for name in sysfs.listdir(os.path.join(sysfs_root, "block")):
         d = identity(name, sysfs_root, dev_root)
         if d["kind"] == "drive":
             merge_lsblk(d, lsblk.get(name))
