@@ -19,7 +19,8 @@ a common start ``T0`` (the controller's clock), so no controller round trip is n
   ``end_s = offset_s + time``.
 """
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils._common import parse_size
+from ansible_collections.fleetqual.storage.plugins.plugin_utils._common import human_size, parse_size
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.plan import DEFAULT_CACHE_SIZE
 
 ARRAY_VAR = "fleetqual_array"
 ARRAYS_VAR = "fleetqual_arrays"
@@ -37,6 +38,9 @@ DEFAULTS = {
     "block_size": 16384,
     "rw_ratio": 1.5,       # reads per write of rndrw (sysbench's default)
     "direct": True,
+    "iodepth": 1,
+    "engine": "sync",
+    "file_num": 1,
 }
 
 
@@ -92,12 +96,47 @@ def _as_list(value):
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
-def plan_steps(cfg, n_members=None):
+def data_set_per_host(cfg, n_members=None, cache_size=None):
+    """``(bytes, how)``: the data set each initiator prepares and the sizing line.
+
+    An explicit ``total_size`` (per initiator) is used as given. Otherwise the array's cache
+    (``cache_size``, default ``fleetqual_cache_size``) sizes it, like plan.py's working sets
+    but against the *fewest* initiators of the sweep, since a step only touches the data of
+    its active initiators:
+
+    * ``over_cache`` (default): ``ceil(4 x cache / min(initiators))`` per initiator, so even
+      the smallest step's working set is four times the cache;
+    * ``cache``: ``cache / 2 / max(initiators)``, so even the largest step fits in half the cache.
+
+    Rounded up to whole blocks of every file (``file_num x block_size``)."""
+    cfg = cfg or {}
+    block = parse_size(cfg.get("block_size", DEFAULTS["block_size"]))
+    file_num = cfg.get("file_num", DEFAULTS["file_num"])
+    if cfg.get("total_size") is not None:
+        n = parse_size(cfg["total_size"])
+        return n, "total_size %s per initiator (given)" % human_size(n)
+    cache = parse_size(cfg.get("cache_size") or cache_size or DEFAULT_CACHE_SIZE)
+    counts = _as_list(cfg.get("initiators")) or ([n_members] if n_members else [1])
+    mode = cfg.get("working_set", "over_cache")
+    if mode == "cache":
+        raw = cache // 2 // max(counts)
+        how = "cache / 2 / %d initiators (cache %s)" % (max(counts), human_size(cache))
+    else:
+        raw = -(-4 * cache // min(counts))
+        how = "4 x cache / %d initiator%s (cache %s)" % (min(counts), "" if min(counts) == 1 else "s",
+                                                        human_size(cache))
+    unit = max(1, file_num * block)
+    n = max(unit, -(-raw // unit) * unit)
+    return n, "%s per initiator: %s" % (human_size(n), how)
+
+
+def plan_steps(cfg, n_members=None, cache_size=None):
     """The ordered step list of an (already validated) array config.
 
     Each step: ``{index (1-based), initiators, threads, mode, block_size (bytes), time, warmup,
-    rw_ratio, direct, offset_s, end_s}``; ``rw_ratio`` is None except for ``rndrw``.
-    ``initiators`` defaults to ``[n_members]`` (every host) when the config has none."""
+    rw_ratio, direct, offset_s, end_s}`` plus ``iodepth``, ``engine``, ``file_num`` and
+    ``total_size`` (bytes per initiator, :func:`data_set_per_host`); ``rw_ratio`` is None
+    except for ``rndrw``. ``initiators`` defaults to ``[n_members]`` (every host)."""
     cfg = dict(cfg or {})
     initiators = _as_list(cfg.get("initiators"))
     if not initiators:
@@ -111,6 +150,10 @@ def plan_steps(cfg, n_members=None):
     block_size = parse_size(cfg.get("block_size", DEFAULTS["block_size"]))
     rw_ratio = cfg.get("rw_ratio", DEFAULTS["rw_ratio"])
     direct = cfg.get("direct", DEFAULTS["direct"])
+    iodepth = cfg.get("iodepth", DEFAULTS["iodepth"])
+    engine = cfg.get("engine", DEFAULTS["engine"])
+    file_num = cfg.get("file_num", DEFAULTS["file_num"])
+    total_size = data_set_per_host(dict(cfg, initiators=initiators), n_members, cache_size)[0]
     steps = []
     start = LEAD_S   # warm-up start of the next step, seconds from T0
     for mode in modes:
@@ -122,7 +165,8 @@ def plan_steps(cfg, n_members=None):
                     "index": len(steps) + 1, "initiators": n, "threads": t, "mode": mode,
                     "block_size": block_size, "time": time_s, "warmup": warmup,
                     "rw_ratio": rw_ratio if mode == "rndrw" else None, "direct": direct,
-                    "offset_s": offset, "end_s": end,
+                    "offset_s": offset, "end_s": end, "iodepth": iodepth, "engine": engine,
+                    "file_num": file_num, "total_size": total_size,
                 })
                 start = end + STEP_GAP_S
     return steps
