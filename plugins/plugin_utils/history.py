@@ -1,0 +1,640 @@
+# Copyright: fleetqual.storage developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Each host against its own history (issue 17, part 3; docs/compliance.md).
+
+The results directory holds one directory per run (``<root>/<run_id>/<host>.json``,
+docs/contracts.md section 6).  This module finds, for a host, its earlier runs newest
+first and reads of each only what it needs:
+
+* **the run store**: :func:`list_runs` lists the run directories newest first (time from
+  a UTC run id ``YYYYmmddTHHMMSSZ``, else the newest record's mtime) without opening
+  them; :func:`is_run_dir` recognises a directory this collection wrote by its content
+  (a host record or a fleet.json of ours inside), never by its name.
+* **the history index**: one small summary per host and run,
+  ``<run_dir>/history.d/<host>.json`` (:func:`summarize`: verdicts, plan fingerprint per
+  target, IOPS and p99 per workload, drive identity and health), written atomically at
+  report time (:func:`store_summary`, with the host's *final* verdict) and, for runs
+  stored before that, made once from the record and cached.  Reading a host's history
+  is a ``stat`` per run and one small file per run in question, never the fleet.
+* **the baseline**: the newest *accepted* run of the same host, target and plan
+  (:func:`accepted`, :func:`plan_fingerprint`).
+* **findings** (:func:`drift_findings`), each ``{kind, host, target, workload, metric,
+  severity, message, ...}``:
+
+  - ``drift``: a workload's IOPS down by more than ``iops_drop_pct`` or its p99 up by more
+    than ``p99_rise_pct`` against the baseline, citing both runs and both values;
+  - ``trend``: over the last ``trend_runs`` runs of the same plan (this one included, at
+    least ``trend_min_runs``), the least-squares slope (``statistics.linear_regression``)
+    of IOPS per run below ``-trend_iops_pct_per_run`` %, or of p99 above
+    ``trend_p99_pct_per_run`` %, of the fitted first value;
+  - ``wear``: a drive's ``percentage_used`` at or above ``wear_pct``, or rising, and its
+    ``media_errors`` / ``reallocated_sectors`` / ``pending_sectors`` rising over those runs
+    (``percentage_used`` rising below ``wear_pct`` is severity ``info``: drives wear);
+  - ``identity``: since the host's previous run, a drive replaced (another serial in the
+    same slot), its firmware or capacity changed, or the number of drives changed: said
+    as such, so a replaced disk is not mistaken for a healed one (a drift or trend
+    finding across the change says so too).
+
+Severity: ``drift`` findings take ``mode`` (``auto``: ``fail`` for the profiles in
+``fail_profiles``, ``warn`` for others); ``trend`` and ``wear`` take ``trend``
+(``warn`` | ``fail`` | ``off``); ``identity`` is always ``warn``.  ``verdict.final_verdict``
+fails a PASS host with a finding of severity ``fail``.
+Pure Python, no Ansible import.
+"""
+from __future__ import annotations
+
+import datetime
+import difflib
+import hashlib
+import json
+import os
+import re
+import statistics
+import tempfile
+
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import is_number, to_float
+
+VAR_NAME = "fleetqual_drift"
+HISTORY_DIR = "history.d"
+SUMMARY_SCHEMA = "fleetqual.history"
+SUMMARY_VERSION = 1
+MODES = ("auto", "fail", "warn", "off")
+TREND_MODES = ("fail", "warn", "off")
+
+# fleetqual_drift's defaults (also in roles/qualify/defaults/main/main.yml and meta/argument_specs.yml)
+DEFAULTS = {
+    "mode": "auto",                  # auto | fail | warn | off
+    "fail_profiles": ["compliance"],  # profiles where auto means fail
+    "iops_drop_pct": 20.0,           # drift: IOPS below the baseline's by more than this
+    "p99_rise_pct": 50.0,            # drift: p99 above the baseline's by more than this
+    "trend": "warn",                 # trend and wear findings: warn | fail | off
+    "trend_runs": 10,                # the last N runs of the same plan (this one included)
+    "trend_min_runs": 4,             # fewer: no trend
+    "trend_iops_pct_per_run": 3.0,   # fitted IOPS slope, % of the fitted first value, per run
+    "trend_p99_pct_per_run": 5.0,    # fitted p99 slope, same
+    "wear_pct": 80,                  # percentage_used at or above: a wear finding
+    "accept": False,                 # this run becomes the baseline when its record passed
+}
+NUMBER_KEYS = ("iops_drop_pct", "p99_rise_pct", "trend_iops_pct_per_run", "trend_p99_pct_per_run", "wear_pct")
+INT_KEYS = {"trend_runs": 2, "trend_min_runs": 2}
+
+# the plan: what makes two runs' figures comparable (time, warmup and seed do not)
+PLAN_KEYS = ("workload", "mode", "threads", "iodepth", "block_size", "direct", "total_size", "file_num", "engine",
+             "fsync_freq", "fsync_mode", "fsync_all", "rw_ratio", "rate_iops", "open_flags", "target_kind",
+             "device_size", "steady_state", "precondition")
+HEALTH_COUNTERS = ("media_errors", "reallocated_sectors", "pending_sectors")
+ACCEPTED = ("PASS",)
+_RUN_ID_TIME = re.compile(r"^(\d{8}T\d{6})Z$")
+
+
+# --------------------------------------------------------------------------- settings
+
+def _closest(key, known):
+    guess = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
+    return " (did you mean %s?)" % guess[0] if guess else ""
+
+
+def _where(var_name, host, key=None):
+    return "%s%s%s" % ("host %s: " % host if host else "", var_name, ".%s" % key if key else "")
+
+
+def validate_drift(value, host=None, var_name=VAR_NAME):
+    """Problems of a ``fleetqual_drift`` value, as strings naming the host, the variable and
+    key, and the closest valid key or value; [] when valid (None: the defaults)."""
+    if value is None:
+        return []
+    if not isinstance(value, dict):
+        return ["%s: must be a mapping of %s, got %s" % (_where(var_name, host), ", ".join(DEFAULTS),
+                                                          type(value).__name__)]
+    errors = []
+    for key, val in value.items():
+        where = _where(var_name, host, key)
+        if key not in DEFAULTS:
+            errors.append("%s: unknown key%s; valid: %s" % (where, _closest(key, list(DEFAULTS)), ", ".join(DEFAULTS)))
+        elif key in ("mode", "trend"):
+            choices = MODES if key == "mode" else TREND_MODES
+            if val not in choices:
+                errors.append("%s: must be one of %s, got %r%s" % (where, ", ".join(choices), val,
+                                                                  _closest(val, choices)))
+        elif key == "fail_profiles":
+            if not isinstance(val, list) or not all(isinstance(p, str) for p in val):
+                errors.append("%s: must be a list of profile names, got %r; closest: %r" % (where, val, [str(val)]))
+        elif key == "accept":
+            if not isinstance(val, bool):
+                errors.append("%s: must be true or false, got %r" % (where, val))
+        elif key in INT_KEYS:
+            if isinstance(val, bool) or not isinstance(val, int) or val < INT_KEYS[key]:
+                errors.append("%s: must be an integer >= %d, got %r; closest: %d"
+                              % (where, INT_KEYS[key], val, max(INT_KEYS[key], int(to_float(val) or 0))))
+        elif not is_number(val) or val < 0:
+            errors.append("%s: must be a number >= 0, got %r; closest: %s"
+                          % (where, val, max(0, to_float(val) or 0) if to_float(val) is not None else DEFAULTS[key]))
+    if not errors and value.get("trend_min_runs", 0) > value.get("trend_runs", DEFAULTS["trend_runs"]):
+        errors.append("%s: trend_min_runs %r is more than trend_runs %r; closest: %r"
+                      % (_where(var_name, host), value["trend_min_runs"], value.get("trend_runs", DEFAULTS["trend_runs"]),
+                         value.get("trend_runs", DEFAULTS["trend_runs"])))
+    return errors
+
+
+def drift_settings(value=None, profile=None):
+    """``fleetqual_drift`` merged over :data:`DEFAULTS`, with ``severity`` (``fail`` | ``warn``
+    | ``off``) resolved for the host's profile.  Raises ValueError on an invalid value."""
+    errors = validate_drift(value)
+    if errors:
+        raise ValueError("; ".join(errors))
+    out = dict(DEFAULTS, **(value or {}))
+    mode = out["mode"]
+    if mode == "auto":
+        mode = "fail" if profile in (out["fail_profiles"] or ()) else "warn"
+    out["severity"] = mode
+    return out
+
+
+# --------------------------------------------------------------------------- run store
+
+def run_time(run_id, run_dir=None):
+    """A run's time (epoch seconds): from a UTC run id ``YYYYmmddTHHMMSSZ``, else the mtime
+    of the newest ``*.json`` in its directory (None when neither)."""
+    m = _RUN_ID_TIME.match(str(run_id))
+    if m:
+        return datetime.datetime.strptime(m.group(1), "%Y%m%dT%H%M%S").replace(
+            tzinfo=datetime.timezone.utc).timestamp()
+    newest = None
+    if run_dir:
+        try:
+            with os.scandir(run_dir) as it:
+                for e in it:
+                    if e.name.endswith(".json") and e.is_file(follow_symlinks=False):
+                        mt = e.stat().st_mtime
+                        newest = mt if newest is None or mt > newest else newest
+        except OSError:
+            return None
+    return newest
+
+
+def list_runs(root):
+    """[(time, run_id, path)] of the directories directly under ``root``, newest first.
+    Does not open them: whether one is a run directory is told by what it holds
+    (:func:`is_run_dir`, the host's record itself)."""
+    out = []
+    try:
+        with os.scandir(root) as it:
+            for e in it:
+                if e.name.startswith(".") or not e.is_dir(follow_symlinks=False):
+                    continue
+                t = run_time(e.name, e.path)
+                out.append((t if t is not None else 0.0, e.name, e.path))
+    except FileNotFoundError:
+        return []
+    out.sort(key=lambda x: (x[0], x[1]), reverse=True)
+    return out
+
+
+def is_record(rec, host=None, run_id=None):
+    """A host record of ours (docs/contracts.md section 6), of that host and run when given."""
+    return (isinstance(rec, dict) and rec.get("schema_version") == 1 and isinstance(rec.get("workloads"), list)
+            and "verdict" in rec and isinstance(rec.get("host"), str)
+            and (host is None or rec.get("host") == host) and (run_id is None or str(rec.get("run_id")) == run_id))
+
+
+def _load(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def is_run_dir(path):
+    """True when ``path`` is a run directory this collection wrote: it holds a host record
+    whose ``run_id`` is the directory's name, or a fleet.json (schema fleetqual.fleet) of
+    that run, or a history summary of that run.  A name alone never makes one."""
+    run_id = os.path.basename(os.path.normpath(path))
+    if os.path.islink(path) or not os.path.isdir(path):
+        return False
+    candidates = []
+    try:
+        with os.scandir(path) as it:
+            for e in it:
+                if e.name.endswith(".json") and e.is_file(follow_symlinks=False):
+                    candidates.append((e.name != "fleet.json", e.stat().st_size, e.path))
+    except OSError:
+        return False
+    for _order, _size, p in sorted(candidates)[:3]:
+        doc = _load(p)
+        if is_record(doc, run_id=run_id):
+            return True
+        if isinstance(doc, dict) and doc.get("schema") == "fleetqual.fleet" and str(doc.get("run_id")) == run_id:
+            return True
+    hist = os.path.join(path, HISTORY_DIR)
+    if os.path.isdir(hist) and not os.path.islink(hist):
+        with os.scandir(hist) as it:
+            for e in it:
+                doc = _load(e.path) if e.name.endswith(".json") else None
+                if isinstance(doc, dict) and doc.get("schema") == SUMMARY_SCHEMA and doc.get("run_id") == run_id:
+                    return True
+                break
+    return False
+
+
+# --------------------------------------------------------------------------- summaries
+
+def _spec_plan(w):
+    return [[k, w.get(k)] for k in PLAN_KEYS if w.get(k) is not None]
+
+
+def plan_fingerprint(record):
+    """{target: fingerprint} of a record's plan: its profile and, per workload of that
+    target, the keys of :data:`PLAN_KEYS` (what changes the figures; not time, warmup or
+    seed).  ``""`` is the shorthand target.  Two runs of the same host and target are
+    comparable when their fingerprints are equal."""
+    per = {}
+    for w in record.get("workloads") or []:
+        if isinstance(w, dict):
+            per.setdefault(str(w.get("target") or ""), []).append([str(w.get("id")), _spec_plan(w)])
+    out = {}
+    for target, specs in per.items():
+        text = json.dumps([record.get("profile"), sorted(specs)], sort_keys=True, default=str)
+        out[target] = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return out
+
+
+def _drive(d):
+    health = d.get("health") if isinstance(d.get("health"), dict) else {}
+    by_path = d.get("by_path") or []
+    return {"name": d.get("name"), "slot": (by_path[0] if by_path else None) or d.get("name"),
+            "serial": d.get("serial"), "model": d.get("model"), "firmware": d.get("firmware"),
+            "size_bytes": d.get("size_bytes"), "targets": d.get("targets") or [],
+            "percentage_used": health.get("percentage_used"),
+            **{k: health.get(k) for k in HEALTH_COUNTERS}}
+
+
+def summarize(record, verdict=None, accepted=None):
+    """The history summary of a host record (small: what the history needs).
+
+    verdict:  the host's final verdict (verdict.final_verdict), default the record's
+    accepted: whether this run is an accepted baseline; default: the final verdict is
+              PASS, or ``drift.accept`` of the record is true and the record's verdict is PASS
+    """
+    rec_verdict = str(record.get("verdict") or "ERROR").upper()
+    verdict = str(verdict or rec_verdict).upper()
+    drift = record.get("drift") if isinstance(record.get("drift"), dict) else {}
+    if accepted is None:
+        accepted = verdict in ACCEPTED or (rec_verdict in ACCEPTED and drift.get("accept") is True)
+    workloads = {}
+    for w in record.get("workloads") or []:
+        if not isinstance(w, dict):
+            continue
+        m = w.get("metrics") if isinstance(w.get("metrics"), dict) else {}
+        workloads[str(w.get("key") or ("%s@%s" % (w.get("id"), w["target"]) if w.get("target") else w.get("id")))] = {
+            "id": w.get("id"), "target": w.get("target"),
+            "iops": to_float(m.get("iops")), "p99_ms": to_float(m.get("lat_p99_ms")),
+            "latency_op": m.get("latency_op")}
+    drives = record.get("drives")
+    return {
+        "schema": SUMMARY_SCHEMA, "schema_version": SUMMARY_VERSION,
+        "host": record.get("host"), "run_id": str(record.get("run_id")), "profile": record.get("profile"),
+        "record_verdict": rec_verdict, "verdict": verdict, "accepted": bool(accepted),
+        "plan": plan_fingerprint(record), "workloads": workloads,
+        "drives": None if not isinstance(drives, list) else [_drive(d) for d in drives if isinstance(d, dict)],
+    }
+
+
+def summary_path(run_dir, host):
+    return os.path.join(run_dir, HISTORY_DIR, "%s.json" % host)
+
+
+def _write_json_atomic(path, doc):
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(doc, f, sort_keys=True, allow_nan=False)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def store_summary(run_dir, record, verdict=None, accepted=None):
+    """Write the host's summary into ``<run_dir>/history.d/<host>.json`` (atomically) and
+    return it: called at report time with the host's final verdict."""
+    summary = summarize(record, verdict=verdict, accepted=accepted)
+    _write_json_atomic(summary_path(run_dir, summary["host"]), summary)
+    return summary
+
+
+def load_summary(run_dir, host, cache=True):
+    """The host's summary of a run: ``history.d/<host>.json`` when it is not older than the
+    record, else made from ``<host>.json`` (record verdict; cached when ``cache``); None
+    when the run has no record of that host."""
+    rec_path = os.path.join(run_dir, "%s.json" % host)
+    spath = summary_path(run_dir, host)
+    try:
+        rec_mtime = os.stat(rec_path).st_mtime_ns
+    except OSError:
+        rec_mtime = None
+    try:
+        s_mtime = os.stat(spath).st_mtime_ns
+    except OSError:
+        s_mtime = None
+    if s_mtime is not None and (rec_mtime is None or s_mtime >= rec_mtime):
+        doc = _load(spath)
+        if isinstance(doc, dict) and doc.get("schema") == SUMMARY_SCHEMA and doc.get("host") == host:
+            return doc
+    if rec_mtime is None:
+        return None
+    run_id = os.path.basename(os.path.normpath(run_dir))
+    rec = _load(rec_path)
+    if not is_record(rec, host=host, run_id=run_id):
+        return None
+    summary = summarize(rec)
+    if cache:
+        try:
+            _write_json_atomic(spath, summary)
+        except OSError:
+            pass
+    return summary
+
+
+def host_history(root, host, before=None, limit=None, stop=None):
+    """The host's summaries newest first, from the runs under ``root`` (those older than run
+    id ``before`` when given: the current run and any newer are skipped).  Reads one small
+    file per run that holds the host; stops after ``limit`` summaries, or when
+    ``stop(summaries)`` is true."""
+    out = []
+    runs = list_runs(root)
+    if before is not None:
+        idx = [i for i, r in enumerate(runs) if r[1] == before]
+        if idx:
+            runs = runs[idx[0] + 1:]
+        else:
+            t = run_time(before)
+            runs = [r for r in runs if t is None or r[0] < t]
+    for t, run_id, path in runs:
+        if not os.path.exists(os.path.join(path, "%s.json" % host)) and \
+                not os.path.exists(summary_path(path, host)):
+            continue
+        s = load_summary(path, host)
+        if s is None:
+            continue
+        s = dict(s, time=t)
+        out.append(s)
+        if (limit is not None and len(out) >= limit) or (stop is not None and stop(out)):
+            break
+    return out
+
+
+# --------------------------------------------------------------------------- findings
+
+def baseline_for(history, target, fingerprint):
+    """The newest accepted summary of ``history`` (newest first) with the same plan for the
+    target."""
+    for s in history:
+        if s.get("accepted") and (s.get("plan") or {}).get(target) == fingerprint:
+            return s
+    return None
+
+
+def _pct(cur, old):
+    if cur is None or old is None or old == 0:
+        return None
+    return (cur - old) / abs(old) * 100.0
+
+
+def _fmt(v):
+    if v is None:
+        return "n/a"
+    if abs(v) >= 100:
+        return "%.0f" % v
+    return "%.3g" % v
+
+
+def _slot_map(drives):
+    return {d.get("slot") or d.get("name"): d for d in drives or []}
+
+
+def identity_changes(current, previous):
+    """Drive identity changes between two summaries (previous -> current): ``replaced``
+    (another serial in the same slot), ``firmware``, ``capacity``, ``drive_count``."""
+    cur, old = current.get("drives"), previous.get("drives")
+    if cur is None or old is None:
+        return []
+    out = []
+    host = current.get("host")
+    cites = "run %s -> run %s" % (previous.get("run_id"), current.get("run_id"))
+    if len(cur) != len(old):
+        out.append({"change": "drive_count", "drive": None, "before": len(old), "after": len(cur),
+                    "message": "%s: drive count changed %d -> %d (%s)" % (host, len(old), len(cur), cites)})
+    old_slots = _slot_map(old)
+    old_serials = {d.get("serial"): d for d in old if d.get("serial")}
+    for slot, d in _slot_map(cur).items():
+        before = old_serials.get(d.get("serial")) if d.get("serial") else None
+        if before is None:
+            prev = old_slots.get(slot)
+            if prev is not None and prev.get("serial") and d.get("serial") and prev.get("serial") != d.get("serial"):
+                out.append({"change": "replaced", "drive": d.get("name"), "before": prev.get("serial"),
+                            "after": d.get("serial"),
+                            "message": "%s: drive %s replaced: serial %s (%s) -> %s (%s) (%s)"
+                            % (host, d.get("name"), prev.get("serial"), prev.get("model"), d.get("serial"),
+                               d.get("model"), cites)})
+            continue
+        if before.get("firmware") != d.get("firmware") and before.get("firmware") and d.get("firmware"):
+            out.append({"change": "firmware", "drive": d.get("name"), "before": before.get("firmware"),
+                        "after": d.get("firmware"),
+                        "message": "%s: drive %s (serial %s) firmware changed %s -> %s (%s)"
+                        % (host, d.get("name"), d.get("serial"), before.get("firmware"), d.get("firmware"), cites)})
+        if before.get("size_bytes") != d.get("size_bytes") and before.get("size_bytes") and d.get("size_bytes"):
+            out.append({"change": "capacity", "drive": d.get("name"), "before": before.get("size_bytes"),
+                        "after": d.get("size_bytes"),
+                        "message": "%s: drive %s (serial %s) capacity changed %d -> %d bytes (%s)"
+                        % (host, d.get("name"), d.get("serial"), before.get("size_bytes"), d.get("size_bytes"),
+                           cites)})
+    return out
+
+
+def _finding(kind, host, severity, message, **extra):
+    return dict({"kind": kind, "host": host, "severity": severity, "message": message,
+                 "target": None, "workload": None, "metric": None}, **extra)
+
+
+def _drift(current, base, settings, replaced_note):
+    out = []
+    host = current.get("host")
+    for key, w in sorted(current.get("workloads", {}).items()):
+        bw = (base.get("workloads") or {}).get(key)
+        if not bw:
+            continue
+        for metric, limit, worse_sign, what in (("iops", settings["iops_drop_pct"], -1, "down"),
+                                                 ("p99_ms", settings["p99_rise_pct"], 1, "up")):
+            pct = _pct(w.get(metric), bw.get(metric))
+            if pct is None or pct * worse_sign <= limit:
+                continue
+            out.append(_finding(
+                "drift", host, settings["severity"],
+                "%s %s %s %s %.1f %% (limit %g %%): %s in run %s vs %s in accepted run %s%s"
+                % (host, key, metric, what, abs(pct), limit, _fmt(w.get(metric)), current.get("run_id"),
+                   _fmt(bw.get(metric)), base.get("run_id"), replaced_note),
+                target=w.get("target"), workload=key, metric=metric, value=w.get(metric), baseline=bw.get(metric),
+                change_pct=round(pct, 2), limit_pct=limit, run_id=current.get("run_id"),
+                baseline_run_id=base.get("run_id")))
+    return out
+
+
+def _slope_pct(values):
+    """Least-squares slope per run as % of the fitted first value (None when it cannot be
+    fitted: fewer than 2 values, or a fitted first value <= 0)."""
+    pts = [(i, v) for i, v in enumerate(values) if v is not None]
+    if len(pts) < 2:
+        return None
+    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+    slope, intercept = statistics.linear_regression(xs, ys)
+    if intercept <= 0:
+        return None
+    return slope / intercept * 100.0
+
+
+def _trends(series, settings):
+    """series: the same-plan summaries oldest first (the current one last)."""
+    out = []
+    if settings["trend"] == "off" or len(series) < settings["trend_min_runs"]:
+        return out
+    cur = series[-1]
+    host = cur.get("host")
+    runs = "%d runs %s .. %s" % (len(series), series[0].get("run_id"), cur.get("run_id"))
+    for key in sorted(cur.get("workloads", {})):
+        for metric, limit, sign, what in (("iops", settings["trend_iops_pct_per_run"], -1, "falling"),
+                                          ("p99_ms", settings["trend_p99_pct_per_run"], 1, "rising")):
+            vals = [(s.get("workloads") or {}).get(key, {}).get(metric) for s in series]
+            if sum(v is not None for v in vals) < settings["trend_min_runs"]:
+                continue
+            slope = _slope_pct(vals)
+            if slope is None or slope * sign <= limit:
+                continue
+            out.append(_finding(
+                "trend", host, settings["trend"],
+                "%s %s %s %s %.1f %% per run over %s (limit %g %% per run): %s"
+                % (host, key, metric, what, abs(slope), runs, limit, " -> ".join(_fmt(v) for v in vals)),
+                target=cur["workloads"][key].get("target"), workload=key, metric=metric,
+                slope_pct_per_run=round(slope, 2), limit_pct=limit, values=vals,
+                run_ids=[s.get("run_id") for s in series]))
+    return out
+
+
+def _wear(series, settings):
+    """Drive wear and rising health counters over ``series`` (oldest first), drives matched
+    by serial."""
+    out = []
+    if settings["trend"] == "off" or not series[-1].get("drives"):
+        return out
+    cur = series[-1]
+    host = cur.get("host")
+    for d in cur["drives"]:
+        serial = d.get("serial")
+        past = []
+        for s in series:
+            match = [x for x in s.get("drives") or () if serial and x.get("serial") == serial]
+            if match:
+                past.append((s.get("run_id"), match[0]))
+        label = "%s drive %s (serial %s)" % (host, d.get("name"), serial)
+        used = to_float(d.get("percentage_used"))
+        if used is not None and used >= settings["wear_pct"]:
+            first = to_float(past[0][1].get("percentage_used")) if past else None
+            out.append(_finding("wear", host, settings["trend"],
+                                "%s: wear percentage_used %g %% >= %g %% (run %s; %s in run %s)"
+                                % (label, used, settings["wear_pct"], cur.get("run_id"), _fmt(first),
+                                   past[0][0] if past else "-"),
+                                drive=d.get("name"), serial=serial, metric="percentage_used", value=used,
+                                limit_pct=settings["wear_pct"]))
+        for counter in HEALTH_COUNTERS + ("percentage_used",):
+            vals = [(rid, to_float(x.get(counter))) for rid, x in past if to_float(x.get(counter)) is not None]
+            if len(vals) < 2 or vals[-1][1] <= vals[0][1]:
+                continue
+            if counter == "percentage_used" and (used is not None and used >= settings["wear_pct"]):
+                continue
+            out.append(_finding("wear", host, settings["trend"] if counter != "percentage_used" else "info",
+                                "%s: %s rising %s -> %s (run %s -> run %s)"
+                                % (label, counter, _fmt(vals[0][1]), _fmt(vals[-1][1]), vals[0][0], vals[-1][0]),
+                                drive=d.get("name"), serial=serial, metric=counter, value=vals[-1][1],
+                                first=vals[0][1], run_ids=[vals[0][0], vals[-1][0]]))
+    return out
+
+
+def drift_findings(current, history, settings=None):
+    """The host's history judgement.
+
+    current:  this run's summary (:func:`summarize`)
+    history:  the host's earlier summaries, newest first (:func:`host_history`)
+    settings: :func:`drift_settings` (default: the defaults for the current profile)
+
+    Returns ``{baselines: {target: {run_id, ...}}, findings: [...], identity: [...],
+    inconclusive_streak: n}``; ``findings`` holds drift, trend, wear and identity findings.
+    """
+    settings = settings or drift_settings(None, current.get("profile"))
+    host = current.get("host")
+    findings, baselines = [], {}
+    identity = identity_changes(current, history[0]) if history else []
+    for change in identity:
+        findings.append(_finding("identity", host, "warn", change["message"], drive=change["drive"],
+                                 change=change["change"], before=change["before"], after=change["after"],
+                                 run_id=current.get("run_id"), previous_run_id=history[0].get("run_id")))
+    if settings["severity"] != "off":
+        for target, fp in sorted((current.get("plan") or {}).items()):
+            base = baseline_for(history, target, fp)
+            baselines[target] = None if base is None else {"run_id": base.get("run_id"), "time": base.get("time")}
+            if base is None:
+                continue
+            between = [s for s in history if (s.get("time") or 0) >= (base.get("time") or 0)]
+            changed = []
+            newer = [current] + between
+            for a, b in zip(newer, newer[1:]):
+                changed.extend(c for c in identity_changes(a, b) if c["change"] in ("replaced", "drive_count"))
+            note = ("; drive identity changed since the baseline (%s): not the same disk"
+                    % "; ".join(c["message"] for c in changed)) if changed else ""
+            cur_t = dict(current, workloads={k: v for k, v in current.get("workloads", {}).items()
+                                             if str(v.get("target") or "") == target})
+            findings.extend(_drift(cur_t, base, settings, note))
+    same = [current] + [s for s in history if s.get("plan") == current.get("plan")]
+    series = list(reversed(same[:settings["trend_runs"]]))
+    findings.extend(_trends(series, settings))
+    findings.extend(_wear(list(reversed(([current] + list(history))[:settings["trend_runs"]])), settings))
+    return {"baselines": baselines, "findings": findings, "identity": identity,
+            "inconclusive_streak": inconclusive_streak(current, history)}
+
+
+def inconclusive_streak(current, history):
+    """How many runs in a row, this one included, the host's verdict was INCONCLUSIVE."""
+    n = 0
+    for s in [current] + list(history):
+        if str(s.get("verdict")).upper() != "INCONCLUSIVE":
+            break
+        n += 1
+    return n
+
+
+def host_drift(root, record, verdict=None, settings=None):
+    """Judge a host record against its own history under ``root`` (the results directory):
+    reads only this host's summaries of earlier runs, newest first, until it has
+    ``trend_runs`` of them and an accepted run of the same plan for each target (or none
+    is left).  ``settings``: the host's ``fleetqual_drift`` (default: ``record['drift']``)."""
+    if settings is None or "severity" not in settings:
+        raw = settings if settings is not None else record.get("drift")
+        settings = drift_settings(raw if isinstance(raw, dict) else None, record.get("profile"))
+    current = summarize(record, verdict=verdict)
+    plan = current.get("plan") or {}
+
+    def enough(found):
+        if len(found) < settings["trend_runs"]:
+            return False
+        return all(baseline_for(found, t, fp) is not None for t, fp in plan.items())
+    history = host_history(root, current["host"], before=current["run_id"], stop=enough)
+    return drift_findings(current, history, settings)
+
+
+__all__ = ["DEFAULTS", "validate_drift", "drift_settings", "list_runs", "run_time", "is_run_dir", "is_record",
+           "plan_fingerprint", "summarize", "store_summary", "load_summary", "host_history", "baseline_for",
+           "identity_changes", "drift_findings", "inconclusive_streak", "host_drift", "HISTORY_DIR"]

@@ -1,0 +1,183 @@
+# Copyright: fleetqual.storage developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Each host against its own history (issue 17 part 3): the baseline found in the results
+directory, drift rules citing both runs, trends, wear, drive identity, validation."""
+from __future__ import annotations
+
+import os
+
+from hypothesis import given, settings, strategies as st
+
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import history
+
+from history_records import drive, make_record, run_id, store
+
+
+def _drift(root, rec, **kw):
+    return history.host_drift(str(root), rec, settings=history.drift_settings(kw or None, rec.get("profile")))
+
+
+def test_third_run_drifted_fails_and_cites_both_runs(tmp_path):
+    store(tmp_path, make_record("db01", run_id(0)))
+    store(tmp_path, make_record("db01", run_id(1), iops=1.02))
+    third = make_record("db01", run_id(2), iops=0.6, p99=1.1)
+    store(tmp_path, third)
+    out = _drift(tmp_path, third)
+    drift = [f for f in out["findings"] if f["kind"] == "drift"]
+    assert drift and {f["metric"] for f in drift} == {"iops"}
+    assert all(f["severity"] == "fail" for f in drift)          # compliance profile: auto -> fail
+    f = drift[0]
+    assert f["run_id"] == run_id(2) and f["baseline_run_id"] == run_id(1)
+    assert run_id(1) in f["message"] and run_id(2) in f["message"]
+    assert abs(f["change_pct"] - (0.6 / 1.02 - 1) * 100) < 0.01
+    # both values quoted
+    assert history._fmt(f["value"]) in f["message"] and history._fmt(f["baseline"]) in f["message"]
+    assert out["baselines"] == {"": {"run_id": run_id(1), "time": history.run_time(run_id(1))}}
+
+
+def test_other_profile_warns_and_mode_off_is_silent(tmp_path):
+    store(tmp_path, make_record("db01", run_id(0), profile="standard"))
+    cur = make_record("db01", run_id(1), profile="standard", iops=0.5)
+    out = history.host_drift(str(tmp_path), cur)
+    assert {f["severity"] for f in out["findings"] if f["kind"] == "drift"} == {"warn"}
+    assert not [f for f in _drift(tmp_path, cur, mode="off")["findings"] if f["kind"] == "drift"]
+
+
+def test_baseline_is_the_last_accepted_run_of_the_same_plan(tmp_path):
+    store(tmp_path, make_record("db01", run_id(0), iops=1.0))                 # accepted
+    store(tmp_path, make_record("db01", run_id(1), iops=0.3, verdict="FAIL"))  # not accepted
+    store(tmp_path, make_record("db01", run_id(2), iops=0.3, verdict="INCONCLUSIVE"))
+    store(tmp_path, make_record("db01", run_id(3), iops=2.0, block_size=4096))  # another plan
+    store(tmp_path, make_record("db02", run_id(4), iops=5.0))                 # another host
+    cur = make_record("db01", run_id(5), iops=0.95)
+    out = _drift(tmp_path, cur)
+    assert out["baselines"][""]["run_id"] == run_id(0)
+    assert not [f for f in out["findings"] if f["kind"] == "drift"]
+    # a run made after this one never serves as its baseline
+    store(tmp_path, make_record("db01", run_id(9), iops=3.0))
+    assert _drift(tmp_path, cur)["baselines"][""]["run_id"] == run_id(0)
+
+
+def test_final_verdict_in_the_summary_decides_acceptance(tmp_path):
+    rec = make_record("db01", run_id(0))
+    store(tmp_path, rec)
+    # the report judged it FAIL (a drift finding): its record's PASS is not an acceptance
+    history.store_summary(str(tmp_path / run_id(0)), rec, verdict="FAIL")
+    assert _drift(tmp_path, make_record("db01", run_id(1)))["baselines"][""] is None
+    # fleetqual_drift.accept on a run whose record passed: accepted after a planned change
+    rec2 = dict(make_record("db01", run_id(1), iops=0.5), drift={"accept": True})
+    store(tmp_path, rec2)
+    history.store_summary(str(tmp_path / run_id(1)), rec2, verdict="FAIL")
+    out = _drift(tmp_path, make_record("db01", run_id(2), iops=0.5))
+    assert out["baselines"][""]["run_id"] == run_id(1)
+    assert not [f for f in out["findings"] if f["kind"] == "drift"]
+
+
+def test_replaced_drive_is_reported_not_healed(tmp_path):
+    store(tmp_path, make_record("db01", run_id(0)))
+    store(tmp_path, make_record("db01", run_id(1), iops=0.4, verdict="FAIL"))      # the disk went bad
+    new = make_record("db01", run_id(2), drives=[drive(serial="S64GNE0R699999")])  # replaced, fast again
+    out = _drift(tmp_path, new)
+    ident = [f for f in out["findings"] if f["kind"] == "identity"]
+    assert [f["change"] for f in ident] == ["replaced"]
+    assert "S64GNE0R600001" in ident[0]["message"] and "S64GNE0R699999" in ident[0]["message"]
+    assert run_id(1) in ident[0]["message"] and run_id(2) in ident[0]["message"]
+    # the replacement's first run fails: the next drift is against the old disk's baseline,
+    # and says it is not the same disk
+    store(tmp_path, dict(new, verdict="FAIL"))
+    slow = make_record("db01", run_id(3), iops=0.5, drives=[drive(serial="S64GNE0R699999")])
+    out = _drift(tmp_path, slow)
+    msgs = [f["message"] for f in out["findings"] if f["kind"] == "drift"]
+    assert out["baselines"][""]["run_id"] == run_id(0)
+    assert msgs and all("not the same disk" in m and "replaced" in m for m in msgs)
+
+
+def test_firmware_capacity_and_count_changes(tmp_path):
+    store(tmp_path, make_record("db01", run_id(0), drives=[drive(), drive("nvme1n1", serial="B")]))
+    cur = make_record("db01", run_id(1), drives=[drive(firmware="GDC5603Q", size=960197124096)])
+    changes = {f["change"]: f for f in _drift(tmp_path, cur)["identity"]}
+    assert set(changes) == {"firmware", "capacity", "drive_count"}
+    assert changes["firmware"]["before"] == "GDC5602Q" and changes["firmware"]["after"] == "GDC5603Q"
+    assert changes["drive_count"]["before"] == 2 and changes["drive_count"]["after"] == 1
+    same = make_record("db01", run_id(2), drives=[drive(firmware="GDC5603Q", size=960197124096)])
+    store(tmp_path, cur)
+    assert _drift(tmp_path, same)["identity"] == []
+
+
+def test_trend_of_a_slow_decline_within_the_drift_limit(tmp_path):
+    # 4 % less per run: each run within 20 % of the last accepted, but a trend
+    for day in range(6):
+        store(tmp_path, make_record("db01", run_id(day), iops=1.0 - 0.04 * day, p99=1.0 + 0.02 * day))
+    cur = make_record("db01", run_id(6), iops=1.0 - 0.04 * 6, p99=1.12)
+    out = _drift(tmp_path, cur)
+    trends = [f for f in out["findings"] if f["kind"] == "trend"]
+    assert trends and {f["metric"] for f in trends} == {"iops"}
+    assert all(f["slope_pct_per_run"] < -3.0 for f in trends)
+    assert len(trends[0]["run_ids"]) == 7 and trends[0]["severity"] == "warn"
+    assert not [f for f in out["findings"] if f["kind"] == "drift"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(scales=st.lists(st.floats(min_value=0.97, max_value=1.03), min_size=2, max_size=12))
+def test_steady_noise_is_no_drift_and_no_trend(tmp_path_factory, scales):
+    """Within +-3 % of the same level, run after run: no drift, no trend, whatever the order."""
+    root = tmp_path_factory.mktemp("steady")
+    for i, s in enumerate(scales[:-1]):
+        store(root, make_record("db01", run_id(i), iops=s, p99=2 - s))
+    out = _drift(root, make_record("db01", run_id(len(scales)), iops=scales[-1], p99=2 - scales[-1]))
+    assert [f for f in out["findings"] if f["kind"] in ("drift", "trend")] == []
+
+
+@settings(max_examples=40, deadline=None)
+@given(slope=st.floats(min_value=-0.08, max_value=0.08), runs=st.integers(min_value=4, max_value=10))
+def test_trend_found_exactly_when_the_slope_passes_the_limit(slope, runs):
+    """A straight line of IOPS: flagged when its slope per run is below -3 % of its start."""
+    limit = history.DEFAULTS["trend_iops_pct_per_run"]
+    if abs(abs(slope * 100) - limit) < 0.05:
+        return
+    cfg = history.drift_settings({"trend_runs": runs, "mode": "off"}, "compliance")
+    series = [{"host": "h", "run_id": str(i), "workloads": {"w": {"iops": 1000 * (1 + slope * i), "p99_ms": 1.0}}}
+              for i in range(runs)]
+    found = [f for f in history._trends(series, cfg) if f["metric"] == "iops"]
+    assert bool(found) == (slope * 100 < -limit)
+
+
+def test_wear_and_rising_health_counters(tmp_path):
+    store(tmp_path, make_record("db01", run_id(0), drives=[drive(used=78, media_errors=0, pending=0)]))
+    store(tmp_path, make_record("db01", run_id(1), drives=[drive(used=80, media_errors=1, pending=0)]))
+    cur = make_record("db01", run_id(2), drives=[drive(used=81, media_errors=3, pending=0)])
+    wear = {f["metric"]: f for f in _drift(tmp_path, cur)["findings"] if f["kind"] == "wear"}
+    assert set(wear) == {"percentage_used", "media_errors"}
+    assert wear["media_errors"]["first"] == 0 and wear["media_errors"]["value"] == 3
+    assert run_id(0) in wear["media_errors"]["message"] and run_id(2) in wear["media_errors"]["message"]
+    calm = make_record("db01", run_id(3), drives=[drive(used=10, media_errors=0)])
+    assert not [f for f in _drift(tmp_path / "empty", calm)["findings"] if f["kind"] == "wear"]
+
+
+def test_inconclusive_streak(tmp_path):
+    for day, v in enumerate(["PASS", "INCONCLUSIVE", "INCONCLUSIVE"]):
+        store(tmp_path, make_record("db01", run_id(day), verdict=v))
+    cur = make_record("db01", run_id(3), verdict="INCONCLUSIVE")
+    assert _drift(tmp_path, cur)["inconclusive_streak"] == 3
+    assert _drift(tmp_path, make_record("db01", run_id(3)))["inconclusive_streak"] == 0
+
+
+def test_reads_only_the_hosts_files_of_the_runs_it_needs(tmp_path):
+    """Newest first, it stops once it has trend_runs summaries and a baseline: older runs
+    are not opened (no summary is cached there), other hosts' files never."""
+    for day in range(12):
+        store(tmp_path, make_record("db01", run_id(day)))
+        store(tmp_path, make_record("db02", run_id(day)))
+    _drift(tmp_path, make_record("db01", run_id(12)), trend_runs=4)
+    read = sorted(d for d in os.listdir(tmp_path) if os.path.exists(tmp_path / d / "history.d" / "db01.json"))
+    assert read == [run_id(d) for d in range(8, 12)]
+    assert not any(os.path.exists(tmp_path / d / "history.d" / "db02.json") for d in os.listdir(tmp_path))
+
+
+def test_validation_names_host_variable_and_closest_key():
+    errs = history.validate_drift({"iops_drop_pc": 10, "mode": "fial", "trend_runs": 1}, host="db01")
+    assert any("host db01: fleetqual_drift.iops_drop_pc: unknown key (did you mean iops_drop_pct?)" in e for e in errs)
+    assert any("fleetqual_drift.mode" in e and "did you mean fail?" in e for e in errs)
+    assert any("fleetqual_drift.trend_runs" in e and "closest: 2" in e for e in errs)
+    assert history.validate_drift({"iops_drop_pct": 15, "mode": "warn"}, host="db01") == []
+    assert "must be a mapping" in history.validate_drift([1], host="db01")[0]
