@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import time
 
 from ansible_collections.fleetqual.storage.plugins.module_utils import sysfs
 from ansible_collections.fleetqual.storage.plugins.module_utils.device import (
@@ -338,3 +339,116 @@ def refusal_message(result):
         result["device"] if result["device"] == result.get("resolved") or not result.get("resolved")
         else "%s (%s)" % (result["device"], result["resolved"]),
         "; ".join(result["reasons"]))
+
+
+# --------------------------------------------------------------------------- regions a job wrote
+# A device target's job records, before it writes a byte, the regions it will write
+# (job.Job.begin: status.json "regions"); its cleanup zeroes them. A job killed before its
+# cleanup (SIGKILL, OOM, power) leaves them written: the next run's preflight
+# (modules/test_dir.py) zeroes each one whose device is again an opted-in target of that run
+# (the same drive: serial, else WWID, else a loop device's backing file), or refuses.
+
+def region_label(device, size):
+    """How the job's cleanup names a zeroed region: ``<device>[0+<size>|all]``."""
+    return "%s[0+%s]" % (device, size or "all")
+
+
+def device_identity(device, sysfs_root="/sys", dev_root="/dev"):
+    """What identifies ``device`` across runs (never raises)::
+
+        {"device": given path, "resolved": /dev/X, "name": X, "serial", "wwid",
+         "backing_file" (a loop device's), "size_bytes"}
+    """
+    out = {"device": device, "resolved": None, "name": None, "serial": None, "wwid": None,
+           "backing_file": None, "size_bytes": None}
+    try:
+        resolved = os.path.realpath(device)
+        st = os.stat(resolved)
+    except (OSError, TypeError, ValueError):
+        return out
+    out["resolved"] = resolved
+    node = sysfs.node_for_rdev(st.st_rdev, sysfs_root) if stat.S_ISBLK(st.st_mode) else None
+    if node is None:
+        return out
+    name = os.path.basename(node)
+    disk = os.path.basename(os.path.dirname(node)) if sysfs.is_partition(node) else name
+    ident = identity(disk, sysfs_root, dev_root)
+    sectors = sysfs.read_int(os.path.join(node, "size"))
+    out.update(name=name, serial=ident.get("serial"), wwid=ident.get("wwid"),
+               backing_file=ident.get("backing_file"), size_bytes=sectors * 512 if sectors is not None else None)
+    return out
+
+
+def same_device(recorded, current):
+    """Whether ``current`` (:func:`device_identity`) is the device a job recorded: the same
+    serial, else the same WWID, else (no serial, no WWID: a loop device) the same backing
+    file, device node and size. A device that says nothing about itself is never the same."""
+    def norm(v):
+        return str(v).strip().lower() if v not in (None, "") else None
+    for key in ("serial", "wwid"):
+        if norm(recorded.get(key)) or norm(current.get(key)):
+            return norm(recorded.get(key)) == norm(current.get(key))
+    if recorded.get("backing_file") and current.get("backing_file"):
+        return (recorded["backing_file"] == current["backing_file"]
+                and recorded.get("resolved") == current.get("resolved")
+                and recorded.get("size_bytes") == current.get("size_bytes"))
+    return False
+
+
+def describe_device(ident):
+    shown = ident.get("device") or "?"
+    if ident.get("resolved") and ident["resolved"] != shown:
+        shown += " (%s)" % ident["resolved"]
+    for key in ("serial", "wwid", "backing_file"):
+        if ident.get(key):
+            return "%s, %s %s" % (shown, key.replace("_", " "), ident[key])
+    return shown
+
+
+def leftover_regions(status):
+    """The device regions of a job status (``regions``) that its cleanup did not zero: all
+    of them when the job ended without a cleanup (killed), those missing from
+    ``cleanup.removed`` otherwise."""
+    if not status:
+        return []
+    regions = [r for r in status.get("regions") or [] if isinstance(r, dict) and r.get("device")]
+    removed = set(((status.get("cleanup") or {}).get("removed")) or [])
+    return [r for r in regions if region_label(r["device"], r.get("size")) not in removed]
+
+
+def match_regions(regions, devices, sysfs_root="/sys", dev_root="/dev"):
+    """Decide, for each region a dead job left written, what this run may do:
+    ``(zero, refuse)``; ``zero``: ``[(region, device path of this run)]`` for each region
+    whose drive is one of ``devices`` (the device targets this run opted in by name and
+    whose guard passed); ``refuse``: ``[(region, current identity)]`` for the others. A
+    device that is not opted in by name in this run is never zeroed."""
+    idents = [device_identity(d, sysfs_root, dev_root) for d in devices or []]
+    zero, refuse = [], []
+    for region in regions:
+        match = next((i for i in idents if i["resolved"] and same_device(region, i)), None)
+        if match is not None:
+            zero.append((region, match["device"]))
+        else:
+            refuse.append((region, device_identity(region.get("resolved") or region["device"], sysfs_root, dev_root)))
+    return zero, refuse
+
+
+def region_refusal(region, current, status, job_directory, binary, last_alive=None):
+    """Why a dead job's region is refused, what happened and how to clear it (one sentence
+    each). ``last_alive``: when the job last wrote its status (the status file's mtime)."""
+    size = region.get("size") or 0
+    span = ("bytes [0, %d)" % size) if size else "the whole device"
+    when = last_alive or status.get("workload_started_epoch") or status.get("started_epoch")
+    now_ident = ""
+    if current.get("resolved") and not same_device(region, current):
+        now_ident = "; %s is now %s" % (region["device"], describe_device(current))
+    zero_cmd = "%s cleanup --device %s%s" % (binary or "iobench", region["device"], " --size %d" % size if size else "")
+    return ("device %s holds benchmark data: the measurement job of run %s (pid %s) stopped without its cleanup "
+            "(last alive %s, state %s, workload %s of %s) and left %s of it written, not zeroed%s. It is not an "
+            "opted-in device target of this run, so it is not touched. To clear: list it in fleetqual_targets "
+            "(destroy_data: true%s) so the next run zeroes that region, or zero it yourself (%s) and remove %s."
+            % (describe_device(region), status.get("run_id"), status.get("pid"),
+               time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(when or 0)),
+               "died: killed" if status.get("state") == "running" else status.get("state"),
+               status.get("index"), status.get("of"), span, now_ident,
+               ", serial: %s" % region["serial"] if region.get("serial") else "", zero_cmd, job_directory))

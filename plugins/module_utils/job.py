@@ -21,7 +21,15 @@ Status document (``status.json``)::
                   "failed": false, "msg": null,
                   "warnings": [...], "result": {<iobench module result>}}, ...],
      "error": null | {"index": k, "id": "...", "msg": "..."},
-     "cleanup": null | {"removed": [...], "left": [...], "warnings": [...]}}
+     "cleanup": null | {"removed": [...], "left": [...], "warnings": [...]},
+     "regions": [{"device": "<target_device>", "size": <bytes, 0 = whole device>, "resolved": "/dev/X",
+                  "name": "X", "serial": .., "wwid": .., "backing_file": .., "size_bytes": ..}, ...]}
+
+``regions``: every device region the job may write, written by ``Job.begin`` before the
+first byte; ``cleanup.removed`` names each one it zeroed (``blockdev.region_label``). A region
+left out of it (the job was killed before its cleanup) is zeroed by the next run's preflight
+when its drive is again an opted-in target, else that preflight refuses the host
+(``modules/test_dir.py``, ``blockdev.match_regions``).
 
 ``failed``: a workload failed the way the module fails (iobench exit 1/2/3, no JSON), the
 job stopped there. ``expired``: the deadline passed; the running iobench was stopped with
@@ -38,6 +46,7 @@ import threading
 import time
 import traceback
 
+from ansible_collections.fleetqual.storage.plugins.module_utils import blockdev as _blockdev
 from ansible_collections.fleetqual.storage.plugins.module_utils import workload as _workload
 from ansible_collections.fleetqual.storage.plugins.module_utils.size import parse_size
 
@@ -227,7 +236,7 @@ def clean_all(spec):
         if warning:
             warnings.append(warning)
         else:
-            removed.append("%s[0+%s]" % (device, size or "all"))
+            removed.append(_blockdev.region_label(device, size))
     return removed, left, warnings
 
 
@@ -322,13 +331,17 @@ class Job:
     def begin(self, started):
         spec = self.spec
         pid = os.getpid()
+        # The device regions this job will write, in the status before it writes a byte: a job
+        # killed before its cleanup leaves them to the next preflight (blockdev.match_regions).
+        regions = [dict(_blockdev.device_identity(device), size=size)
+                   for device, size in cleanup_plan(spec["path"], spec["workloads"], spec["datasets"])[1]]
         self.status = {
             "schema_version": 1, "run_id": spec["run_id"], "pid": pid, "pid_start": pid_start(pid),
             "state": "running", "started_epoch": round(started, 3),
             "deadline_epoch": round(started + spec["deadline_s"], 3), "finished_epoch": None,
             "planned_s": spec["planned_s"], "of": len(spec["workloads"]), "index": 0, "current": None,
             "workload_started_epoch": None, "workload_planned_s": None,
-            "results": [], "error": None, "cleanup": None,
+            "results": [], "error": None, "cleanup": None, "regions": regions,
         }
         write_status(self.dir, self.status)
         self._reserve()

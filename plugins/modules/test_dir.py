@@ -21,9 +21,14 @@ description:
     refuses it (tmpfs, some FUSE) is named in the message, with the advice to run buffered.
   - Only then is the directory created (mode 0700) with its marker, and one owner-only
     subdirectory per data set in O(datasets).
+  - A previous run's job status found in the directory is reported and cleared; while that
+    job still runs the module fails. Device regions that job left written are zeroed or
+    refused, see O(devices).
   - With O(state=absent), runs C(iobench cleanup) in each data set directory (iobench removes
     only its own files), then removes the empty data set directories, the marker, and the
-    directory itself when it is empty. Anything else found there is left and reported.
+    directory itself when it is empty. Anything else found there is left and reported. A
+    dead job's device regions not zeroed (not among O(devices)) keep its status in place for
+    the next run.
 options:
   path:
     description: Absolute path of the test directory.
@@ -51,6 +56,18 @@ options:
     description: Probe that the filesystem accepts O_DIRECT.
     type: bool
     default: false
+  devices:
+    description:
+      - The device targets this run opted in by name (C(fleetqual_targets) entries with
+        C(destroy_data=true) whose raw-device guard passed).
+      - A measurement job killed before its cleanup leaves the device regions it recorded in
+        its status written. Each such region whose drive (same serial, else WWID, else a loop
+        device's backing file) is one of these devices is zeroed (C(iobench cleanup --device));
+        any other makes O(state=present) fail, naming the device, the job and how to clear it,
+        and leaves the device and the job's status untouched.
+    type: list
+    elements: path
+    default: []
   binary:
     description:
       - Path of the iobench binary. With O(state=absent) it removes the benchmark's files; with
@@ -135,6 +152,18 @@ left:
   returned: state=absent
   type: list
   elements: str
+previous_job:
+  description:
+    - Summary of a previous run's job found in the directory (run_id, pid, state, results),
+      or absent when there was none. C(regions_zeroed) lists the device regions it left
+      written that were zeroed now (C(<device>[0+<size>|all])).
+  returned: state=present and a previous job was found
+  type: dict
+regions_zeroed:
+  description: Device regions of a dead job zeroed by this call (C(<device>[0+<size>|all])).
+  returned: state=absent
+  type: list
+  elements: str
 """
 
 import errno
@@ -145,6 +174,7 @@ import stat
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.fleetqual.storage.plugins.module_utils import blockdev as _blockdev
 from ansible_collections.fleetqual.storage.plugins.module_utils.size import human_size
 from ansible_collections.fleetqual.storage.plugins.module_utils import job as _job
 
@@ -153,9 +183,49 @@ MARKER_TEXT = "This directory was created by fleetqual.storage for storage bench
 JOB = _job.JOB_DIR
 
 
+def restore_regions(module, directory, status):
+    """The device regions a dead job left written (its status' ``regions`` not in its
+    cleanup): zero each whose drive is one of this run's opted-in device targets
+    (``devices``). Returns ``(zeroed, problems)``: the regions zeroed (or, in check mode,
+    to zero) and a message per region refused or not zeroed."""
+    regions = _blockdev.leftover_regions(status)
+    if not regions:
+        return [], []
+    zero, refuse = _blockdev.match_regions(regions, module.params["devices"])
+    try:
+        last_alive = os.stat(os.path.join(directory, _job.STATUS)).st_mtime
+    except OSError:
+        last_alive = None
+    binary = module.params["binary"]
+    problems = [_blockdev.region_refusal(region, current, status, directory, binary, last_alive)
+                for region, current in refuse]
+    zeroed = []
+    for region, device in zero:
+        label = _blockdev.region_label(device, region.get("size"))
+        if module.check_mode:
+            zeroed.append(label)
+            continue
+        warning = _job.zero_device(binary or "iobench", device, region.get("size"))
+        if warning:
+            problems.append("device %s: the region the measurement job of run %s (pid %s) left written could not "
+                            "be zeroed: %s" % (device, status.get("run_id"), status.get("pid"), warning))
+        else:
+            zeroed.append(label)
+            # in the job's status too: when it is kept (a problem), the next run knows it is done
+            cleanup = status.get("cleanup") or {"removed": [], "left": [], "warnings": []}
+            cleanup["removed"] = list(cleanup.get("removed") or []) + [
+                _blockdev.region_label(region["device"], region.get("size"))]
+            status["cleanup"] = cleanup
+    if zeroed and problems and not module.check_mode:
+        _job.write_status(directory, status)
+    return zeroed, problems
+
+
 def previous_job(module, path, result):
     """A measurement job's status left in the test directory: refuse while that job still
-    runs (with its PID and deadline); else report it and clear it (its directory)."""
+    runs (with its PID and deadline); else restore the device regions it left written
+    (:func:`restore_regions`: refuse when one is not an opted-in target now), report it and
+    clear it (its directory)."""
     directory = _job.job_dir(path)
     status = _job.read_status(directory)
     if _job.is_alive(status):
@@ -170,6 +240,14 @@ def previous_job(module, path, result):
     if summary is not None:
         summary["results"] = [{"index": r.get("index"), "id": r.get("id"), "failed": r.get("failed"),
                                "msg": r.get("msg")} for r in status.get("results") or []]
+        summary["regions_zeroed"], problems = restore_regions(module, directory, status)
+        if problems:
+            result["previous_job"] = summary
+            module.fail_json(msg="; ".join(problems), **result)
+        if summary["regions_zeroed"]:
+            module.warn("the measurement job of run %s (pid %s, state %s) left device regions written; %s: %s"
+                        % (summary.get("run_id"), summary.get("pid"), summary.get("state"),
+                           "would zero" if module.check_mode else "zeroed", ", ".join(summary["regions_zeroed"])))
     if not module.check_mode:
         shutil.rmtree(directory, ignore_errors=True)
     if summary is not None:
@@ -306,7 +384,7 @@ def present(module, path):
 
 def absent(module, path):
     p = module.params
-    result = dict(changed=False, path=path, removed=[], left=[])
+    result = dict(changed=False, path=path, removed=[], left=[], regions_zeroed=[])
     if not os.path.lexists(path):
         return result
     if os.path.islink(path) or not os.path.isdir(path):
@@ -328,7 +406,14 @@ def absent(module, path):
         module.warn(w)
     result["removed"].extend(removed)
     result["left"].extend(left)
-    if os.path.isdir(directory) and not os.path.islink(directory) and not _job.is_alive(_job.read_status(directory)):
+    status = _job.read_status(directory)
+    keep = False
+    if status and not _job.is_alive(status):
+        result["regions_zeroed"], problems = restore_regions(module, directory, status)
+        for problem in problems:
+            module.warn("%s (the job's status is kept for the next run's preflight)" % problem)
+        keep = bool(problems)
+    if os.path.isdir(directory) and not os.path.islink(directory) and not keep and not _job.is_alive(status):
         shutil.rmtree(directory, ignore_errors=True)
     if module.check_mode:
         return result
@@ -355,6 +440,7 @@ def main():
             margin_pct=dict(type="int", default=10),
             direct=dict(type="bool", default=False),
             binary=dict(type="path"),
+            devices=dict(type="list", elements="path", default=[]),
         ),
         supports_check_mode=True,
     )
