@@ -19,8 +19,11 @@ a common start ``T0`` (the controller's clock), so no controller round trip is n
   ``end_s = offset_s + time``.
 """
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils._common import human_size, parse_size
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import histogram as histmod
+from ansible_collections.fleetqual.storage.plugins.plugin_utils._common import dig, human_size, parse_size
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import fmt_num
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.plan import DEFAULT_CACHE_SIZE
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import as_number, median, ratio
 
 ARRAY_VAR = "fleetqual_array"
 ARRAYS_VAR = "fleetqual_arrays"
@@ -180,3 +183,576 @@ def active(rank, step):
 def schedule_seconds(steps):
     """Seconds from T0 to the end of the last measured window."""
     return max((s["end_s"] for s in steps), default=0.0)
+
+
+# --------------------------------------------------------------------------- array rules
+
+RULE_SELECTORS = ("initiators", "threads", "mode")
+# limit -> (step figure path, comparison, text); min_share_pct: no initiator below X % of the median
+STEP_LIMITS = {
+    "min_aggregate_iops": (("aggregate", "iops"), ">=", "aggregate IOPS"),
+    "min_aggregate_mibps": (("aggregate", "mib_per_sec"), ">=", "aggregate MiB/s"),
+    "max_p50_ms": (("aggregate", "p50_ms"), "<=", "p50 ms"),
+    "max_p99_ms": (("aggregate", "p99_ms"), "<=", "p99 ms"),
+    "min_fairness": (("fairness", "jain"), ">=", "Jain's fairness index"),
+    "min_share_pct": (("fairness", "min_share_pct"), ">=", "slowest initiator, % of the median"),
+}
+# limits on the whole sweep of a mode (selector: mode only)
+ARRAY_LIMITS = {
+    "min_bounded_iops": "latency-bounded maximum IOPS",
+}
+RULE_LIMITS = tuple(STEP_LIMITS) + tuple(ARRAY_LIMITS)
+RULE_KEYS = ("name", "description") + RULE_SELECTORS + RULE_LIMITS
+
+
+def _sel_text(value, prefix=""):
+    if isinstance(value, list):
+        return ",".join("%s%s" % (prefix, v) for v in value)
+    return "%s%s" % (prefix, value)
+
+
+def rule_name(rule, limit):
+    """A rule's ``name``, else ``<limit>@<mode>/i<initiators>/t<threads>`` (``*`` = any,
+    trailing ``*`` dropped), e.g. ``min_aggregate_iops@rndrd/i16/t16``."""
+    if rule.get("name"):
+        return str(rule["name"])
+    parts = [_sel_text(rule["mode"]) if "mode" in rule else "*",
+             _sel_text(rule["initiators"], "i") if "initiators" in rule else "*",
+             _sel_text(rule["threads"], "t") if "threads" in rule else "*"]
+    while len(parts) > 1 and parts[-1] == "*":
+        parts.pop()
+    return "%s@%s" % (limit, "/".join(parts))
+
+
+def _sel_match(want, have):
+    return have in want if isinstance(want, list) else have == want
+
+
+def rule_matches(rule, step):
+    """True when every selector of an array rule matches the step."""
+    return all(_sel_match(rule[k], step.get(k)) for k in RULE_SELECTORS if k in rule)
+
+
+def rule_limits(rule):
+    """``[(limit, op, value)]`` of an array rule in canonical order."""
+    out = []
+    for key in RULE_LIMITS:
+        if key in rule:
+            op = STEP_LIMITS[key][1] if key in STEP_LIMITS else ">="
+            out.append((key, op, rule[key]))
+    return out
+
+
+def step_label(step):
+    """``step 7 (rndrd, 4 initiators x 16 threads)``"""
+    n, t = step.get("initiators"), step.get("threads")
+    return "step %s (%s, %s initiator%s x %s thread%s)" % (step.get("index"), step.get("mode"), n,
+                                                           "" if n == 1 else "s", t, "" if t == 1 else "s")
+
+
+# --------------------------------------------------------------------------- figures per step
+
+MIB = 1024 ** 2
+KNEE_FRACTION = 0.9      # the knee: fewest outstanding requests reaching 90 % of the best IOPS
+OUTLIER_TOL = 0.25       # least tolerance of the outlier test (fraction); 3 x the step's own CV when larger
+LAT_OPS = ("read", "write")
+
+
+def _bench(entry):
+    """The iobench result (``bench``) of a host's step entry, or None."""
+    res = entry.get("result") if isinstance(entry, dict) else None
+    bench = dig(res, "bench")
+    if not isinstance(bench, dict):
+        bench = dig(res, "result", "bench")
+    return bench if isinstance(bench, dict) else None
+
+
+def host_window(entry, clock_offset_s=None):
+    """``(start, end)`` of a host's measured window in the controller's clock: the entry's
+    ``window_start``/``window_end``, else iobench's window epochs minus the host's offset."""
+    start, end = as_number(entry.get("window_start")), as_number(entry.get("window_end"))
+    if start is None or end is None:
+        bench = _bench(entry) or {}
+        s, e = as_number(dig(bench, "window", "start_epoch")), as_number(dig(bench, "window", "end_epoch"))
+        off = as_number(clock_offset_s) or 0.0
+        start, end = (s - off, e - off) if s is not None and e is not None else (None, None)
+    return start, end
+
+
+def host_intervals(entry, clock_offset_s=None):
+    """``[(start, end, ops, bytes)]``: iobench's per-interval counts (reads + writes) of a
+    host's step in the controller's clock (interval ``t`` is seconds from its window start)."""
+    bench = _bench(entry) or {}
+    start, _end = host_window(entry, clock_offset_s)
+    block = as_number(dig(bench, "config", "block_size")) or 0
+    out = []
+    if start is None:
+        return out
+    for iv in bench.get("intervals") or []:
+        if not isinstance(iv, dict):
+            continue
+        t, d = as_number(iv.get("t")), as_number(iv.get("duration_s"))
+        if t is None or d is None or d <= 0:
+            continue
+        ops = (as_number(iv.get("read_ops")) or 0) + (as_number(iv.get("write_ops")) or 0)
+        out.append((start + t - d, start + t, ops, ops * block))
+    return out
+
+
+def count_in(intervals, start, end):
+    """``(ops, bytes)`` of the intervals within ``[start, end]``; an interval cut by an edge
+    counts for the fraction of it inside (its I/O spread evenly over it)."""
+    ops = nbytes = 0.0
+    for a, b, o, by in intervals:
+        inside = min(b, end) - max(a, start)
+        if inside <= 0 or b <= a:
+            continue
+        f = min(1.0, inside / (b - a))
+        ops += o * f
+        nbytes += by * f
+    return ops, nbytes
+
+
+def jain(values):
+    """Jain's fairness index (sum x)^2 / (n sum x^2), in [1/n, 1]; None when empty or all zero."""
+    vals = [float(v) for v in values if v is not None]
+    sq = sum(v * v for v in vals)
+    if not vals or sq <= 0:
+        return None
+    return sum(vals) ** 2 / (len(vals) * sq)
+
+
+def _histograms(bench):
+    rec = {"result": {"bench": bench}}
+    return [h for h in (histmod.workload_histogram(rec, op) for op in LAT_OPS) if h]
+
+
+def _ms(ns):
+    return None if ns is None else ns / 1e6
+
+
+def merged_latency(benches):
+    """Latency of the union of the hosts' I/O (reads and writes): the histograms merged
+    exactly, ``{p50_ms, p90_ms, p99_ms, p999_ms, mean_ms, count, histogram}``; ``mean_ms`` is
+    exact from iobench's latency sums when every op has one."""
+    hists = [h for b in benches for h in _histograms(b)]
+    if not hists:
+        return None
+    merged = histmod.merge_histograms(*hists)
+    bits = merged["sub_bucket_bits"]
+    buckets = merged["buckets"]
+    total_us, total_n, exact = 0.0, 0, True
+    for b in benches:
+        for op in LAT_OPS:
+            opd = dig(b, "ops", op)
+            n = as_number(dig(opd, "count")) if isinstance(opd, dict) else None
+            if not n:
+                continue
+            s = as_number(dig(opd, "latency_us", "sum"))
+            if s is None:
+                exact = False
+            else:
+                total_us += s
+                total_n += n
+    mean_ms = total_us / total_n / 1000.0 if exact and total_n else _ms(histmod.bucket_mean(buckets, bits))
+    return {"p50_ms": _ms(histmod.percentile(buckets, 50, bits)), "p90_ms": _ms(histmod.percentile(buckets, 90, bits)),
+            "p99_ms": _ms(histmod.percentile(buckets, 99, bits)), "p999_ms": _ms(histmod.percentile(buckets, 99.9, bits)),
+            "mean_ms": mean_ms, "count": histmod.count(buckets), "histogram": merged}
+
+
+def _concurrency(bench, step):
+    threads = as_number(dig(bench, "config", "threads"))
+    iodepth = as_number(dig(bench, "config", "iodepth"))
+    threads = threads if threads is not None else as_number(step.get("threads")) or 0
+    iodepth = iodepth if iodepth is not None else as_number(step.get("iodepth")) or 1
+    engine = dig(bench, "config", "engine") or step.get("engine")
+    return threads * (iodepth if engine == "io_uring" else 1)
+
+
+def entry_problem(entry):
+    """Why a host's step entry cannot be summed (text), or None when it can."""
+    if not isinstance(entry, dict):
+        return "no step entry (the host was not ready at the start, or stored no array_run)"
+    if entry.get("active") is False:
+        return entry.get("error") or "not active in this step"
+    if entry.get("error"):
+        return str(entry["error"])
+    if entry.get("complete") is False:
+        return "step not complete"
+    bench = _bench(entry)
+    if bench is None:
+        return "no iobench result"
+    start, end = host_window(entry)
+    if start is None or end is None:
+        return "no measured window"
+    if not any(isinstance(iv, dict) for iv in bench.get("intervals") or []):
+        return "no per-interval counts (iobench --report-interval)"
+    return None
+
+
+def _series_cv(per_host_intervals, start, end):
+    """Coefficient of variation of the aggregate per-interval IOPS over [start, end] (bins of
+    the hosts' typical interval), or None with fewer than 3 bins."""
+    widths = [b - a for ivs in per_host_intervals for a, b, _o, _by in ivs]
+    width = median(widths)
+    if not width or end - start < 3 * width:
+        return None
+    n = int((end - start) // width)
+    bins = [sum(count_in(ivs, start + k * width, start + (k + 1) * width)[0] for ivs in per_host_intervals)
+            for k in range(n)]
+    avg = sum(bins) / n
+    if avg <= 0:
+        return None
+    return (sum((x - avg) ** 2 for x in bins) / n) ** 0.5 / avg
+
+
+def _r(value, digits=4):
+    return None if value is None else round(value, digits)
+
+
+def step_figures(step, entries, expected, clock_offsets=None, rank_of=None):
+    """The array's figures of one step (docs/report.md, ``arrays[].steps[]``).
+
+    ``entries``: ``{host: its step entry (or None)}``; ``expected``: the hosts that must be
+    active (rank < initiators); ``clock_offsets``: ``{host: offset_s}`` for entries without
+    controller-clock windows. A step with an expected host missing is incomplete, names the
+    host and why, and has no aggregate (never summed as if whole); the hosts it has keep
+    their own figures."""
+    clock_offsets = clock_offsets or {}
+    rank_of = rank_of or {}
+    missing = {}
+    used = {}
+    for host in expected:
+        why = entry_problem(entries.get(host))
+        if why:
+            missing[host] = why
+        else:
+            used[host] = entries[host]
+    extra = sorted((h for h, e in entries.items() if h not in expected and isinstance(e, dict) and e.get("active")),
+                   key=_natural_key)
+    out = {k: step.get(k) for k in ("index", "initiators", "threads", "mode", "time", "warmup", "offset_s", "end_s")}
+    out.update({"complete": bool(used) and not missing, "missing_hosts": sorted(missing, key=_natural_key),
+                "missing": missing, "problem": None, "outlier": False, "extra_hosts": extra,
+                "aggregate": dict.fromkeys(("iops", "mib_per_sec", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "mean_ms",
+                                            "outstanding", "issued", "littles_ratio", "cv")),
+                "window": dict.fromkeys(("start", "end", "start_spread_ms", "end_spread_ms", "overlap_s")),
+                "fairness": dict.fromkeys(("jain", "min_share", "min_share_pct", "min_iops", "median_iops",
+                                           "max_iops")),
+                "hosts": {}})
+    if not used:
+        if not expected:
+            out["problem"] = "no host is active in this step"
+        return out
+    windows = {h: host_window(e, clock_offsets.get(h)) for h, e in used.items()}
+    ivs = {h: host_intervals(e, clock_offsets.get(h)) for h, e in used.items()}
+    start = max(w[0] for w in windows.values())
+    end = min(w[1] for w in windows.values())
+    earliest = min(w[0] for w in windows.values())
+    overlap = max(0.0, end - start)
+    out["window"] = {"start": start, "end": end, "overlap_s": _r(overlap, 6),
+                     "start_spread_ms": _r((start - earliest) * 1000.0, 3),
+                     "end_spread_ms": _r((max(w[1] for w in windows.values()) - end) * 1000.0, 3)}
+    counts = {h: count_in(ivs[h], start, end) for h in used}
+    for h, e in used.items():
+        lat = merged_latency([_bench(e)]) or {}
+        iops = counts[h][0] / overlap if overlap > 0 else None
+        out["hosts"][h] = {"rank": rank_of.get(h), "iops": _r(iops, 3),
+                           "mib_per_sec": _r(counts[h][1] / MIB / overlap, 4) if overlap > 0 else None,
+                           "p99_ms": _r(lat.get("p99_ms"), 4),
+                           "window_start": windows[h][0], "window_end": windows[h][1],
+                           "start_offset_ms": _r((windows[h][0] - earliest) * 1000.0, 3),
+                           "outstanding_issued": _concurrency(_bench(e), step), "share_pct": None}
+    host_iops = [out["hosts"][h]["iops"] for h in used if out["hosts"][h]["iops"] is not None]
+    med = median(host_iops)
+    for h in used:
+        v = out["hosts"][h]["iops"]
+        out["hosts"][h]["share_pct"] = _r(100.0 * v / med, 2) if v is not None and med else None
+    if host_iops:
+        low = min(host_iops)
+        out["fairness"] = {"jain": _r(jain(host_iops), 6), "min_share": _r(low / med, 6) if med else None,
+                           "min_share_pct": _r(100.0 * low / med, 3) if med else None,
+                           "min_iops": low, "median_iops": _r(med, 3), "max_iops": max(host_iops)}
+    if overlap <= 0:
+        out["complete"] = False
+        out["problem"] = ("the hosts' measured windows do not overlap (start spread %.0f ms)"
+                          % (out["window"]["start_spread_ms"] or 0))
+    if not out["complete"]:
+        return out
+    total_ops = sum(c[0] for c in counts.values())
+    total_bytes = sum(c[1] for c in counts.values())
+    iops = total_ops / overlap
+    lat = merged_latency([_bench(e) for e in used.values()]) or {}
+    mean_ms = lat.get("mean_ms")
+    outstanding = iops * mean_ms / 1000.0 if mean_ms is not None else None
+    issued = sum(out["hosts"][h]["outstanding_issued"] for h in used)
+    out["aggregate"] = {
+        "iops": _r(iops, 3), "mib_per_sec": _r(total_bytes / MIB / overlap, 4), "count": _r(total_ops, 3),
+        "p50_ms": _r(lat.get("p50_ms")), "p90_ms": _r(lat.get("p90_ms")), "p99_ms": _r(lat.get("p99_ms")),
+        "p999_ms": _r(lat.get("p999_ms")), "mean_ms": _r(mean_ms, 6), "outstanding": _r(outstanding, 4),
+        "issued": issued, "littles_ratio": _r(ratio(outstanding, issued), 4),
+        "cv": _r(_series_cv(list(ivs.values()), start, end), 4)}
+    return out
+
+
+# --------------------------------------------------------------------------- the curve, knee, bounded maximum
+
+def _trusted(steps):
+    return [s for s in steps if s["complete"] and not s["outlier"] and s["aggregate"]["iops"] is not None]
+
+
+def flag_outliers(steps):
+    """Flag (``outlier: true``, ``outlier_text``) each complete step of one mode whose
+    aggregate IOPS lies outside its two neighbours on the curve (ordered by outstanding
+    I/O) by more than a tolerance: ``max(OUTLIER_TOL, 3 x the step's own CV)`` beyond
+    the lower neighbour's value (a dip) or the higher one's (a spike). End points have
+    one neighbour and are not judged (a collapse at the highest load is real)."""
+    pts = sorted((s for s in steps if s["complete"] and s["aggregate"]["iops"] is not None
+                  and s["aggregate"]["outstanding"] is not None),
+                 key=lambda s: (s["aggregate"]["outstanding"], s["index"]))
+    for i in range(1, len(pts) - 1):
+        s, nb = pts[i], (pts[i - 1], pts[i + 1])
+        vals = [n["aggregate"]["iops"] for n in nb]
+        tol = max(OUTLIER_TOL, 3 * (s["aggregate"]["cv"] or 0.0))
+        v = s["aggregate"]["iops"]
+        if v < min(vals) / (1 + tol) or v > max(vals) * (1 + tol):
+            s["outlier"] = True
+            s["outlier_text"] = ("%s: aggregate IOPS %s is an outlier against its neighbours on the curve "
+                                 "(steps %s: %s; tolerance %d %%); left out of the knee and the bounded maximum, "
+                                 "repeat the run to confirm it"
+                                 % (step_label(s), fmt_num(v), " and ".join(str(n["index"]) for n in nb),
+                                    " and ".join(fmt_num(x) for x in vals), round(tol * 100)))
+    return steps
+
+
+def curve(steps):
+    """The points of one mode's curve, ordered by outstanding I/O: aggregate IOPS vs
+    outstanding I/O, p99 vs aggregate IOPS (the hockey stick)."""
+    pts = [s for s in steps if s["complete"] and s["aggregate"]["iops"] is not None]
+    pts.sort(key=lambda s: (s["aggregate"]["outstanding"] if s["aggregate"]["outstanding"] is not None else 0,
+                            s["index"]))
+    return [{"index": s["index"], "initiators": s["initiators"], "threads": s["threads"],
+             "outstanding": s["aggregate"]["outstanding"], "issued": s["aggregate"]["issued"],
+             "iops": s["aggregate"]["iops"], "p99_ms": s["aggregate"]["p99_ms"], "outlier": s["outlier"]}
+            for s in pts]
+
+
+def knee(steps):
+    """The knee of one mode: the trusted step with the fewest outstanding requests reaching
+    ``KNEE_FRACTION`` of the best aggregate IOPS; None without trusted steps."""
+    pts = [s for s in _trusted(steps) if s["aggregate"]["outstanding"] is not None]
+    if not pts:
+        return None
+    best = max(s["aggregate"]["iops"] for s in pts)
+    hit = min((s for s in pts if s["aggregate"]["iops"] >= KNEE_FRACTION * best),
+              key=lambda s: (s["aggregate"]["outstanding"], s["index"]))
+    return {"index": hit["index"], "initiators": hit["initiators"], "threads": hit["threads"],
+            "outstanding": hit["aggregate"]["outstanding"], "iops": hit["aggregate"]["iops"],
+            "best_iops": best, "fraction": KNEE_FRACTION}
+
+
+def bounded_max(steps, bound_ms):
+    """The latency-bounded maximum of one mode: the trusted step with the highest aggregate
+    IOPS whose p99 stays at or under ``bound_ms``; ``iops`` None when no step does (or no bound)."""
+    out = {"bound_ms": bound_ms, "index": None, "iops": None, "p99_ms": None, "initiators": None, "threads": None,
+           "steps_incomplete": sum(1 for s in steps if not s["complete"])}
+    if bound_ms is None:
+        return out
+    under = [s for s in _trusted(steps) if s["aggregate"]["p99_ms"] is not None and s["aggregate"]["p99_ms"] <= bound_ms]
+    if under:
+        best = max(under, key=lambda s: (s["aggregate"]["iops"], -s["index"]))
+        out.update(index=best["index"], iops=best["aggregate"]["iops"], p99_ms=best["aggregate"]["p99_ms"],
+                   initiators=best["initiators"], threads=best["threads"])
+    return out
+
+
+# --------------------------------------------------------------------------- rules and verdict
+
+def _compare(value, op, limit):
+    return value >= limit if op == ">=" else value <= limit
+
+
+def judge_array(steps, rules, bounded):
+    """``(checks, verdict, reasons, notes)`` of an array from its step figures, its rules
+    (``thresholds``) and its bounded maxima per mode.
+
+    A check is ``{rule, limit, op, value_limit, step, mode, value, passed}``: ``passed`` None
+    when the step a rule needs is incomplete (or its figure is missing): that check is an
+    error, never a pass. Verdict: ERROR if a check is an error or no step completed, else
+    FAIL if a check failed, else PASS (judge.py's order)."""
+    checks, reasons, notes = [], [], []
+    needed = set()
+    for rule in rules or []:
+        if not isinstance(rule, dict):
+            continue
+        for limit, op, value_limit in rule_limits(rule):
+            name = rule_name(rule, limit)
+            if limit in ARRAY_LIMITS:
+                modes = [m for m in bounded if "mode" not in rule or _sel_match(rule["mode"], m)]
+                for mode in modes:
+                    b = bounded[mode]
+                    value = b["iops"] if b["iops"] is not None else 0.0
+                    passed = _compare(value, op, value_limit)
+                    text = ("%s: %s of %s under p99 %s ms: %s (step %s), limit %s %s"
+                            % (name, ARRAY_LIMITS[limit], mode, fmt_num(b["bound_ms"]), fmt_num(value),
+                               b["index"] if b["index"] is not None else "none", op, fmt_num(value_limit)))
+                    if not passed and b["steps_incomplete"]:
+                        passed = None
+                        text += "; %d step(s) of %s incomplete, so the maximum is not known" % (b["steps_incomplete"],
+                                                                                                  mode)
+                    checks.append({"rule": name, "limit": limit, "op": op, "value_limit": value_limit, "step": b["index"],
+                                   "mode": mode, "value": value, "passed": passed, "text": text})
+                continue
+            path, _op, what = STEP_LIMITS[limit]
+            for s in steps:
+                if not rule_matches(rule, s):
+                    continue
+                needed.add(s["index"])
+                value = dig(s, *path)
+                if not s["complete"]:
+                    why = "; ".join("%s: %s" % (h, s["missing"][h]) for h in s["missing_hosts"]) or s["problem"] or "?"
+                    passed, text = None, ("%s: %s is incomplete (%s), so %s is not known"
+                                          % (name, step_label(s), why, what))
+                elif value is None:
+                    passed, text = None, "%s: %s has no %s" % (name, step_label(s), what)
+                else:
+                    passed = _compare(value, op, value_limit)
+                    text = "%s: %s: %s %s, limit %s %s" % (name, step_label(s), what, fmt_num(value), op,
+                                                          fmt_num(value_limit))
+                    if s["outlier"]:
+                        text += " (an outlier against its neighbours)"
+                checks.append({"rule": name, "limit": limit, "op": op, "value_limit": value_limit, "step": s["index"],
+                               "mode": s["mode"], "value": value, "passed": passed, "text": text})
+    errors = [c["text"] for c in checks if c["passed"] is None]
+    failed = [c["text"] for c in checks if c["passed"] is False]
+    if not any(s["complete"] for s in steps):
+        errors.insert(0, "no step of the array completed")
+    for s in steps:
+        if not s["complete"] and s["index"] not in needed:
+            why = "; ".join("%s: %s" % (h, s["missing"][h]) for h in s["missing_hosts"]) or s["problem"] or "?"
+            notes.append("%s incomplete (%s); no rule needs it" % (step_label(s), why))
+        if s["outlier"]:
+            notes.append(s["outlier_text"])
+    verdict = "ERROR" if errors else "FAIL" if failed else "PASS"
+    reasons = errors + failed
+    return checks, verdict, reasons, notes
+
+
+# --------------------------------------------------------------------------- one array from the hosts' records
+
+def array_runs(records):
+    """``{array name: {host: its array_run}}`` of ``{host: host record}``."""
+    out = {}
+    for host, rec in (records or {}).items():
+        run = rec.get("array_run") if isinstance(rec, dict) else None
+        if isinstance(run, dict) and run.get("name"):
+            out.setdefault(str(run["name"]), {})[str(host)] = run
+    return out
+
+
+def _majority(values):
+    seen = {}
+    for v in values:
+        seen[v] = seen.get(v, 0) + 1
+    return max(seen, key=lambda v: (seen[v], v is not None)) if seen else None
+
+
+def _planned(cfg, n_members, runs):
+    """Planned steps: from the stored config when it plans, else from the step entries."""
+    if isinstance(cfg, dict):
+        try:
+            return plan_steps(cfg, n_members)
+        except (TypeError, ValueError, KeyError):
+            pass
+    by_index = {}
+    for run in runs.values():
+        for e in run.get("steps") or []:
+            if isinstance(e, dict) and is_int_like(e.get("index")):
+                cur = by_index.setdefault(int(e["index"]), {"index": int(e["index"])})
+                for key in ("initiators", "threads", "mode", "time", "warmup", "offset_s", "end_s"):
+                    if cur.get(key) is None and e.get(key) is not None:
+                        cur[key] = e[key]
+                if cur.get("threads") is None or cur.get("mode") is None:
+                    cfg_b = dig(_bench(e), "config") or {}
+                    cur.setdefault("threads", cfg_b.get("threads"))
+                    cur.setdefault("mode", cfg_b.get("mode"))
+    steps = [by_index[i] for i in sorted(by_index)]
+    for s in steps:
+        if s.get("initiators") is None:
+            s["initiators"] = sum(1 for run in runs.values() for e in run.get("steps") or []
+                                  if isinstance(e, dict) and e.get("index") == s["index"] and e.get("active"))
+    return steps
+
+
+def is_int_like(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def build_array(name, runs, latency_bound_ms=None):
+    """The fleet.json entry of array ``name`` from its member hosts' ``array_run``
+    (``{host: array_run}``, one run: the hosts whose ``t0`` is the most common one;
+    a host whose t0 differs ran another schedule and counts as missing).
+
+    ``latency_bound_ms``: the bound when the array's config has no ``latency_bound_ms``
+    (``fleetqual_latency_bound_ms``)."""
+    runs = {h: r for h, r in (runs or {}).items() if isinstance(r, dict)}
+    t0 = _majority([as_number(r.get("t0")) for r in runs.values()])
+    other_run = sorted((h for h, r in runs.items() if as_number(r.get("t0")) != t0), key=_natural_key)
+    same = {h: r for h, r in runs.items() if h not in other_run}
+    cfg = next((r.get("config") for r in same.values() if isinstance(r.get("config"), dict)), None) or {}
+    listed = next((r.get("members") for r in same.values() if isinstance(r.get("members"), list)), None)
+    if listed:
+        hosts = [str(h) for h in listed]
+        hosts += sorted((h for h in runs if h not in hosts), key=_natural_key)
+    else:
+        hosts = sorted(runs, key=lambda h: (as_number(runs[h].get("rank")) if as_number(runs[h].get("rank")) is not None
+                                            else 1e9, _natural_key(h)))
+    rank_of = {h: i for i, h in enumerate(hosts)}
+    offsets = {h: as_number(dig(r, "clock", "offset_s")) for h, r in same.items()}
+    bound = as_number(cfg.get("latency_bound_ms"))
+    bound = bound if bound is not None else as_number(latency_bound_ms)
+    planned = _planned(cfg, len(hosts), same)
+    steps = []
+    for step in planned:
+        entries = {}
+        for h, r in same.items():
+            entries[h] = next((e for e in r.get("steps") or [] if isinstance(e, dict) and e.get("index") == step["index"]),
+                              None)
+        n = step.get("initiators") or 0
+        expected = hosts[:n]
+        fig = step_figures(step, entries, expected, offsets, rank_of)
+        for h in other_run:
+            if h in fig["missing"]:
+                fig["missing"][h] = "ran another schedule (t0 %s, not %s)" % (runs[h].get("t0"), t0)
+        steps.append(fig)
+    modes = list(dict.fromkeys(s["mode"] for s in steps))
+    for mode in modes:
+        flag_outliers([s for s in steps if s["mode"] == mode])
+    curves = {m: curve([s for s in steps if s["mode"] == m]) for m in modes}
+    knees = {m: knee([s for s in steps if s["mode"] == m]) for m in modes}
+    bounded = {m: bounded_max([s for s in steps if s["mode"] == m], bound) for m in modes}
+    checks, verdict, reasons, notes = judge_array(steps, cfg.get("thresholds"), bounded)
+    clocks = {h: {k: dig(r, "clock", k) for k in ("offset_s", "uncertainty_s", "method", "synchronized", "source")}
+              for h, r in sorted(same.items(), key=lambda kv: _natural_key(kv[0]))}
+    spreads = [s["window"]["start_spread_ms"] for s in steps if s["window"]["start_spread_ms"] is not None]
+    return {
+        "name": str(name), "verdict": verdict, "reasons": reasons, "notes": notes, "hosts": hosts, "t0": t0,
+        "config": {k: cfg.get(k) for k in ("initiators", "threads", "modes", "time", "warmup", "block_size", "target")
+                   if k in cfg},
+        "latency_bound_ms": bound, "clocks": clocks,
+        "start_spread_ms": {"median": _r(median(spreads), 3), "max": max(spreads) if spreads else None},
+        "steps_total": len(steps), "steps_complete": sum(1 for s in steps if s["complete"]),
+        "steps": steps, "curves": curves, "knee": knees, "bounded_max": bounded, "checks": checks,
+    }
+
+
+def fleet_arrays(records, latency_bound_ms=None):
+    """fleet.json's ``arrays``: one entry per array found in the hosts' records
+    (``{host: record}``), by name."""
+    return [build_array(name, runs, latency_bound_ms)
+            for name, runs in sorted(array_runs(records).items(), key=lambda kv: _natural_key(kv[0]))]
+
+
+def host_arrays(arrays, host):
+    """The arrays (fleet.json entries) the host belongs to: what ``verdict.final_verdict``
+    takes so an array's verdict gates its hosts."""
+    return [a for a in arrays or [] if host in (a.get("hosts") or [])]
