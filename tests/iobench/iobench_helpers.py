@@ -163,7 +163,10 @@ def loop_device(size_mb, fs=None):
     mnt = None
     try:
         if fs:
-            mk = subprocess.run(["mkfs." + fs, "-q", dev], capture_output=True, text=True, check=False)
+            # ext4: initialise inode tables and journal now, not by ext4lazyinit in the background,
+            # whose writes would land in a measured window (test_devstat's "a read writes nothing")
+            extra = ["-E", "lazy_itable_init=0,lazy_journal_init=0"] if fs.startswith("ext") else []
+            mk = subprocess.run(["mkfs." + fs, "-q"] + extra + [dev], capture_output=True, text=True, check=False)
             assert mk.returncode == 0, mk.stderr
             mnt = os.path.join(work, "mnt")
             os.mkdir(mnt)
