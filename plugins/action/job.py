@@ -27,6 +27,7 @@ from ansible.errors import AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.fleetqual.storage.plugins.action import lockstep as _lockstep
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import plan as _plan
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import workload_record
 
@@ -123,7 +124,7 @@ class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _VALID_ARGS = frozenset(("state", "path", "run_id", "binary", "datasets", "workloads", "seed", "collect",
                              "collect_interval", "slack", "prepare_min_mibps", "progress_dir", "interval",
-                             "margin"))
+                             "margin", "array", "arrays", "targets", "test_clock"))
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
@@ -163,6 +164,11 @@ class ActionModule(ActionBase):
                  if args.get(k) is not None}
         margs.update(state="started", workloads=workloads, timeouts=timeouts, planned=planned,
                      planned_s=planned_s, deadline_s=deadline_s)
+        array = self._array_spec(args, host, workloads, task_vars) if args.get("array") else None
+        if array:
+            # array mode (issue 16): the array's steps run first; the deadline covers their schedule
+            a_planned, a_extra = _lockstep.array_timing(array)
+            margs.update(array=array, planned_s=planned_s + a_planned, deadline_s=deadline_s + a_extra)
         res = self._execute_module(module_name=MODULE, module_args=margs, task_vars=task_vars)
         if res.get("failed") or not res.get("status"):
             return res
@@ -177,8 +183,22 @@ class ActionModule(ActionBase):
                 display.display("fleetqual: %d workloads per host, ~%s planned, deadline +%s:\n  %s"
                                 % (len(workloads), duration_text(planned_s), duration_text(deadline_s),
                                    "\n  ".join(lines)))
-        return {"status": res["status"], "timeouts": timeouts, "planned": planned, "planned_s": planned_s,
-                "deadline_s": deadline_s}
+        return {"status": res["status"], "timeouts": timeouts, "planned": planned, "planned_s": margs["planned_s"],
+                "deadline_s": margs["deadline_s"],
+                "array": {k: array[k] for k in ("name", "rank", "members", "steps", "max_clock_uncertainty_ms",
+                                                "ready_timeout_s")} if array else None}
+
+    def _array_spec(self, args, host, workloads, task_vars):
+        """The job's ``array`` (action/lockstep.py ``array_spec``) from every play host's vars."""
+        hostvars = task_vars.get("hostvars") or {}
+        hosts_vars = {}
+        for h in task_vars.get("ansible_play_hosts_all") or [host]:
+            hv = hostvars.get(h) or {}
+            hosts_vars[h] = {"fleetqual_array": hv.get("fleetqual_array"), "group_names": hv.get("group_names") or []}
+        return _lockstep.array_spec(args["array"], args.get("arrays") or {}, hosts_vars, host, args["path"],
+                                    targets=args.get("targets"), workloads=workloads, seed=args.get("seed"),
+                                    test_clock=args.get("test_clock"),
+                                    prepare_min_mibps=args.get("prepare_min_mibps", 20))
 
     def _poll(self, path, task_vars, results=False):
         return self._execute_module(module_name=MODULE,
@@ -263,6 +283,6 @@ class ActionModule(ActionBase):
                             % ("stopped by its deadline" if st["state"] == "expired" else "stopped",
                                st.get("index"), of, st.get("current"))}
         cleanup = st.get("cleanup") or {}
-        return {"status": {k: v for k, v in st.items() if k != "results"}, "records": records, "error": error,
-                "cleanup": cleanup,
+        return {"status": {k: v for k, v in st.items() if k not in ("results", "array")}, "records": records,
+                "error": error, "cleanup": cleanup, "array_run": _lockstep.array_run(st.get("array")),
                 "msg": "job %s: %d of %d workloads measured" % (st.get("state"), len(records), of)}

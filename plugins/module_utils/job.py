@@ -48,6 +48,7 @@ import traceback
 
 from ansible_collections.fleetqual.storage.plugins.module_utils import blockdev as _blockdev
 from ansible_collections.fleetqual.storage.plugins.module_utils import workload as _workload
+from ansible_collections.fleetqual.storage.plugins.module_utils import lockstep as _lockstep
 from ansible_collections.fleetqual.storage.plugins.module_utils.size import parse_size
 
 JOB_DIR = ".fleetqual-job"
@@ -355,6 +356,8 @@ class Job:
         timer.daemon = True
         timer.start()
         try:
+            # array mode (issue 16): the array's lock-step steps first, on the common schedule
+            _lockstep.run_array(self)
             workloads = self.spec["workloads"]
             for i, wl in enumerate(workloads):
                 if self.stop.is_set():

@@ -81,6 +81,15 @@ options:
     description: With O(state=status), return the results while the job still runs too.
     type: bool
     default: false
+  array:
+    description:
+      - Array mode (issue 16, docs/arrays.md) - the host's part of an array's lock-step schedule, run before
+        O(workloads) - C({name, rank, steps, dataset, target_kind, target_path | target_device, device_size,
+        total_size, file_num, seed, prepare_timeout_s, ready_timeout_s, test_clock}). The job prepares the
+        array's data set, says C(ready), waits for the common start that the action
+        C(fleetqual.storage.lockstep) writes, then runs each step (module_utils/lockstep.py).
+      - Built by the action plugin from C(fleetqual_array) / C(fleetqual_arrays); C(test_clock) is test-only.
+    type: dict
 author:
   - fleetqual.storage developers (!UNKNOWN)
 notes:
@@ -104,6 +113,13 @@ status:
   description: The job's status document (module_utils/job.py), without C(results) unless the job ended or O(results=true).
   returned: always
   type: dict
+  contains:
+    array:
+      description:
+        - With O(array), the array part of the status (module_utils/lockstep.py) - state, step, clock and the
+          steps so far; each step's C(result) only once the job ended or with O(results=true).
+      returned: when the job has an array part
+      type: dict
 """
 
 # Why a detached process of our own and not async + poll 0: async_wrapper ends the payload
@@ -118,6 +134,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.fleetqual.storage.plugins.module_utils import job as _job
+from ansible_collections.fleetqual.storage.plugins.module_utils import lockstep as _lockstep
 
 
 def main():
@@ -137,6 +154,7 @@ def main():
             collect=dict(type="str", choices=["auto", "sysstat", "procfs", "none"], default="auto"),
             collect_interval=dict(type="int", default=1),
             results=dict(type="bool", default=False),
+            array=dict(type="dict"),
         ),
         supports_check_mode=True,
     )
@@ -149,6 +167,8 @@ def main():
         status = _job.summary(current)
         if status["state"] in _job.FINAL_STATES or status["state"] == "died" or p["results"]:
             status["results"] = current.get("results") or []
+        if current.get("array"):
+            status["array"] = _lockstep.status_view(current["array"], full="results" in status)
         module.exit_json(changed=False, status=status)
 
     if module.check_mode:

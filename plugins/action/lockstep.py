@@ -1,0 +1,301 @@
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Array mode, the controller side of the lock-step start (issue 16; module docs:
+plugins/modules/lockstep.py, host side: module_utils/lockstep.py).
+
+Every member's detached job was started first (it prepares the array's data set, then waits).
+Two tasks follow, each run on every host before the next (Ansible's linear strategy), so they
+work with fewer forks than hosts:
+
+* ``phase: ready``: waits until this host's job says ``ready`` (data set prepared), then
+  measures the connection's round trip (:data:`RTT_EXCHANGES` clock exchanges) and writes
+  ``<progress_dir>/array-<name>/<host>.json``;
+* ``phase: start``: the first host to get here fixes the common start ``T0`` ONCE for the
+  array (``<progress_dir>/array-<name>/t0.json``, claimed with ``O_EXCL``): now + a lead long
+  enough to hand it to every member (:func:`start_lead`, from the waves of forks and the
+  slowest round trip). Each host then measures its clock offset (:data:`EXCHANGES`
+  round-trip-bounded exchanges, smallest round trip kept, uncertainty = half of it,
+  ``module_utils/lockstep.best_exchange``), is refused or warned about when the
+  uncertainty is a material part of a step (``lockstep.clock_check``), and gets the start
+  file (one command). The job runs every step on that schedule: no round trip per step.
+
+Also the array part of the job's ``state: started`` (:func:`array_spec`, :func:`array_timing`)
+and of the host record (:func:`array_run`), used by the job's action plugin.
+"""
+
+import json
+import math
+import os
+import re
+import shlex
+import time
+
+from ansible import constants as C
+from ansible import context
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+from ansible_collections.fleetqual.storage.plugins.module_utils import lockstep as _ls
+from ansible_collections.fleetqual.storage.plugins.module_utils.job import job_dir, pid_start
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import arrays as _arrays
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import workload_record
+
+display = Display()
+JOB_MODULE = "fleetqual.storage.job"
+EXCHANGES = 5            # clock exchanges per host at the start (the smallest round trip is kept)
+RTT_EXCHANGES = 2        # round trips measured when the host is ready (sizes the lead)
+MIN_LEAD_S = 2.0         # T0 is at least this far ahead of the moment it is fixed
+PER_HOST_TASK_S = 1.0    # Ansible's own cost of one host's task (worker, templating), per wave of forks
+READY_STATES = ("ready", "running", "done", "failed")
+
+
+def dataset_name(name):
+    return "array-" + re.sub(r"[^A-Za-z0-9_.-]", "_", str(name))
+
+
+def controller_id():
+    """This ansible-playbook (the worker's parent): PID and start time, so that a re-run with
+    the same run id never takes the T0 of an earlier run."""
+    ppid = os.getppid()
+    return "%d:%s" % (ppid, pid_start(ppid))
+
+
+def array_dir(progress_dir, name):
+    d = os.path.join(progress_dir, dataset_name(name))
+    os.makedirs(d, mode=0o700, exist_ok=True)
+    return d
+
+
+def _resolve_target(cfg, targets, workloads, test_dir, name):
+    """``{target_kind, target_path | target_device, device_size}`` of the array's ``target``
+    (a resolved ``fleetqual_targets`` entry; default the ``fleetqual_test_dir`` shorthand)."""
+    want = cfg.get("target")
+    if not want:
+        return {"target_kind": "path", "target_path": test_dir}
+    for t in targets or []:
+        if t.get("name") == want:
+            if t.get("kind") == "device":
+                sizes = [int(w.get("device_size") or 0) for w in workloads or [] if w.get("target") == want]
+                return {"target_kind": "device", "target_device": t["device"],
+                        "device_size": 0 if (not sizes or 0 in sizes) else max(sizes)}
+            return {"target_kind": "path", "target_path": t["path"]}
+    raise AnsibleActionFail("fleetqual_arrays.%s.target %r names no target of this host (its targets: %s)"
+                            % (name, want, ", ".join(t.get("name", "?") for t in targets or []) or "none"))
+
+
+def array_spec(name, arrays, hosts_vars, host, test_dir, targets=None, workloads=None, seed=None,
+               test_clock=False, prepare_min_mibps=20):
+    """The job's ``array`` parameter for ``host``: its rank among the array's members,
+    the planned steps (``arrays.plan_steps``), where its data set lives, the waits."""
+    cfg = dict((arrays or {}).get(name) or {})
+    members = _arrays.members(name, hosts_vars, arrays)
+    if host not in members:
+        raise AnsibleActionFail("host %s is not a member of array %s (members: %s)" % (host, name, ", ".join(members)))
+    steps = _arrays.plan_steps(cfg, len(members), cfg.get("cache_size"))
+    first = steps[0] if steps else {}
+    spec = {"name": name, "rank": members.index(host), "members": members, "config": cfg, "steps": steps,
+            "dataset": dataset_name(name), "total_size": first.get("total_size"), "file_num": first.get("file_num"),
+            "seed": seed, "test_clock": bool(test_clock),
+            "max_clock_uncertainty_ms": cfg.get("max_clock_uncertainty_ms")}
+    spec.update(_resolve_target(cfg, targets, workloads, test_dir, name))
+    size = int(spec.get("total_size") or spec.get("device_size") or 0)
+    spec["prepare_timeout_s"] = int(60 + size // (int(prepare_min_mibps) * 1048576))
+    # the job waits this long for the common start after it is ready: the others' preparation
+    spec["ready_timeout_s"] = int(spec["prepare_timeout_s"] + 600)
+    return spec
+
+
+def array_timing(spec):
+    """``(planned_s, deadline_extra_s)`` of the array part of a job: the schedule, and the
+    preparation, the wait for the common start and its lead on top of it."""
+    planned = int(math.ceil(_arrays.schedule_seconds(spec["steps"])))
+    return planned, planned + spec["prepare_timeout_s"] + spec["ready_timeout_s"] + 120
+
+
+def start_lead(n_members, forks, rtt_max):
+    """Seconds from fixing T0 to step 1's warm-up: every member must have its start file
+    before it, handed over in waves of ``forks`` hosts, each wave ``EXCHANGES + 1`` commands."""
+    waves = int(math.ceil(float(max(1, n_members)) / max(1, int(forks or 1))))
+    return round(MIN_LEAD_S + waves * (PER_HOST_TASK_S + (EXCHANGES + 1) * 2.0 * max(0.0, rtt_max or 0.0)), 3)
+
+
+def _read_json(path):
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def _write_json(path, doc):
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    with open(tmp, "w") as fh:
+        json.dump(doc, fh)
+    os.rename(tmp, path)
+
+
+def fix_t0(adir, n_members, forks, wait_s=60.0):
+    """The array's T0 of this playbook run: fixed by the first caller (``O_EXCL`` claim), read
+    by the others. ``(t0_doc, fixed_here)``."""
+    me = controller_id()
+    path = os.path.join(adir, "t0.json")
+    claim = os.path.join(adir, "t0.%s.claim" % me.replace(":", "-"))
+    try:
+        fd = os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        limit = time.monotonic() + wait_s
+        while time.monotonic() < limit:
+            doc = _read_json(path)
+            if doc and doc.get("controller") == me:
+                return doc, False
+            time.sleep(0.02)
+        raise AnsibleActionFail("the array's common start was not fixed within %d s (%s)" % (wait_s, path))
+    os.close(fd)
+    rtts = [d.get("rtt_s") for d in (_read_json(os.path.join(adir, n)) for n in sorted(os.listdir(adir))
+                                     if n.endswith(".json") and n != "t0.json")
+            if isinstance(d, dict) and d.get("controller") == me and d.get("rtt_s") is not None]
+    lead = start_lead(n_members, forks, max(rtts or [0.0]))
+    now = time.time()
+    doc = {"controller": me, "t0": round(now + lead, 6), "fixed_at": round(now, 6), "lead_s": lead,
+           "forks": forks, "members": n_members, "rtt_max_s": max(rtts or [0.0])}
+    _write_json(path, doc)
+    return doc, True
+
+
+def _metrics_of(step, spec_doc, result):
+    if not isinstance(result, dict) or not isinstance(result.get("bench"), dict) or not result["bench"]:
+        return None
+    try:
+        wl = _ls.step_workload(spec_doc, step)
+        return workload_record(wl, dict(result, failed=False))["metrics"]
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return None
+
+
+def array_run(doc):
+    """The host record's ``array_run`` (docs/contracts.md) from the job status's ``array``:
+    controller-clock times, the clock, and per step its plan, entry, result and metrics."""
+    if not isinstance(doc, dict):
+        return None
+    start = doc.get("start") or {}
+    off = start.get("offset_s")
+    sync = doc.get("sync") or {}
+    plan = {s["index"]: s for s in doc.get("plan") or []}
+    spec_doc = doc.get("spec") or {}
+    steps = []
+    for e in doc.get("steps") or []:
+        p = plan.get(e.get("index"), {})
+        entry = {k: p.get(k) for k in ("initiators", "threads", "mode", "time", "warmup", "offset_s", "end_s")}
+        entry.update(e)
+        entry["metrics"] = _metrics_of(p, spec_doc, e.get("result")) if p else None
+        steps.append(entry)
+    ready = doc.get("ready_epoch")
+    return {
+        "name": doc.get("name"), "rank": doc.get("rank"), "members": doc.get("members"), "config": doc.get("config"),
+        "t0": start.get("t0"), "state": doc.get("state"),
+        "clock": {"offset_s": off, "uncertainty_s": start.get("uncertainty_s"), "rtt_s": start.get("rtt_s"),
+                  "method": start.get("method"), "exchanges": start.get("exchanges"),
+                  "synchronized": sync.get("synchronized"), "source": sync.get("source"),
+                  "system_offset_s": sync.get("system_offset_s"), "test_clock_skew_s": doc.get("test_clock_skew_s")},
+        "ready": None if ready is None or off is None else round(ready - off, 6),
+        "prepare": doc.get("prepare"), "refused": start.get("refused"), "warning": start.get("warning"),
+        "lead_s": start.get("lead_s"), "steps": steps,
+    }
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("phase", "path", "array", "progress_dir", "timeout", "test_clock"))
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        args = dict(self._task.args)
+        host = task_vars.get("inventory_hostname", "?")
+        array = args.get("array") or {}
+        if not array or not array.get("name"):
+            result.update(skipped=True, msg="not a member of an array")
+            return result
+        if self._task.check_mode:
+            result.update(skipped=True, msg="check mode: no job was started")
+            return result
+        adir = array_dir(args["progress_dir"], array["name"])
+        if args.get("phase") == "ready":
+            result.update(self._ready(args, host, adir, task_vars))
+        elif args.get("phase") == "start":
+            result.update(self._start(args, host, adir, task_vars))
+        else:
+            raise AnsibleActionFail("phase must be ready or start, got %r" % args.get("phase"))
+        result["changed"] = False
+        return result
+
+    def _exchange(self, test_clock):
+        sent = time.time()
+        res = self._low_level_execute_command(_ls.CLOCK_COMMAND, sudoable=False)
+        received = time.time()
+        host = _ls.parse_clock_reply(res.get("stdout"), test_clock) if res.get("rc") == 0 else None
+        return (sent, host, received)
+
+    def _ready(self, args, host, adir, task_vars):
+        timeout = float(args.get("timeout") or 3600)
+        limit = time.monotonic() + timeout
+        array_state, job_state = None, None
+        while True:
+            res = self._execute_module(module_name=JOB_MODULE, module_args={"path": args["path"], "state": "status"},
+                                       task_vars=task_vars)
+            st = res.get("status") or {}
+            array_state = (st.get("array") or {}).get("state")
+            job_state = st.get("state")
+            if res.get("failed") or array_state in READY_STATES or job_state != "running":
+                break
+            if time.monotonic() > limit:
+                break
+            time.sleep(1.0)
+        samples = [self._exchange(bool(args.get("test_clock"))) for _i in range(RTT_EXCHANGES)]
+        best = _ls.best_exchange(samples)
+        doc = {"host": host, "controller": controller_id(), "ready": array_state in READY_STATES,
+               "array_state": array_state, "job_state": job_state, "rtt_s": best and best["rtt_s"],
+               "at": round(time.time(), 6)}
+        _write_json(os.path.join(adir, host + ".json"), doc)
+        return {"ready": doc["ready"], "array_state": array_state, "job_state": job_state, "rtt_s": doc["rtt_s"]}
+
+    def _start(self, args, host, adir, task_vars):
+        array = args["array"]
+        test_clock = bool(args.get("test_clock"))
+        forks = context.CLIARGS.get("forks") or C.DEFAULT_FORKS
+        t0doc, fixed = fix_t0(adir, len(array.get("members") or []), forks)
+        samples = [self._exchange(test_clock) for _i in range(EXCHANGES)]
+        clock = _ls.best_exchange(samples)
+        start = {"t0": t0doc["t0"], "lead_s": t0doc["lead_s"], "refused": None, "warning": None}
+        if clock is None:
+            start.update(offset_s=0.0, uncertainty_s=None, rtt_s=None, method="none",
+                         refused="host %s: no clock reading (date +%%s.%%N) in %d exchanges" % (host, EXCHANGES))
+        else:
+            start.update(clock)
+            level, msg = _ls.clock_check(host, clock["uncertainty_s"], array.get("steps") or [],
+                                         array.get("max_clock_uncertainty_ms"))
+            if level == "refuse":
+                start["refused"] = msg
+            elif level == "warn":
+                start["warning"] = msg
+        for msg in (start["refused"], start["warning"]):
+            if msg:
+                display.warning("fleetqual array %s: %s" % (array["name"], msg))
+        path = os.path.join(job_dir(args["path"]), _ls.START_FILE)
+        tmp = path + ".tmp"
+        cmd = "umask 077 && printf '%%s' %s > %s && mv -f %s %s" % (
+            shlex.quote(json.dumps(start)), shlex.quote(tmp), shlex.quote(tmp), shlex.quote(path))
+        res = self._low_level_execute_command(cmd, sudoable=True)
+        handed = time.time()
+        if res.get("rc") != 0:
+            raise AnsibleActionFail("could not hand the array's start to the job in %s: %s"
+                                    % (path, (res.get("stderr") or res.get("stdout") or "").strip()[-500:]))
+        first = (array.get("steps") or [{}])[0]
+        warm0 = t0doc["t0"] + float(first.get("offset_s") or 0) - float(first.get("warmup") or 0)
+        if handed > warm0 - _ls.LAUNCH_LEAD_S:
+            display.warning("fleetqual array %s: host %s got the common start %.1f s before step 1's warm-up "
+                            "(less than the %.1f s its iobench needs): its first steps may be incomplete"
+                            % (array["name"], host, warm0 - handed, _ls.LAUNCH_LEAD_S))
+        return {"t0": t0doc["t0"], "fixed_here": fixed, "lead_s": t0doc["lead_s"], "clock": clock,
+                "refused": start["refused"], "warning": start["warning"], "handed_at": round(handed, 6),
+                "margin_s": round(warm0 - handed, 3)}
