@@ -47,7 +47,7 @@ DEFAULTS = {
 }
 
 
-def _natural_key(text):
+def host_key(text):
     # one natural sort in the collection: fleet.natural_key (imported late: fleet imports this module)
     from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet as fleetmod
     return fleetmod.natural_key(text)
@@ -90,7 +90,7 @@ def members(name, hosts_vars, arrays=None):
     cfg = arrays.get(name) if isinstance(arrays, dict) else None
     cfg = cfg if isinstance(cfg, dict) else {}
     return sorted((h for h, v in (hosts_vars or {}).items() if joins(name, v if isinstance(v, dict) else {}, cfg)),
-                  key=_natural_key)
+                  key=host_key)
 
 
 def _as_list(value):
@@ -429,9 +429,9 @@ def step_figures(step, entries, expected, clock_offsets=None, rank_of=None):
         else:
             used[host] = entries[host]
     extra = sorted((h for h, e in entries.items() if h not in expected and isinstance(e, dict) and e.get("active")),
-                   key=_natural_key)
+                   key=host_key)
     out = {k: step.get(k) for k in ("index", "initiators", "threads", "mode", "time", "warmup", "offset_s", "end_s")}
-    out.update({"complete": bool(used) and not missing, "missing_hosts": sorted(missing, key=_natural_key),
+    out.update({"complete": bool(used) and not missing, "missing_hosts": sorted(missing, key=host_key),
                 "missing": missing, "problem": None, "outlier": False, "extra_hosts": extra,
                 "aggregate": dict.fromkeys(("iops", "mib_per_sec", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "mean_ms",
                                             "outstanding", "issued", "littles_ratio", "cv")),
@@ -696,16 +696,16 @@ def build_array(name, runs, latency_bound_ms=None):
     (``fleetqual_latency_bound_ms``)."""
     runs = {h: r for h, r in (runs or {}).items() if isinstance(r, dict)}
     t0 = _majority([as_number(r.get("t0")) for r in runs.values()])
-    other_run = sorted((h for h, r in runs.items() if as_number(r.get("t0")) != t0), key=_natural_key)
+    other_run = sorted((h for h, r in runs.items() if as_number(r.get("t0")) != t0), key=host_key)
     same = {h: r for h, r in runs.items() if h not in other_run}
     cfg = next((r.get("config") for r in same.values() if isinstance(r.get("config"), dict)), None) or {}
     listed = next((r.get("members") for r in same.values() if isinstance(r.get("members"), list)), None)
     if listed:
         hosts = [str(h) for h in listed]
-        hosts += sorted((h for h in runs if h not in hosts), key=_natural_key)
+        hosts += sorted((h for h in runs if h not in hosts), key=host_key)
     else:
         hosts = sorted(runs, key=lambda h: (as_number(runs[h].get("rank")) if as_number(runs[h].get("rank")) is not None
-                                            else 1e9, _natural_key(h)))
+                                            else 1e9, host_key(h)))
     rank_of = {h: i for i, h in enumerate(hosts)}
     offsets = {h: as_number(dig(r, "clock", "offset_s")) for h, r in same.items()}
     bound = as_number(cfg.get("latency_bound_ms"))
@@ -732,7 +732,7 @@ def build_array(name, runs, latency_bound_ms=None):
     bounded = {m: bounded_max([s for s in steps if s["mode"] == m], bound) for m in modes}
     checks, verdict, reasons, notes = judge_array(steps, cfg.get("thresholds"), bounded)
     clocks = {h: {k: dig(r, "clock", k) for k in ("offset_s", "uncertainty_s", "method", "synchronized", "source")}
-              for h, r in sorted(same.items(), key=lambda kv: _natural_key(kv[0]))}
+              for h, r in sorted(same.items(), key=lambda kv: host_key(kv[0]))}
     spreads = [s["window"]["start_spread_ms"] for s in steps if s["window"]["start_spread_ms"] is not None]
     return {
         "name": str(name), "verdict": verdict, "reasons": reasons, "notes": notes, "hosts": hosts, "t0": t0,
@@ -749,7 +749,7 @@ def fleet_arrays(records, latency_bound_ms=None):
     """fleet.json's ``arrays``: one entry per array found in the hosts' records
     (``{host: record}``), by name."""
     return [build_array(name, runs, latency_bound_ms)
-            for name, runs in sorted(array_runs(records).items(), key=lambda kv: _natural_key(kv[0]))]
+            for name, runs in sorted(array_runs(records).items(), key=lambda kv: host_key(kv[0]))]
 
 
 def host_arrays(arrays, host):

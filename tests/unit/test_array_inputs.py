@@ -1,0 +1,156 @@
+"""Array mode's inputs refused on the controller before any host is touched (issue 16): each
+error names the variable, the host and the closest valid value."""
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import arrays
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.array_inputs import validate_arrays
+
+SAN = {"initiators": [1, 2, 4], "threads": [1, 16], "modes": ["rndrd", "rndwr"], "time": 10, "warmup": 2,
+       "block_size": "16K", "total_size": "1G",
+       "thresholds": [{"initiators": 4, "threads": 16, "mode": "rndrd", "min_aggregate_iops": 200000, "max_p99_ms": 2},
+                      {"min_fairness": 0.9}, {"min_share_pct": 50}]}
+DEFAULTS = {"fleetqual_arrays": {}, "fleetqual_cache_size": "256M", "fleetqual_latency_bound_ms": 50,
+            "fleetqual_targets": [], "fleetqual_test_dir": "/var/tmp/fleetqual"}
+
+
+def fleet(n=4, cfg=None, **extra):
+    arrays_var = {"san": SAN if cfg is None else cfg}
+    hosts = {"h%d" % i: {"fleetqual_array": "san", "fleetqual_arrays": arrays_var} for i in range(1, n + 1)}
+    for host, more in extra.items():
+        hosts.setdefault(host, {"fleetqual_arrays": arrays_var}).update(more)
+    return hosts
+
+
+def check(hosts, groups=None):
+    return validate_arrays(hosts, groups, DEFAULTS)
+
+
+def one(errors, *words):
+    hits = [e for e in errors if all(w in e for w in words)]
+    assert len(hits) == 1, errors
+    return hits[0]
+
+
+def test_a_valid_array_passes():
+    assert check(fleet()) == []
+    assert check({"db1": {}}) == []          # no arrays at all
+
+
+def test_unknown_array_name_is_refused_with_did_you_mean():
+    hosts = fleet()
+    hosts["h3"]["fleetqual_array"] = "sna"
+    e = one(check(hosts), "host h3", "fleetqual_array", "'sna'")
+    assert "did you mean san?" in e
+
+
+def test_an_array_with_no_hosts_is_refused():
+    hosts = fleet()
+    for h in hosts.values():
+        h["fleetqual_arrays"] = {"san": SAN, "nas": dict(SAN, initiators=[1])}
+    e = one(check(hosts), "fleetqual_arrays.nas", "no targeted host joins")
+    assert "fleetqual_array: nas" in e
+
+
+def test_an_array_group_with_no_hosts_is_refused():
+    cfg = dict(SAN, groups=["sanhost"], initiators=[1])
+    hosts = {"h1": {"fleetqual_arrays": {"san": cfg}}}
+    errors = check(hosts, {"h1": ["sanhosts_old", "web"]})
+    one(errors, "fleetqual_arrays.san.groups[0]", "'sanhost'")
+    one(errors, "fleetqual_arrays.san", "no targeted host joins")
+
+
+def test_a_host_in_two_arrays_is_refused():
+    hosts = fleet()
+    for h in hosts.values():
+        h["fleetqual_arrays"] = {"san": SAN, "nas": dict(SAN, initiators=[1], groups=["filers"])}
+    hosts["h2"]["fleetqual_array"] = ["san", "nas"]
+    errors = check(hosts, {"h4": ["filers"]})
+    e = one(errors, "host h2", "in 2 arrays")
+    assert "san (fleetqual_array)" in e and "nas (fleetqual_array)" in e
+    e = one(errors, "host h4", "in 2 arrays")
+    assert "nas (fleetqual_arrays.nas.groups)" in e
+
+
+def test_unknown_keys_and_modes_get_did_you_mean():
+    errors = check(fleet(cfg=dict(SAN, thread=[1], modes=["rndrd", "randwr"])))
+    assert "did you mean threads?" in one(errors, "fleetqual_arrays.san.thread", "unknown key")
+    assert "did you mean rndwr?" in one(errors, "fleetqual_arrays.san.modes[1]", "'randwr'")
+
+
+def test_more_initiators_than_hosts_names_the_hosts_and_the_closest_count():
+    e = one(check(fleet(n=3)), "fleetqual_arrays.san.initiators[2]")
+    assert "4 initiators, but the array has 3 hosts (h1, h2, h3)" in e and "closest valid value: 3" in e
+
+
+def test_a_rule_naming_a_step_that_is_not_planned():
+    rules = [{"initiators": 16, "threads": 16, "min_aggregate_iops": 1}, {"mode": "rndrw", "max_p99_ms": 2},
+             {"mode": "rnderd", "min_fairness": 0.9}]
+    errors = check(fleet(cfg=dict(SAN, thresholds=rules)))
+    e = one(errors, "thresholds[0]", "initiators 16")
+    assert "closest valid value: 4" in e and "planned: 1, 2, 4" in e
+    one(errors, "thresholds[1]", "mode 'rndrw' is not a planned step")
+    assert "did you mean rndrd?" in one(errors, "thresholds[2].mode")
+
+
+def test_host_rule_keys_point_to_the_array_rule_keys():
+    errors = check(fleet(cfg=dict(SAN, thresholds=[{"min_iops": 5, "workload": "x"}, {"min_fairness": 1.5}])))
+    assert "did you mean min_aggregate_iops?" in one(errors, "thresholds[0].min_iops")
+    one(errors, "thresholds[0].workload", "initiators, threads and mode")
+    one(errors, "thresholds[1].min_fairness", "closest valid value: 1")
+
+
+def test_steps_that_exceed_a_device_target_or_the_array_capacity():
+    hosts = fleet(cfg=dict(SAN, target="lun", capacity="3G"))
+    for i, h in enumerate(hosts.values()):
+        h["fleetqual_targets"] = [{"name": "lun", "device": "/dev/sdb", "destroy_data": True,
+                                   "size": "512M" if i == 1 else "2G"}]
+    errors = check(hosts)
+    e = one(errors, "host h2", "exceeds target lun's size 512.0 MiB")
+    assert "closest valid value: total_size: 512.0 MiB" in e
+    e = one(errors, "fleetqual_arrays.san.capacity", "4 hosts x 1.0 GiB")
+    assert "closest valid value: total_size: 768.0 MiB" in e
+
+
+def test_an_unknown_target_is_named_per_host():
+    hosts = fleet(cfg=dict(SAN, target="lum"))
+    for h in hosts.values():
+        h["fleetqual_targets"] = [{"name": "lun", "device": "/dev/sdb", "destroy_data": True}]
+    errors = check(hosts)
+    assert len(errors) == 4 and "did you mean lun?" in one(errors, "host h1", "'lum'")
+
+
+def test_definitions_that_differ_between_hosts():
+    hosts = fleet()
+    hosts["h3"]["fleetqual_arrays"] = {"san": dict(SAN, time=30)}
+    one(check(hosts), "fleetqual_arrays.san", "differently on hosts h1 and h3", "key time: 10 vs 30")
+
+
+def test_bounded_rule_needs_a_bound_and_a_mode_only_selector():
+    rules = [{"mode": "rndrd", "initiators": 2, "min_bounded_iops": 1000}]
+    one(check(fleet(cfg=dict(SAN, thresholds=rules))), "select it by mode only")
+    errors = validate_arrays(fleet(cfg=dict(SAN, thresholds=[{"min_bounded_iops": 1}])), None,
+                             dict(DEFAULTS, fleetqual_latency_bound_ms=None))
+    one(errors, "min_bounded_iops", "needs a latency bound")
+
+
+@given(st.lists(st.integers(1, 8), min_size=1, max_size=4, unique=True),
+       st.lists(st.integers(1, 64), min_size=1, max_size=3, unique=True),
+       st.integers(1, 10), st.integers(1, 64), st.sampled_from(["rndrd", "rndwr", "rndrw"]))
+def test_a_rule_is_refused_exactly_when_it_matches_no_planned_step(inits, threads, want_i, want_t, mode):
+    cfg = {"initiators": inits, "threads": threads, "modes": ["rndrd", "rndwr"], "total_size": "64M",
+           "thresholds": [{"initiators": want_i, "threads": want_t, "mode": mode, "min_aggregate_iops": 1}]}
+    errors = check(fleet(n=8, cfg=cfg))
+    steps = arrays.plan_steps(cfg, 8)
+    planned = any(arrays.rule_matches(cfg["thresholds"][0], s) for s in steps)
+    assert planned == (want_i in inits and want_t in threads and mode != "rndrw")
+    assert (errors == []) == planned, errors
+
+
+@pytest.mark.parametrize("key,value,words", [
+    ("time", 0, "must be an integer >= 1"), ("block_size", "16Q", "block_size"), ("direct", "yes", "true or false"),
+    ("iodepth", 8, "needs engine: io_uring"), ("threads", [1, 1], "listed twice"), ("rw_ratio", -1, "number > 0"),
+])
+def test_bad_values_name_the_key(key, value, words):
+    one(check(fleet(cfg=dict(SAN, **{key: value}))), "fleetqual_arrays.san.%s" % key, words)
