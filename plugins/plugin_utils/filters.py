@@ -19,6 +19,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils import metrics a
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import plan as _plan
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import rules as _rules
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import validate as _validate
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import array_inputs as _array_inputs
 from ansible_collections.fleetqual.storage.plugins.plugin_utils._common import human_size as _human_size
 
 
@@ -87,6 +88,7 @@ _TABLE = {
     "validate_profile": _validate.validate_profile,
     "validate_rules": _rules.validate_rules,
     "validate_inputs": _validate.validate_inputs,
+    "validate_arrays": _array_inputs.validate_arrays,
     "workload_metrics": _metrics.workload_metrics,
     "workload_record": _metrics.workload_record,
     "judge": _judge_with_defaults,
