@@ -24,6 +24,7 @@ from ansible_collections.fleetqual.storage.plugins.module_utils.sysstat import (
     select_window, iostat_average, vmstat_average,
 )
 from ansible_collections.fleetqual.storage.plugins.module_utils import iobench_options as opts
+from ansible_collections.fleetqual.storage.plugins.module_utils import foreign as _foreign
 from ansible_collections.fleetqual.storage.plugins.module_utils.iobench_options import (  # noqa: F401
     SEARCH_OPTS, DB_OPTS, build_argv,
 )
@@ -228,19 +229,22 @@ def error_line(stderr):
     return lines[-1] if lines else ""
 
 
-def run_bench(argv, timeout, stop=None):
+def run_bench(argv, timeout, stop=None, preexec_fn=None, on_start=None):
     """Run iobench; on timeout, or when ``stop`` (a ``threading.Event``) is set, SIGTERM it,
     wait up to KILL_GRACE_S, then SIGKILL.
 
     Returns ``(rc, stdout, stderr, timed_out, start, end)``; ``timed_out`` is true when it
-    was stopped (by the timeout or by ``stop``).
+    was stopped (by the timeout or by ``stop``). ``preexec_fn`` runs in the child before it
+    executes iobench, ``on_start(proc)`` once it runs (the foreign-I/O side, ``foreign.Run``).
     """
     env = dict(os.environ)
     env["LC_ALL"] = "C"
     env["LANG"] = "C"
     start = time.time()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, env=env, close_fds=True)
+                            stdin=subprocess.DEVNULL, env=env, close_fds=True, preexec_fn=preexec_fn)
+    if on_start is not None:
+        on_start(proc)
     timed_out = False
     limit = None if timeout is None else time.monotonic() + timeout
     try:
@@ -287,17 +291,25 @@ def assemble(collected, window, interval):
 
 
 _DEVSTAT_SUPPORT = {}
+_HELP = {}
+
+
+def run_help(binary):
+    """This iobench's ``run --help`` text (bytes; empty when it cannot run); cached."""
+    if binary not in _HELP:
+        try:
+            p = subprocess.run([binary, "run", "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL, timeout=20, env=dict(os.environ, LC_ALL="C"), check=False)
+            _HELP[binary] = p.stdout
+        except (OSError, subprocess.TimeoutExpired):
+            _HELP[binary] = b""
+    return _HELP[binary]
 
 
 def supports_devstat(binary):
     """Whether this iobench knows ``--devstat`` (its ``run --help`` names it); cached."""
     if binary not in _DEVSTAT_SUPPORT:
-        try:
-            p = subprocess.run([binary, "run", "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               stdin=subprocess.DEVNULL, timeout=20, env=dict(os.environ, LC_ALL="C"), check=False)
-            _DEVSTAT_SUPPORT[binary] = b"--devstat" in p.stdout
-        except (OSError, subprocess.TimeoutExpired):
-            _DEVSTAT_SUPPORT[binary] = False
+        _DEVSTAT_SUPPORT[binary] = b"--devstat" in run_help(binary)
     return _DEVSTAT_SUPPORT[binary]
 
 
@@ -334,7 +346,13 @@ def run_workload(p, stop=None, sizes=None, collector_info=None, source=None, too
     """Run one workload (``p``: every parameter, validated or not).
 
     Returns ``(result, failed, msg, warnings)``. ``stop``: a ``threading.Event`` that stops
-    the benchmark with SIGTERM (an interrupted, partial result with ``timed_out``)."""
+    the benchmark with SIGTERM (an interrupted, partial result with ``timed_out``).
+
+    With ``foreign_io`` / ``impact`` in ``p`` (the job passes them; ``module_utils/foreign.py``)
+    it first waits for a quiet device (a workload that never got quiet is not run: a result
+    with ``foreign.skipped`` and no ``bench``, not failed), applies the impact caps, runs
+    iobench in a cgroup of its own at the asked priority, samples the devices beside it,
+    lets the guard stop it, and adds the ``foreign`` section to the result."""
     if collector_info is None:
         errors, sizes, collector_info, source, tools = prepare(p)
         if errors:
@@ -344,6 +362,15 @@ def run_workload(p, stop=None, sizes=None, collector_info=None, source=None, too
         return ({"collector": collector_info}, True,
                 "iobench binary %s not found or not executable" % p["binary"], [])
     params = dict(p)
+    fx = None
+    if p.get("foreign_io") is not None or p.get("impact") is not None:
+        fx = _foreign.Run(p, collector_info["devices"], stop)
+        if fx.errors:
+            return {"collector": collector_info}, True, "invalid parameters: " + "; ".join(fx.errors), []
+        sizes = dict(sizes or {})
+        params, skip, _notes = fx.before(params, sizes)
+        if skip:
+            return {"collector": collector_info, "foreign": fx.section, "changed": False}, False, None, [skip]
     if p.get("device_counters", "auto") == "auto" and collector_info["devices"] and supports_devstat(p["binary"]):
         params["devstat"] = list(collector_info["devices"])
     else:
@@ -353,6 +380,11 @@ def run_workload(p, stop=None, sizes=None, collector_info=None, source=None, too
     try:
         output = os.path.join(tmpdir, "result.json")
         argv = build_argv(params, sizes, output)
+        preexec_fn = bench_stop = None
+        if fx is not None:
+            extra, preexec_fn = fx.start(tmpdir, _foreign.supports_live_log(run_help(p["binary"])))
+            argv = argv + extra
+            bench_stop = fx.watch_stop()
         collector = Collector(collector_info["devices"], p["collect_interval"], source, tools)
         try:
             collector.start()
@@ -365,9 +397,15 @@ def run_workload(p, stop=None, sizes=None, collector_info=None, source=None, too
             collector_info["reason"] = "; ".join(
                 [r for r in (collector_info["reason"], "could not start the %s collectors: %s" % (source, e)) if r])
         try:
-            rc, out, err, timed_out, started, ended = run_bench(argv, p["timeout"], stop)
+            if fx is not None:
+                rc, out, err, timed_out, started, ended = run_bench(argv, p["timeout"], bench_stop, preexec_fn,
+                                                                    fx.on_start)
+            else:
+                rc, out, err, timed_out, started, ended = run_bench(argv, p["timeout"], stop)
         finally:
             collected = collector.stop()
+            if fx is not None:
+                fx.finish()
         collector_info["commands"] = collected["commands"]
         collector_info["errors"] = collected["errors"]
         collector_info["samples_total"] = {"iostat": len(collected["iostat"]),
@@ -381,10 +419,16 @@ def run_workload(p, stop=None, sizes=None, collector_info=None, source=None, too
             except ValueError as e:
                 json_error = "iobench wrote unparsable JSON to %s: %s" % (output, e)
         result = dict(argv=argv, rc=rc, timed_out=timed_out, stderr=err[-4096:], collector=collector_info)
+        if fx is not None:
+            result["foreign"] = fx.section
+            if fx.section["guard"]:
+                timed_out = result["timed_out"] = False     # the guard's stop, said in foreign.guard
         failed = dict(bench=bench, iostat=EMPTY_IO, vmstat=EMPTY_IO, **result)
         stopped = " after a timeout of %ss" % p["timeout"] if timed_out else ""
         if stop is not None and stop.is_set():
             stopped = " when the job's deadline passed"
+        elif fx is not None and fx.section["guard"]:
+            stopped = " by the foreign-I/O guard (%s)" % fx.section["guard"]["reason"]
         if rc in (1, 2, 3):
             return failed, True, error_line(err) or "iobench exited %d" % rc, []
         if rc not in (0, 4, 5) and not (timed_out and bench):

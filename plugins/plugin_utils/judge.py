@@ -7,12 +7,28 @@ the ``qualify_report`` callback (imports this module).
 
 ``judge(workloads, rules, expected_ids=None)`` returns::
 
-    verdict:  PASS | FAIL | ERROR
-    reasons:  [sentences]          # errors first, then failed limits; empty on PASS
+    verdict:  PASS | FAIL | ERROR | INCONCLUSIVE
+    reasons:  [sentences]          # errors first, then failed limits, then shared workloads; empty on PASS
     checks:   [{workload, rule, metric, value, limit, op, passed, evidence,
                 status, kind, message}, ...]
     summary:  {workloads, checks, passed, failed, not_applicable, errors}
     warnings: [sentences]          # rules that matched nothing, or only n/a checks
+
+Foreign I/O (issue 17; records of a job run with ``foreign_io``, metrics ``foreign_*``):
+
+* Every such workload gets a ``rule: foreign_io`` check (``kind: foreign``). A workload that
+  was not run because its device never got quiet or the host's time budget was spent
+  (``foreign_skipped``), one the guard stopped (``foreign_guard``: its partial numbers are
+  not judged, and the guard's stop is not an ``interrupted`` error), or one whose
+  ``foreign_share`` passed ``foreign_max_share`` is *shared*: with ``on_busy``
+  ``inconclusive`` (the default) the check's status is ``inconclusive`` and every failed
+  limit of that workload becomes ``inconclusive`` too (a threshold missed on a shared
+  window is not a FAIL); with ``fail`` the check fails; with ``warn`` a share above the
+  limit is a warning and the workload is judged on its numbers (a workload that did not
+  run or was stopped is still inconclusive: there is nothing to judge). Otherwise the
+  check passes and quotes the share.
+* The host's verdict: ERROR over FAIL over INCONCLUSIVE over PASS -- a real failure on a
+  window of its own is a FAIL even when other workloads were shared.
 
 Verdicts: ERROR when the host failed outside a workload (``error``), a planned workload
 is missing (``expected_ids``), a workload's module call failed or was skipped, it has no
@@ -104,7 +120,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.rules import (
     validate_rules,
 )
 
-PASS, FAIL, ERROR = "PASS", "FAIL", "ERROR"
+PASS, FAIL, ERROR, INCONCLUSIVE = "PASS", "FAIL", "ERROR", "INCONCLUSIVE"
 
 _LIMIT_LABEL = {"min_iops": ("IOPS", ""), "min_mibps": ("MiB/s", "")}
 
@@ -531,6 +547,7 @@ def judge(workloads, rules, expected_ids=None, error=None, diagnostics=None, opt
         checks.append(_error(None, "host_error", _host_error_text(error)))
     matched = [0] * len(rules)
     applicable = [0] * len(rules)
+    foreign_warnings = []
     for wid, rec in slots:
         if rec is None:
             wid_only, _at, target = wid.rpartition("@") if "@" in wid else (wid, "", None)
@@ -543,7 +560,7 @@ def judge(workloads, rules, expected_ids=None, error=None, diagnostics=None, opt
         if rec.get("target"):
             # messages say "<id> on <target>"; the check keeps the id and gains target
             wid = "%s on %s" % (wid, rec["target"])
-        _workload_checks(checks, rules, matched, applicable, proof_failed, wid, rec)
+        _workload_checks(checks, rules, matched, applicable, proof_failed, wid, rec, foreign_warnings)
         if rec.get("target"):
             for c in checks[first:]:
                 c["workload"] = rec.get("id")
@@ -555,16 +572,88 @@ def judge(workloads, rules, expected_ids=None, error=None, diagnostics=None, opt
             matched[ri] += 1
             applicable[ri] += 1
             checks.extend(_diagnostic_checks(rule, diagnostics))
-    drive_warnings = _drive_checks(checks, rules, drives, matched, applicable)
+    drive_warnings = foreign_warnings + _drive_checks(checks, rules, drives, matched, applicable)
     return _verdict(checks, rules, matched, applicable, diagnostics, slots, drive_warnings)
 
 
-def _workload_checks(checks, rules, matched, applicable, proof_failed, wid, rec):
-    """Checks of one workload record (integrity, cache proof, rules), appended to ``checks``."""
+def _foreign_text(metrics):
+    """The foreign figures of a workload as evidence."""
+    m = metrics
+    parts = ["foreign share %s" % fmt_num(m.get("foreign_share"))]
+    for key, label in (("foreign_reads", "reads"), ("foreign_writes", "writes")):
+        if m.get(key) is not None:
+            parts.append("%s %s" % (label, fmt_num(m[key])))
+    if m.get("foreign_bytes") is not None:
+        parts.append("%s MiB" % fmt_num(m["foreign_bytes"] / 1048576.0))
+    if m.get("foreign_busy_pct") is not None:
+        parts.append("busy %s %%" % fmt_num(m["foreign_busy_pct"]))
+    if m.get("foreign_await_ms") is not None:
+        parts.append("their await %s ms" % fmt_num(m["foreign_await_ms"]))
+    return "I/O not ours on device %s over %s s: %s (attributed by %s)" % (
+        m.get("device") or "?", fmt_num(m.get("foreign_span_s")), ", ".join(parts), m.get("foreign_source") or "?")
+
+
+def _foreign_check(wid, metrics, warnings):
+    """The ``foreign_io`` check of a workload run with foreign-I/O accounting, or None."""
+    m = metrics
+    if m.get("foreign_source") is None and m.get("foreign_skipped") is None and m.get("foreign_quiet") is None:
+        return None
+    on_busy = m.get("foreign_on_busy") or "inconclusive"
+    limit = m.get("foreign_max_share")
+    shared = "fail" if on_busy == "fail" else "inconclusive"
+    if m.get("foreign_skipped"):
+        status = "fail" if on_busy == "fail" and "quiet" in m["foreign_skipped"] else "inconclusive"
+        msg = "%s: not measured: %s" % (wid, m["foreign_skipped"])
+        return _check(wid, "foreign_io", "foreign_skipped", m["foreign_skipped"], None, None,
+                      False if status == "fail" else None, msg, status, "foreign", msg)
+    ev = _foreign_text(m)
+    if m.get("foreign_guard"):
+        msg = "%s: %s; the partial numbers are not judged (%s)" % (wid, m["foreign_guard"], ev)
+        status = shared
+        return _check(wid, "foreign_io", "foreign_await_ms", m.get("foreign_await_ms"), None, None,
+                      False if status == "fail" else None, ev, status, "foreign", msg)
+    share = m.get("foreign_share")
+    if share is None:
+        msg = "%s: foreign I/O not measured (%s)" % (wid, m.get("foreign_blind") or "no samples")
+        return _check(wid, "foreign_io", "foreign_share", None, limit, "<=", None, msg, "n/a", "foreign", msg)
+    if limit is not None and share > limit:
+        msg = "%s: shared window: %s > limit %s (%s)" % (wid, "foreign share %s" % fmt_num(share), fmt_num(limit), ev)
+        if on_busy == "warn":
+            warnings.append(msg + "; judged anyway (on_busy: warn)")
+            return _check(wid, "foreign_io", "foreign_share", share, limit, "<=", None, ev, "n/a", "foreign", msg)
+        return _check(wid, "foreign_io", "foreign_share", share, limit, "<=", False if shared == "fail" else None,
+                      ev, shared, "foreign", msg)
+    msg = "%s: foreign share %s <= limit %s (%s)" % (wid, fmt_num(share), fmt_num(limit), ev)
+    return _check(wid, "foreign_io", "foreign_share", share, limit, "<=", True, ev, "pass", "foreign", msg)
+
+
+def _workload_checks(checks, rules, matched, applicable, proof_failed, wid, rec, warnings=None):
+    """Checks of one workload record (foreign I/O, integrity, cache proof, rules), appended to ``checks``."""
     metrics = record_metrics(rec)
     view = rec if rec.get("metrics") is metrics else dict(rec, metrics=metrics)
+    foreign = _foreign_check(wid, metrics, warnings if warnings is not None else [])
+    first = len(checks)
+    if foreign is not None:
+        checks.append(foreign)
+        if metrics.get("foreign_skipped"):
+            return
     integrity = _integrity(rec, wid, metrics)
+    if foreign is not None and metrics.get("foreign_guard"):
+        # the guard stopped it: that is the foreign check's story, not an integrity error
+        integrity = [c for c in integrity if c["rule"] not in ("interrupted", "timed_out")]
     checks.extend(integrity)
+    try:
+        _judged_checks(checks, rules, matched, applicable, proof_failed, wid, rec, metrics, view, integrity)
+    finally:
+        if foreign is not None and foreign["status"] == "inconclusive":
+            for c in checks[first + 1:]:
+                if c["status"] == "fail":
+                    c["status"] = "inconclusive"
+                    c["passed"] = None
+                    c["message"] += " [shared window: not judged]"
+
+
+def _judged_checks(checks, rules, matched, applicable, proof_failed, wid, rec, metrics, view, integrity):
     if any(c["rule"] in ("no_metrics", "skipped") for c in integrity) or not metrics.get("measured"):
         return
     proof = proof_failed.get((rec.get("target"), rec.get("id")))
@@ -587,7 +676,8 @@ def _workload_checks(checks, rules, matched, applicable, proof_failed, wid, rec)
 def _verdict(checks, rules, matched, applicable, diagnostics, slots, drive_warnings):
     errors = [c for c in checks if c["status"] == "error"]
     failed = [c for c in checks if c["status"] == "fail"]
-    verdict = ERROR if errors else FAIL if failed else PASS
+    shared = [c for c in checks if c["status"] == "inconclusive" and c.get("kind") == "foreign"]
+    verdict = ERROR if errors else FAIL if failed else INCONCLUSIVE if shared else PASS
     warnings = []
     cp = diagnostics.get("cache_proof") if isinstance(diagnostics.get("cache_proof"), dict) else {}
     if cp.get("status") == "unproven":
@@ -611,10 +701,11 @@ def _verdict(checks, rules, matched, applicable, diagnostics, slots, drive_warni
         "failed": len(failed),
         "not_applicable": sum(1 for c in checks if c["status"] == "n/a"),
         "errors": len(errors),
+        "inconclusive": len(shared),
     }
     return {
         "verdict": verdict,
-        "reasons": [c["message"] for c in errors] + [c["message"] for c in failed],
+        "reasons": [c["message"] for c in errors] + [c["message"] for c in failed] + [c["message"] for c in shared],
         "checks": checks,
         "summary": summary,
         "warnings": warnings,
@@ -635,8 +726,9 @@ def target_verdicts(host_judgement):
     for target, checks in out.items():
         errors = [c["message"] for c in checks if c.get("status") == "error"]
         failed = [c["message"] for c in checks if c.get("status") == "fail"]
-        result[target] = {"verdict": ERROR if errors else FAIL if failed else PASS, "reasons": errors + failed,
-                          "checks": len(checks)}
+        shared = [c["message"] for c in checks if c.get("status") == "inconclusive" and c.get("kind") == "foreign"]
+        verdict = ERROR if errors else FAIL if failed else INCONCLUSIVE if shared else PASS
+        result[target] = {"verdict": verdict, "reasons": errors + failed + shared, "checks": len(checks)}
     return result
 
 
@@ -646,7 +738,7 @@ def first_failing_check(host_judgement, workload=None):
     nothing failed (or no checks, e.g. an unreachable host)."""
     checks = [c for c in (host_judgement or {}).get("checks") or []
               if workload is None or (isinstance(c, dict) and str(c.get("workload")) == str(workload))]
-    for status in ("error", "fail"):
+    for status in ("error", "fail", "inconclusive"):
         for c in checks:
             if isinstance(c, dict) and c.get("status", "fail" if c.get("passed") is False else None) == status:
                 return c
@@ -663,4 +755,4 @@ def first_failing_rule(host_judgement, workload=None):
 
 
 __all__ = ["judge", "evidence", "drive_label", "drive_list", "target_verdicts", "first_failing_check",
-           "first_failing_rule", "PASS", "FAIL", "ERROR"]
+           "first_failing_rule", "PASS", "FAIL", "ERROR", "INCONCLUSIVE"]

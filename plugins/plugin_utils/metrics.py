@@ -52,6 +52,24 @@ Conventions:
   third), change_pct, min_iops, max_iops, series (<= 12 means of equal slices)}``.
 * ``search`` / ``db``: compact copies of iobench's search steps and database-pattern
   figures (``None`` for other runs), for the diagnostics.
+* ``foreign_*`` (issue 17; ``None`` when the job ran without ``foreign_io``): the I/O on
+  the target's devices that was not ours, from the samples ``module_utils/foreign.py``
+  took beside the benchmark (device counters and ours read at the same instants; the
+  samples around the measured window: the last one at or before its start to the first
+  one at or after its end, ``foreign_span_s`` long). Ours are the requests and bytes the
+  kernel charged to the benchmark's own cgroup (``foreign_source`` ``cgroup-v1`` /
+  ``cgroup-v2``), else the benchmark's own completed requests from its live log
+  (``iobench``); ``foreign_blind`` says what that method cannot see. ``foreign_reads`` /
+  ``foreign_writes`` / ``*_bytes`` = device minus ours, never below 0 (our bios merge into
+  fewer device requests); ``foreign_share`` = the larger of foreign requests / device
+  requests and foreign bytes / device bytes (0 on an idle device); ``foreign_busy_pct`` =
+  the device's %util x the foreign request share; ``foreign_await_ms`` = (device read+write
+  ticks - the benchmark's summed latency) / foreign requests (with a live log).
+  ``foreign_quiet`` is the wait before the run (``{ok, waited_s, util_pct, ...}``),
+  ``foreign_skipped`` why it did not run (never quiet, time budget spent),
+  ``foreign_guard`` why the guard stopped it, ``foreign_max_share`` / ``foreign_on_busy``
+  the settings it ran with, ``impact`` what the run got (``ioprio_class``, ``nice``,
+  ``schedulers``, ``notes``: caps applied, priority not honoured).
 * Integrity, for the judge: ``measured`` (true when the result carries the benchmark's
   JSON, else null), ``errors``, ``error_kinds``, ``error_first``, ``interrupted``,
   ``signal``, ``timed_out``; ``filesystem`` of the target (iobench's environment).
@@ -88,6 +106,11 @@ DEVICE_FIELDS = (
     ("dev_wareq_sz_kb", "wareq-sz"),
 )
 
+FOREIGN_KEYS = ("foreign_share", "foreign_reads", "foreign_writes", "foreign_read_bytes", "foreign_write_bytes",
+                "foreign_bytes", "foreign_busy_pct", "foreign_await_ms", "foreign_span_s", "foreign_source",
+                "foreign_blind", "foreign_quiet", "foreign_guard", "foreign_skipped", "foreign_max_share",
+                "foreign_on_busy", "impact")
+
 STABILITY_MIN_INTERVALS = 6
 STABILITY_SERIES_POINTS = 12
 
@@ -105,6 +128,8 @@ METRIC_KEYS = (
        "dev_read_bytes", "dev_write_bytes", "bench_read_bytes", "bench_write_bytes",
        "steady_state", "stability", "search", "db",
        "error_kinds", "error_first", "signal", "timed_out", "measured", "filesystem")
+    # issue 17: foreign I/O over the window (see foreign_figures)
+    + FOREIGN_KEYS
 )
 
 
@@ -231,6 +256,78 @@ def _device(result, bench, m):
             m["device"] = dev
         elif isinstance(devs, list) and devs:
             m["device"] = ",".join(str(d) for d in devs)
+
+
+def _delta_span(samples, bench, source):
+    """The two samples bounding the measured window (see foreign_figures)."""
+    start = as_number(dig(bench, "window", "start_epoch"))
+    end = as_number(dig(bench, "window", "end_epoch"))
+    if source == "iobench":
+        samples = [s for s in samples if s.get("l") and s.get("w")]
+        runs = [s.get("r") for s in samples]
+        if runs:
+            samples = [s for s in samples if s.get("r") == runs[-1]]
+        return (samples[0], samples[-1]) if len(samples) >= 2 else (None, None)
+    if len(samples) < 2:
+        return None, None
+    a = samples[0]
+    b = samples[-1]
+    if start is not None:
+        before = [s for s in samples if s["e"] <= start]
+        a = before[-1] if before else a
+    if end is not None:
+        after = [s for s in samples if s["e"] >= end - 0.05]
+        b = after[0] if after else b
+    return (a, b) if b["e"] > a["e"] else (None, None)
+
+
+def foreign_figures(result, bench):
+    """The ``foreign_*`` and ``impact`` metrics of a result (module docstring), or {}."""
+    f = dig(result, "foreign")
+    if not isinstance(f, dict):
+        return {}
+    settings = f.get("settings") if isinstance(f.get("settings"), dict) else {}
+    guard = f.get("guard") if isinstance(f.get("guard"), dict) else None
+    impact = f.get("impact") if isinstance(f.get("impact"), dict) else {}
+    out = {"foreign_source": f.get("source"), "foreign_blind": f.get("blind"), "foreign_quiet": f.get("quiet"),
+           "foreign_guard": guard.get("reason") if guard else None, "foreign_skipped": f.get("skipped"),
+           "foreign_max_share": as_number(settings.get("max_share")), "foreign_on_busy": settings.get("on_busy"),
+           "impact": {"ioprio_class": impact.get("ioprio_class"), "nice": impact.get("nice"),
+                      "schedulers": [s.get("name") for s in impact.get("schedulers") or [] if isinstance(s, dict)],
+                      "notes": list(impact.get("notes") or [])}}
+    samples = [s for s in f.get("samples") or [] if isinstance(s, dict) and as_number(s.get("e")) is not None]
+    a, b = _delta_span(samples, bench, f.get("source"))
+    if a is None:
+        return out
+    secs = b["e"] - a["e"]
+    dev = [0] * 7
+    ours = [0] * 4
+    for name, cur in (b.get("d") or {}).items():
+        prev = (a.get("d") or {}).get(name)
+        if not isinstance(cur, list) or not isinstance(prev, list) or len(cur) < 7 or len(prev) < 7:
+            return out
+        dev = [x + (c - p) for x, c, p in zip(dev, cur, prev)]
+        if f.get("source", "").startswith("cgroup"):
+            cb = (b.get("c") or {}).get(name) or [0] * 4
+            ca = (a.get("c") or {}).get(name) or [0] * 4
+            ours = [x + (c - p) for x, c, p in zip(ours, cb, ca)]
+    if f.get("source") == "iobench":
+        la, lb = a["l"], b["l"]
+        ours = [lb[0] - la[0], lb[1] - la[1], lb[3] - la[3], lb[4] - la[4]]
+    dev_r, dev_rb, dev_w, dev_wb = dev[0], dev[1] * 512, dev[3], dev[4] * 512
+    fr, frb = max(0, dev_r - ours[0]), max(0, dev_rb - ours[1])
+    fw, fwb = max(0, dev_w - ours[2]), max(0, dev_wb - ours[3])
+    ios_share = ratio(fr + fw, dev_r + dev_w) or 0.0
+    bytes_share = ratio(frb + fwb, dev_rb + dev_wb) or 0.0
+    util = min(100.0, dev[6] / (secs * 1000.0) * 100.0) if secs > 0 else None
+    out.update(foreign_reads=fr, foreign_writes=fw, foreign_read_bytes=frb, foreign_write_bytes=fwb,
+               foreign_bytes=frb + fwb, foreign_share=round(min(1.0, max(ios_share, bytes_share)), 4),
+               foreign_busy_pct=None if util is None else round(util * ios_share, 1),
+               foreign_span_s=round(secs, 3))
+    if a.get("l") and b.get("l") and a.get("r") == b.get("r") and fr + fw:
+        our_ms = ((b["l"][2] - a["l"][2]) + (b["l"][5] - a["l"][5])) / 1e6
+        out["foreign_await_ms"] = round(max(0.0, dev[2] + dev[5] - our_ms) / (fr + fw), 3)
+    return out
 
 
 def _steady_state(bench):
@@ -381,6 +478,7 @@ def workload_metrics(record):
         first = ", ".join("%s %s" % (k, v) for k, v in first.items())
     m["error_first"] = str(first) if first else None
     m["interrupted"] = bool(bench.get("interrupted")) if bench else False
+    m.update(foreign_figures(result, bench))
     if bench:
         m["measured"] = True
         fs = dig(bench, "environment", "filesystem")
@@ -418,4 +516,5 @@ def workload_record(spec, result):
 
 
 __all__ = ["workload_metrics", "workload_record", "record_metrics", "op_count", "latency_op", "devstat_figures", "stability_of",
+           "foreign_figures", "FOREIGN_KEYS",
            "window_seconds", "interval_iops", "METRIC_KEYS", "DEVICE_FIELDS", "METRIC_OPS", "LATENCY_OPS"]

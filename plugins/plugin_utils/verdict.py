@@ -14,11 +14,24 @@
 The verdict gate of playbooks/qualify.yml, the fleet report (every format) and therefore
 the exit code of ``ansible-playbook`` all use this function, so they cannot disagree.
 Pure Python, no Ansible import.
+
+INCONCLUSIVE (issue 17; docs/compliance.md): the judge's verdict for a host none of whose
+workloads failed or erred but at least one ran on a shared window (foreign I/O above
+``max_share``), was stopped by the foreign-I/O guard, or was not run because the device
+never got quiet. It is never improved to PASS and never turned into FAIL by fleet
+judgements that read the shared numbers (outliers, baseline regressions, drive
+*results*); a task failed after the record, an unreachable host, no workload results or
+a drive finding that is not a measurement (model, firmware, count, capacity) still
+decide as for PASS. Whether it fails the exit code is :func:`exit_fails`' policy.
 """
 from __future__ import annotations
 
-VERDICTS = ("PASS", "FAIL", "UNREACHABLE", "ERROR")
-RECORD_VERDICTS = ("PASS", "FAIL", "ERROR")
+VERDICTS = ("PASS", "FAIL", "UNREACHABLE", "ERROR", "INCONCLUSIVE")
+RECORD_VERDICTS = ("PASS", "FAIL", "ERROR", "INCONCLUSIVE")
+# Verdicts whose host the gate fails (ansible-playbook exits non-zero); INCONCLUSIVE too
+# unless the report option ``inconclusive`` is ``warn`` (see exit_fails).
+GATE_FAILS = ("FAIL", "UNREACHABLE", "ERROR")
+INCONCLUSIVE_POLICIES = ("fail", "warn")
 
 
 def _event_text(ev):
@@ -55,6 +68,8 @@ def final_verdict(record, failed=None, unreachable=None, outliers=(), regression
       7. PASS and ``drives: fail`` with a drive finding of severity ``fail`` (a drive whose
          model or firmware differs from its group's, a host with fewer drives or less
          capacity, a drive's result worse than its peers') -> FAIL.
+      8. INCONCLUSIVE follows rules 3, 4 and 7 (drive findings other than ``result``) like
+         PASS, never 5, 6 or 7's ``result`` findings: those read the shared numbers.
     A verdict is never improved: FAIL and ERROR stay what they are.
     """
     options = options or {}
@@ -74,10 +89,18 @@ def final_verdict(record, failed=None, unreachable=None, outliers=(), regression
     record_verdict = str(record.get("verdict") or "ERROR").upper()
     verdict = record_verdict
     if record_verdict not in RECORD_VERDICTS:
-        notes.append("record verdict %r is not PASS/FAIL/ERROR; reported as ERROR" % record_verdict)
+        notes.append("record verdict %r is not PASS/FAIL/ERROR/INCONCLUSIVE; reported as ERROR" % record_verdict)
         verdict = "ERROR"
     reasons.extend(str(r) for r in (record.get("reasons") or []))
     first_rule = None
+    if verdict == "INCONCLUSIVE" and (failed or unreachable):
+        verdict = "ERROR"
+        reasons.append("record verdict INCONCLUSIVE, but then %s" % (
+            "the host became unreachable at %s" % _event_text(unreachable) if unreachable
+            else "%s failed" % _event_text(failed)))
+    elif verdict == "INCONCLUSIVE" and not record.get("workloads"):
+        verdict = "ERROR"
+        reasons.append("record verdict INCONCLUSIVE but the record holds no workload results")
     if verdict == "PASS" and (failed or unreachable):
         verdict = "ERROR"
         if unreachable:
@@ -103,7 +126,9 @@ def final_verdict(record, failed=None, unreachable=None, outliers=(), regression
         reasons.extend("regression against baseline: %s" % r["text"] for r in regressions)
         first_rule = first_rule or "baseline regression"
     bad_drives = [f for f in drive_findings or () if f.get("severity") == "fail"]
-    if verdict == "PASS" and options.get("drives", "warn") != "off" and bad_drives:
+    if verdict == "INCONCLUSIVE":
+        bad_drives = [f for f in bad_drives if f.get("kind") != "result"]
+    if verdict in ("PASS", "INCONCLUSIVE") and options.get("drives", "warn") != "off" and bad_drives:
         verdict = "FAIL"
         reasons.extend("drive %s: %s" % (f.get("kind"), f.get("message")) for f in bad_drives)
         first_rule = first_rule or "drive %s" % bad_drives[0].get("kind")
@@ -111,8 +136,21 @@ def final_verdict(record, failed=None, unreachable=None, outliers=(), regression
             "reasons": reasons, "notes": notes}
 
 
+def exit_fails(verdict, options=None):
+    """Whether the verdict gate fails a host of this final verdict (so ``ansible-playbook``
+    exits non-zero): every verdict but PASS, except INCONCLUSIVE with the report option
+    ``inconclusive: warn`` (default ``fail``: a host that could not be measured is not a
+    passed host)."""
+    verdict = str(verdict or "ERROR").upper()
+    if verdict == "PASS":
+        return False
+    if verdict == "INCONCLUSIVE":
+        return (options or {}).get("inconclusive", "fail") != "warn"
+    return True
+
+
 def counts(verdicts):
-    """{PASS: n, FAIL: n, UNREACHABLE: n, ERROR: n} of an iterable of verdicts."""
+    """{PASS: n, FAIL: n, UNREACHABLE: n, ERROR: n, INCONCLUSIVE: n} of an iterable of verdicts."""
     out = dict.fromkeys(VERDICTS, 0)
     for v in verdicts:
         out[v] = out.get(v, 0) + 1

@@ -45,7 +45,8 @@ def only(result, status=None):
 def test_no_rules_is_pass(nvme):
     r = judge(nvme, [], expected_ids=[w["id"] for w in nvme])
     assert r["verdict"] == "PASS" and r["reasons"] == [] and r["checks"] == []
-    assert r["summary"] == {"workloads": 5, "checks": 0, "passed": 0, "failed": 0, "not_applicable": 0, "errors": 0}
+    assert r["summary"] == {"workloads": 5, "checks": 0, "passed": 0, "failed": 0, "not_applicable": 0, "errors": 0,
+                            "inconclusive": 0}
 
 
 @pytest.mark.parametrize("key, metric", [("min_iops", "iops"), ("min_mibps", "mibps")])
