@@ -154,3 +154,35 @@ def test_a_rule_is_refused_exactly_when_it_matches_no_planned_step(inits, thread
 ])
 def test_bad_values_name_the_key(key, value, words):
     one(check(fleet(cfg=dict(SAN, **{key: value}))), "fleetqual_arrays.san.%s" % key, words)
+
+
+@pytest.mark.slow
+def test_the_validation_play_refuses_a_host_in_two_arrays(tmp_path):
+    """The role's validation tasks as the playbook runs them, on the controller: h3 names
+    san and is in the group nas lists; nothing is touched (the hosts do not even exist)."""
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    arrays_var = {"san": {"initiators": [1, 2], "threads": [1], "modes": ["rndrd"], "total_size": "64M"},
+                  "nas": {"initiators": [1], "groups": ["filers"], "total_size": "64M"}}
+    (tmp_path / "inv.yml").write_text(yaml.safe_dump({"all": {
+        "vars": {"fleetqual_arrays": arrays_var},
+        "children": {"sanhosts": {"vars": {"fleetqual_array": "san"},
+                                  "hosts": {"h1": {"ansible_host": "192.0.2.1"}, "h3": {"ansible_host": "192.0.2.3"}}},
+                     "filers": {"hosts": {"h3": {}, "f1": {"ansible_host": "192.0.2.9"}}}}}}))
+    (tmp_path / "pb.yml").write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": [
+        {"ansible.builtin.include_role": {"name": "fleetqual.storage.qualify", "tasks_from": "validate.yml"},
+         "vars": {"fleetqual_validate_hosts": "{{ groups['all'] }}"}}]}]))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(root, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_LOCALHOST_WARNING="false",
+               ANSIBLE_COLLECTIONS_PATH=os.path.join(root, "build", "collections"))
+    out = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "inv.yml", "pb.yml"],
+                         env=env, capture_output=True, text=True, timeout=300, cwd=str(tmp_path), check=False)
+    text = out.stdout + out.stderr
+    assert out.returncode != 0, text
+    assert ("host h3: in 2 arrays, nas (fleetqual_arrays.nas.groups) and san (fleetqual_array); a host belongs to "
+            "one array") in text, text
+    assert "host h1" not in text and "host f1" not in text
