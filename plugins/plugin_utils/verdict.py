@@ -46,7 +46,7 @@ def _event_text(ev):
 
 
 def final_verdict(record, failed=None, unreachable=None, outliers=(), regressions=(), options=None,
-                  drive_findings=()):
+                  drive_findings=(), arrays=()):
     """Return ``{verdict, record_verdict, reasons, notes, first_failing_rule}``.
 
     record:      the host record (dict) or None when the role stored none
@@ -57,6 +57,8 @@ def final_verdict(record, failed=None, unreachable=None, outliers=(), regression
     options:     {"outliers": warn|fail|off, "regressions": warn|fail|off, "drives": warn|fail|off}
     drive_findings: the host's drive consistency findings (drive_fleet.drive_findings:
                  severity, message); those of severity ``fail`` fail the host
+    arrays:      the arrays the host is an initiator of (fleet.json ``arrays`` entries:
+                 name, verdict, reasons; plugin_utils/arrays.py host_arrays), issue 16
 
     Rules, in order (the table in docs/report.md):
       1. no record: UNREACHABLE if unreachable, else ERROR (a task failed, or no record);
@@ -70,6 +72,9 @@ def final_verdict(record, failed=None, unreachable=None, outliers=(), regression
          capacity, a drive's result worse than its peers') -> FAIL.
       8. INCONCLUSIVE follows rules 3, 4 and 7 (drive findings other than ``result``) like
          PASS, never 5, 6 or 7's ``result`` findings: those read the shared numbers.
+      9. PASS or INCONCLUSIVE and an array of the host is not PASS -> the array's verdict
+         (ERROR before FAIL), its reasons prefixed ``array <name>:``; a host of an array
+         needs no workload results of its own (rule 4 does not apply to it).
     A verdict is never improved: FAIL and ERROR stay what they are.
     """
     options = options or {}
@@ -112,7 +117,7 @@ def final_verdict(record, failed=None, unreachable=None, outliers=(), regression
         notes.append("play outcome after the record (%s verdict kept): %s"
                      % (verdict, _event_text(failed or unreachable)))
     workloads = record.get("workloads")
-    if verdict == "PASS" and not workloads:
+    if verdict == "PASS" and not workloads and not arrays:
         verdict = "ERROR"
         reasons.append("record verdict PASS but the record holds no workload results")
     if verdict == "PASS" and options.get("outliers") == "fail":
@@ -132,6 +137,15 @@ def final_verdict(record, failed=None, unreachable=None, outliers=(), regression
         verdict = "FAIL"
         reasons.extend("drive %s: %s" % (f.get("kind"), f.get("message")) for f in bad_drives)
         first_rule = first_rule or "drive %s" % bad_drives[0].get("kind")
+    bad_arrays = sorted((a for a in arrays or () if str(a.get("verdict") or "ERROR").upper() != "PASS"),
+                        key=lambda a: str(a.get("verdict") or "ERROR").upper() != "ERROR")
+    if verdict in ("PASS", "INCONCLUSIVE") and bad_arrays:
+        verdict = "ERROR" if str(bad_arrays[0].get("verdict") or "ERROR").upper() != "FAIL" else "FAIL"
+        for a in bad_arrays:
+            reasons.extend("array %s: %s" % (a.get("name"), r) for r in (a.get("reasons") or [a.get("verdict")]))
+        first_rule = first_rule or "array %s" % bad_arrays[0].get("name")
+    elif bad_arrays:
+        notes.extend("array %s: %s" % (a.get("name"), a.get("verdict")) for a in bad_arrays)
     return {"verdict": verdict, "record_verdict": record_verdict, "first_failing_rule": first_rule,
             "reasons": reasons, "notes": notes}
 

@@ -364,3 +364,24 @@ def test_an_incomplete_step_a_rule_needs_is_not_pass():
     checks, verdict, reasons, _notes = arrays.judge_array(steps, [{"min_aggregate_iops": 10}], {})
     assert verdict == "ERROR" and [c["passed"] for c in checks] == [True, None]
     assert "step 2" in reasons[0] and "h9: lost" in reasons[0]
+
+
+def test_an_array_verdict_gates_its_hosts_through_final_verdict():
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.verdict import final_verdict
+    rec = {"verdict": "PASS", "reasons": [], "workloads": [{"id": "w"}]}
+    failed = {"name": "san", "verdict": "FAIL", "reasons": ["min_aggregate_iops@rndrd/i4: step 7 ..."]}
+    errored = {"name": "nas", "verdict": "ERROR", "reasons": ["step 2 incomplete"]}
+    passed = {"name": "ok", "verdict": "PASS", "reasons": []}
+    assert final_verdict(rec, arrays=[passed])["verdict"] == "PASS"
+    out = final_verdict(rec, arrays=[failed])
+    assert out["verdict"] == "FAIL" and out["reasons"] == ["array san: min_aggregate_iops@rndrd/i4: step 7 ..."]
+    assert out["first_failing_rule"] == "array san"
+    assert final_verdict(rec, arrays=[failed, errored])["verdict"] == "ERROR"
+    # an array host needs no workloads of its own; without an array it does
+    bare = dict(rec, workloads=[])
+    assert final_verdict(bare, arrays=[passed])["verdict"] == "PASS"
+    assert final_verdict(bare)["verdict"] == "ERROR"
+    # never improved
+    assert final_verdict(dict(rec, verdict="FAIL"), arrays=[passed])["verdict"] == "FAIL"
+    arrays_list = [dict(failed, hosts=["h1", "h2"]), dict(passed, hosts=["h3"])]
+    assert [a["name"] for a in arrays.host_arrays(arrays_list, "h2")] == ["san"]
