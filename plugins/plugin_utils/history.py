@@ -212,28 +212,30 @@ def is_run_dir(path):
     run_id = os.path.basename(os.path.normpath(path))
     if os.path.islink(path) or not os.path.isdir(path):
         return False
+    hist = os.path.join(path, HISTORY_DIR)
+    if os.path.isdir(hist) and not os.path.islink(hist):
+        with os.scandir(hist) as it:
+            for e in it:
+                if not e.name.endswith(".json") or e.name.startswith("."):
+                    continue
+                doc = _load(e.path)
+                if isinstance(doc, dict) and doc.get("schema") == SUMMARY_SCHEMA and doc.get("run_id") == run_id:
+                    return True
+                break
     candidates = []
     try:
         with os.scandir(path) as it:
             for e in it:
                 if e.name.endswith(".json") and e.is_file(follow_symlinks=False):
-                    candidates.append((e.name != "fleet.json", e.stat().st_size, e.path))
+                    candidates.append((e.stat().st_size, e.path))
     except OSError:
         return False
-    for _order, _size, p in sorted(candidates)[:3]:
+    for _size, p in sorted(candidates)[:3]:          # the smallest: a record, seldom fleet.json
         doc = _load(p)
         if is_record(doc, run_id=run_id):
             return True
         if isinstance(doc, dict) and doc.get("schema") == "fleetqual.fleet" and str(doc.get("run_id")) == run_id:
             return True
-    hist = os.path.join(path, HISTORY_DIR)
-    if os.path.isdir(hist) and not os.path.islink(hist):
-        with os.scandir(hist) as it:
-            for e in it:
-                doc = _load(e.path) if e.name.endswith(".json") else None
-                if isinstance(doc, dict) and doc.get("schema") == SUMMARY_SCHEMA and doc.get("run_id") == run_id:
-                    return True
-                break
     return False
 
 

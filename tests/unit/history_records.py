@@ -39,11 +39,14 @@ def drive(name="nvme0n1", serial="S64GNE0R600001", firmware="GDC5602Q", size=192
 
 
 def make_record(host, run_id, verdict="PASS", iops=1.0, p99=1.0, drives=None, profile="compliance",
-                block_size=None):
-    """A host record; every workload's IOPS times ``iops``, its p99 times ``p99``."""
+                block_size=None, slim=False):
+    """A host record; every workload's IOPS times ``iops``, its p99 times ``p99``; ``slim``:
+    without the module results (iostat samples, the benchmark's JSON), metrics kept."""
     wls = []
     for base in _records():
         w = copy.deepcopy(base)
+        if slim:
+            w["result"] = {}
         m = w["metrics"]
         if m.get("iops"):
             m["iops"] = m["iops"] * iops
