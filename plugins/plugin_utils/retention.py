@@ -11,7 +11,7 @@ everything).  :func:`prune` runs after a report over ``<results>/``:
   results directory is left as it is;
 * a run is **kept** when it is among the newest ``keep_runs`` runs, or not older than
   ``keep_days`` days (either suffices; an unset one keeps nothing by itself; both unset:
-  nothing is pruned);
+  nothing is pruned); the newest run is always kept;
 * for each host, the run holding its **accepted baseline** (the newest accepted run of the
   plan of that host's newest run, per target: what its next run compares with) is kept
   in part when it is otherwise pruned: that host's record (``<host>.json``) and history
@@ -233,7 +233,7 @@ def prune(root, policy=None, now=None, dry_run=False, current_run=None):
     now = _time.time() if now is None else now
     keep = set()
     for i, (t, run_id, _p) in enumerate(ours):
-        if policy["keep_runs"] is not None and i < policy["keep_runs"]:
+        if i == 0 or (policy["keep_runs"] is not None and i < policy["keep_runs"]):
             keep.add(run_id)
         if policy["keep_days"] is not None and t is not None and now - t <= policy["keep_days"] * 86400.0:
             keep.add(run_id)

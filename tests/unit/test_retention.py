@@ -171,8 +171,9 @@ def test_property_keeps_exactly_the_policy_and_every_baseline(tmp_path_factory, 
     if keep_runs is None and keep_days is None:
         expect = set(range(n))
     else:
+        # runs a day apart, the newest a minute old (always kept)
         expect = {d for d in range(n) if (keep_runs is not None and n - 1 - d < keep_runs)
-                  or (keep_days is not None and (n - 1 - d) <= keep_days)}
+                  or (keep_days is not None and (n - 1 - d) < keep_days) or d == n - 1}
     assert set(out["kept"]) == {run_id(d) for d in expect}
     for d in expect:                                             # kept runs are whole
         assert sorted(os.listdir(os.path.join(root, run_id(d)))) == sorted(
