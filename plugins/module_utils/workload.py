@@ -50,54 +50,45 @@ def defaults():
 
 
 def validate(params):
-    """Check the parameters; return ``(errors, sizes)`` with sizes in bytes."""
+    """Check the parameters; return ``(errors, sizes)`` with sizes in bytes. Types, choices
+    and ranges come from the option table (``iobench_options``, checked against the binary's
+    own), the rules between options from ``iobench_options.rule_errors`` (the plan applies
+    the same ones on the controller)."""
     errors = []
     sizes = {}
+    bad = set()
     device = params.get("device")
     errors.extend(_validate_target(params))
-    for name in ("block_size",) if device else ("total_size", "block_size"):
-        if name == "total_size" and params[name] is None:
-            errors.append("total_size is required with dir")
+    if not device and params.get("total_size") is None:
+        errors.append("total_size is required with dir")
+    for o in opts.OPTIONS:
+        name, value = o["name"], params.get(o["name"])
+        if value is None or name in ("dir", "device") or (device and name in opts.FILE_OPTS):
             continue
-        try:
-            sizes[name] = parse_size(params[name], name)
-        except ValueError as e:
-            errors.append(str(e))
+        if o["how"] != "size":
+            msg = opts.value_error(name, value, say_type=False)
+        else:
+            try:
+                sizes[name] = parse_size(value, name)
+            except ValueError as e:
+                errors.append(str(e))
+                bad.add(name)
+                continue
+            msg = opts.range_error(name, sizes[name], str(value), say_type=False)
+            if name == "total_size" and sizes[name] == 0:
+                msg = "must be greater than 0"
+        if msg:
+            errors.append("%s %s" % (name, msg))
+            bad.add(name)
     if device:
         errors.extend(_validate_device(params, sizes))
-    if sizes.get("block_size") == 0:
-        errors.append("block_size must be greater than 0")
-    if sizes.get("total_size") == 0:
-        errors.append("total_size must be greater than 0")
-    if not 1 <= params["threads"] <= 1024:
-        errors.append("threads must be between 1 and 1024, got %d" % params["threads"])
-    if not device and (params["file_num"] is None or params["file_num"] < 1):
-        errors.append("file_num must be at least 1, got %s" % params["file_num"])
-    if not 1 <= params["iodepth"] <= 4096:
-        errors.append("iodepth must be between 1 and 4096, got %d" % params["iodepth"])
     if not 1 <= params["collect_interval"] <= 60:
         errors.append("collect_interval must be between 1 and 60 seconds, got %d" % params["collect_interval"])
-    for name in ("fsync_freq", "time", "requests", "warmup", "seed"):
-        if params[name] is not None and params[name] < 0:
-            errors.append("%s must not be negative, got %d" % (name, params[name]))
-    if params["rw_ratio"] is not None and not params["rw_ratio"] > 0:
-        errors.append("rw_ratio must be greater than 0, got %s" % params["rw_ratio"])
-    if params["iodepth"] > 1 and params["engine"] != "io_uring":
-        errors.append("iodepth %d needs engine io_uring (the sync engine has one request in flight per thread)"
-                      % params["iodepth"])
-    if params["time"] == 0 and not params["requests"]:
-        errors.append("time 0 (no limit) needs requests, or the run would never end")
     if params["timeout"] is not None and params["timeout"] < 1:
         errors.append("timeout must be at least 1 second, got %d" % params["timeout"])
-    if (not device and sizes.get("total_size") and sizes.get("block_size")
-            and sizes["total_size"] < max(params["file_num"], 1) * sizes["block_size"]):
-        errors.append("total_size %s must be at least file_num x block_size (%d x %s)"
-                      % (params["total_size"], params["file_num"], params["block_size"]))
-    if params["direct"] and sizes.get("block_size") and sizes["block_size"] % 512:
-        errors.append("block_size %s is not a multiple of 512, which direct (O_DIRECT) needs"
-                      % params["block_size"])
-    errors.extend(_validate_search(params))
-    errors.extend(_validate_db(params, sizes))
+    good = {k: v for k, v in params.items() if k not in bad}     # a bad value is reported once, above
+    errors.extend(msg for _name, msg in opts.rule_errors(good, {k: v for k, v in sizes.items() if k not in bad},
+                                                          device=bool(device)))
     return errors, sizes
 
 
@@ -123,77 +114,6 @@ def _validate_device(p, sizes):
     if sizes.get("size") and sizes["size"] % 512:
         errors.append("size %s is not a multiple of 512, which a device target needs (closest: %d)"
                       % (p["size"], sizes["size"] // 512 * 512 or 512))
-    if p["mode"] == "dbpattern":
-        errors.append("mode dbpattern needs a directory (its log and data files), not device %s" % p["device"])
-    return errors
-
-
-def _validate_search(p):
-    errors = []
-    knob = p.get("search")
-    if not knob:
-        given = [n for n in SEARCH_OPTS if p.get(n) is not None]
-        if given:
-            errors.append("%s need search (threads or iodepth)" % ", ".join(given))
-        return errors
-    if p["mode"] not in ("rndrd", "rndwr", "rndrw"):
-        errors.append("search needs mode rndrd, rndwr or rndrw, got %s" % p["mode"])
-    if knob == "iodepth" and p["engine"] != "io_uring":
-        errors.append("search iodepth needs engine io_uring")
-    if knob == "threads" and p["threads"] != 1:
-        errors.append("threads %d cannot be combined with search threads (the search sets it; leave threads at 1)"
-                      % p["threads"])
-    if knob == "iodepth" and p["iodepth"] != 1:
-        errors.append("iodepth %d cannot be combined with search iodepth (the search sets it; leave iodepth at 1)"
-                      % p["iodepth"])
-    for name in ("time", "requests"):
-        if p[name] is not None:
-            errors.append("%s cannot be combined with search (each step runs search_step_time seconds)" % name)
-    if p.get("search_bound_ms") is not None and not p["search_bound_ms"] > 0:
-        errors.append("search_bound_ms must be greater than 0, got %s" % p["search_bound_ms"])
-    top = 1024 if knob == "threads" else 4096
-    if p.get("search_max") is not None and not 1 <= p["search_max"] <= top:
-        errors.append("search_max must be between 1 and %d for search %s, got %d" % (top, knob, p["search_max"]))
-    if p.get("search_step_time") is not None and not 1 <= p["search_step_time"] <= 3600:
-        errors.append("search_step_time must be between 1 and 3600 seconds, got %d" % p["search_step_time"])
-    return errors
-
-
-def _validate_db(p, sizes):
-    errors = []
-    if p["mode"] != "dbpattern":
-        given = [n for n in DB_OPTS if p.get(n) is not None]
-        if given:
-            errors.append("%s need mode dbpattern" % ", ".join(given))
-        return errors
-    if p["engine"] != "sync":
-        errors.append("mode dbpattern runs with engine sync only")
-    if p["requests"]:
-        errors.append("requests cannot be combined with mode dbpattern (use time)")
-    if p["time"] == 0:
-        errors.append("time 0 is not valid with mode dbpattern")
-    for name in ("db_log_block", "db_log_size"):
-        if p.get(name) is not None:
-            try:
-                sizes[name] = parse_size(p[name], name)
-            except ValueError as e:
-                errors.append(str(e))
-    lb = sizes.get("db_log_block")
-    if lb is not None and (lb < 512 or lb % 512 or lb > 1 << 20):
-        errors.append("db_log_block must be a multiple of 512 bytes between 512 and 1M, got %s" % p["db_log_block"])
-    elif lb is not None and sizes.get("block_size") and lb > sizes["block_size"]:
-        errors.append("db_log_block %s must not be larger than block_size %s" % (p["db_log_block"], p["block_size"]))
-    ls = sizes.get("db_log_size")
-    if ls is not None and not (1 << 20) <= ls <= (64 << 30):
-        errors.append("db_log_size must be between 1M and 64G, got %s" % p["db_log_size"])
-    if p.get("db_reads_per_txn") is not None and not 1 <= p["db_reads_per_txn"] <= 1000000:
-        errors.append("db_reads_per_txn must be between 1 and 1000000, got %d" % p["db_reads_per_txn"])
-    if p.get("db_flushers") is not None and not 0 <= p["db_flushers"] <= 64:
-        errors.append("db_flushers must be between 0 and 64, got %d" % p["db_flushers"])
-    if p.get("db_flush_rate") is not None and p["db_flush_rate"] < 0:
-        errors.append("db_flush_rate must not be negative, got %s" % p["db_flush_rate"])
-    if p.get("db_group_commit_max") is not None and p["db_group_commit_max"] < 0:
-        errors.append("db_group_commit_max must not be negative, got %d" % p["db_group_commit_max"])
     return errors
 
 

@@ -88,17 +88,14 @@ VAR_NAMES = {
 BUILTIN_DEFAULTS = {"threads": 1, "block_size": 16384, "direct": True, "time": 60, "warmup": 5}
 DEFAULT_FILE_NUM = {"cache": 1, "over_cache": 128, "explicit": 1}
 WORKING_SETS = ("cache", "over_cache")
-ENGINES = ("sync", "io_uring")
-OPEN_FLAGS = ("sync", "dsync")
-FSYNC_MODES = ("fsync", "fdatasync")
-MAX_THREADS = 1024
+_OPT = iobench_options.BY_NAME
+MAX_THREADS = _OPT["threads"]["max"]     # every range: the option table (the binary's own)
 
 # Steady state (issue 10.4; iobench --steady-state, --ss-*) and preconditioning: plan keys
 # validated here; passed to the module once the option table has their rows (H1/H3).
 STEADY_STATE_KEYS = ("steady_state", "ss_round_time", "ss_window", "ss_range_pct", "ss_slope_pct",
                      "ss_max_rounds", "ss_metric")
-SS_METRICS = ("iops", "mib_per_sec", "lat_p99_us")   # iobench --ss-metric
-SS_DEFAULTS = {"ss_round_time": 10, "ss_window": 5, "ss_range_pct": 20, "ss_slope_pct": 10, "ss_max_rounds": 25}
+SS_DEFAULTS = {k: iobench_options.BINARY_DEFAULTS[k] for k in STEADY_STATE_KEYS if k != "steady_state"}
 # keys of the option table the role sets itself, never a workload entry
 RUNNER_KEYS = ("prepare",)
 
@@ -106,11 +103,9 @@ RUNNER_KEYS = ("prepare",)
 # plan keys (plugins/module_utils/iobench_options.py), in command-line order
 MODULE_PARAMS = tuple(k for k in iobench_options.PLAN_KEYS if k not in RUNNER_KEYS) + tuple(
     k for k in STEADY_STATE_KEYS if k not in iobench_options.PLAN_KEYS)
-SEARCH_KNOBS = ("threads", "iodepth")
-SEARCH_PERCENTILES = ("p50", "p90", "p95", "p99", "p99.9")
-SEARCH_DEFAULTS = {"search_max": 64, "search_step_time": 5}
-DB_LOG_SIZE_DEFAULT = 64 * 1024 * 1024
-RANDOM_MODES = ("rndrd", "rndwr", "rndrw")
+SEARCH_DEFAULTS = {k: iobench_options.BINARY_DEFAULTS[k] for k in ("search_max", "search_step_time")}
+DB_LOG_SIZE_DEFAULT = iobench_options.BINARY_DEFAULTS["db_log_size"]
+RANDOM_MODES = iobench_options.RANDOM_MODES
 SPEC_KEYS = ("id", "workload", "description", "working_set", "precondition") + MODULE_PARAMS
 PROFILE_KEYS = ("description", "extends", "defaults", "matrix")
 # keys the overrides of one workload id may set: not those that name it or size its data set
@@ -134,20 +129,12 @@ class PlanError(ValueError):
 
 # --------------------------------------------------------------------------- validation
 
-def _int_at_least(low):
-    return (lambda v: is_int(v) and v >= low), (lambda v: "must be an integer >= %d, got %r" % (low, v))
-
-
-def _one_of(choices):
-    return (lambda v: v in choices), (lambda v: "must be one of %s, got %r" % (", ".join(choices), v))
-
-
 def _boolean():
     return (lambda v: isinstance(v, bool)), (lambda v: "must be true or false, got %s %r" % (type_name(v), v))
 
 
-# key -> (accepts(value), message(value)) of every spec key with a rule of its own; sizes are
-# parsed by _check_value, other table options are checked by their row (_check_by_table)
+# key -> (accepts(value), message(value)) of the plan's own keys; every iobench option is
+# checked by its row of the option table (_check_by_table: type, choices, the binary's range)
 _VALUE_RULES = {
     "id": (lambda v: isinstance(v, str) and bool(_ID_RE.match(v)),
            lambda v: "must be a string of letters, digits, '_', '.', '-', got %r" % (v,)),
@@ -158,26 +145,12 @@ _VALUE_RULES = {
     "mode": (lambda v: v in MODES, lambda v: "unknown mode %r; known: %s" % (v, ", ".join(MODES))),
     "working_set": (lambda v: v in WORKING_SETS,
                     lambda v: "must be one of %s (or give total_size instead), got %r" % (", ".join(WORKING_SETS), v)),
-    "threads": (lambda v: is_int(v) and 1 <= v <= MAX_THREADS,
-                lambda v: "must be an integer between 1 and %d, got %r" % (MAX_THREADS, v)),
-    "search_bound_ms": (lambda v: is_number(v) and v > 0, lambda v: "must be a number > 0, got %r" % (v,)),
-    "db_flush_rate": (lambda v: is_number(v) and v >= 0, lambda v: "must be a number >= 0, got %r" % (v,)),
-    "rw_ratio": (lambda v: is_number(v) and v > 0,
-                 lambda v: "must be a number > 0 (reads per write: 9 = 90/10), got %r" % (v,)),
-    "engine": (lambda v: v in ENGINES, lambda v: "unknown engine %r; known: %s" % (v, ", ".join(ENGINES))),
-    "open_flags": (lambda v: isinstance(v, list) and all(f in OPEN_FLAGS for f in v),
-                   lambda v: "must be a list of %s, got %r" % (", ".join(OPEN_FLAGS), v)),
+    # iobench precondition --passes N (0 = none)
+    "precondition": (lambda v: is_int(v) and 0 <= v <= iobench_options.PRECONDITION_MAX_PASSES,
+                     lambda v: "must be an integer between 0 and %d (passes; 0 = none), got %r"
+                     % (iobench_options.PRECONDITION_MAX_PASSES, v)),
 }
-_VALUE_RULES.update(dict.fromkeys(("direct", "fsync_all", "fsync_end", "keep_cache", "steady_state"), _boolean()))
-_VALUE_RULES.update(dict.fromkeys(("file_num", "iodepth", "search_max", "search_step_time", "db_reads_per_txn",
-                                   "ss_round_time", "ss_window", "ss_max_rounds"), _int_at_least(1)))
-_VALUE_RULES.update(dict.fromkeys(("db_flushers", "db_group_commit_max", "time", "warmup", "requests", "seed",
-                                   "fsync_freq", "precondition"), _int_at_least(0)))
-_VALUE_RULES.update({"search": _one_of(SEARCH_KNOBS), "search_percentile": _one_of(SEARCH_PERCENTILES),
-                     "fsync_mode": _one_of(FSYNC_MODES), "ss_metric": _one_of(SS_METRICS)})
-_VALUE_RULES.update(dict.fromkeys(("ss_range_pct", "ss_slope_pct"), (
-    lambda v: is_number(v) and 0 < v <= 100, lambda v: "must be a percentage > 0 and <= 100, got %r" % (v,))))
-SIZE_KEYS = ("total_size", "block_size", "db_log_block", "db_log_size")
+SIZE_KEYS = iobench_options.SIZE_OPTS
 
 
 def _check_value(key, value, path, errors):
@@ -196,6 +169,10 @@ def _check_value(key, value, path, errors):
         if n <= 0:
             bad("must be greater than 0, got %r" % (value,))
             return None
+        msg = iobench_options.range_error(key, n, repr(value))
+        if msg:
+            bad(msg)
+            return None
         return n
     rule = _VALUE_RULES.get(key)
     if rule is None:
@@ -208,25 +185,16 @@ def _check_value(key, value, path, errors):
 
 
 def _check_by_table(key, value, bad):
-    """A pass-through option without a rule above (a row added to the option table since):
-    checked by the row's type and choices."""
-    row = iobench_options.BY_NAME.get(key)
-    kind = row["type"] if row else None
-    choices = row.get("choices") if row else None
-    if kind == "bool" and not isinstance(value, bool):
-        bad("must be true or false, got %s %r" % (type_name(value), value))
-    elif kind == "int" and (not is_int(value) or value < 0):
-        bad("must be an integer >= 0, got %r" % (value,))
-    elif kind == "float" and (not is_number(value) or value < 0):
-        bad("must be a number >= 0, got %r" % (value,))
-    elif kind == "str" and (not isinstance(value, str) or choices and value not in choices):
-        bad("must be one of %s, got %r" % (", ".join(choices), value) if choices else "must be a string, got %r"
-            % (value,))
-    elif row is None:
+    """An iobench option: checked by its row of the option table (type, choices and the
+    binary's own range, ``iobench_options.value_error``)."""
+    if key not in iobench_options.BY_NAME:
         bad("unknown key")  # pragma: no cover - callers filter unknown keys first
-    else:
-        return value
-    return None
+        return None
+    msg = iobench_options.value_error(key, value)
+    if msg:
+        bad(msg)
+        return None
+    return list(value) if isinstance(value, list) else value
 
 
 def _check_entry(entry, path, errors, allowed=SPEC_KEYS, allow_lists=False):
@@ -345,9 +313,6 @@ def _size_working_set(spec, cache_bytes, mem_total_mb, path, names, errors, requ
         spec.setdefault("file_num", DEFAULT_FILE_NUM["explicit"])
         spec["working_set"] = "explicit"
         spec["sizing"] = "explicit total_size %s" % human_size(spec["total_size"])
-        if spec["total_size"] < spec["file_num"] * block:
-            errors.append("%s.total_size: %s is smaller than file_num x block_size (%d x %s)"
-                          % (path, human_size(spec["total_size"]), spec["file_num"], human_size(block)))
         return
     spec.setdefault("file_num", DEFAULT_FILE_NUM[ws])
     if cache_bytes is None:
@@ -484,35 +449,14 @@ def _build(profile_or_matrix, cache_size, mem_total_mb, overrides, profiles, mat
             continue
         if "search" in merged:
             # a search runs steps of search_step_time; iobench refuses --time/--requests
-            if merged["mode"] not in RANDOM_MODES:
-                errors.append("%s.search: needs a random mode (%s), mode is %s"
-                              % (path, ", ".join(RANDOM_MODES), merged["mode"]))
-                continue
-            if merged["search"] == "iodepth" and merged.get("engine") != "io_uring":
-                errors.append("%s.search: iodepth is searched with engine: io_uring" % path)
-                continue
             if "requests" in checked:
-                errors.append("%s: a search is bounded by its steps; remove requests" % path)
+                errors.append("%s.requests: a search is bounded by its steps; remove requests" % path)
                 continue
             merged.pop("time", None)
             merged.pop("requests", None)
             for k, v in SEARCH_DEFAULTS.items():
                 merged.setdefault(k, v)
-        elif any(k.startswith("search_") for k in merged):
-            errors.append("%s: %s given without search" % (
-                path, ", ".join(sorted(k for k in merged if k.startswith("search_")))))
-            continue
-        elif merged.get("time", 0) == 0 and merged.get("requests", 0) == 0:
-            errors.append("%s: time and requests are both 0; the run would never end" % path)
-            continue
-        if merged["mode"] != "dbpattern" and any(k.startswith("db_") for k in merged):
-            errors.append("%s: %s only apply to mode dbpattern" % (
-                path, ", ".join(sorted(k for k in merged if k.startswith("db_")))))
-            continue
-        if merged["direct"] and merged["block_size"] % 512:
-            errors.append("%s.block_size: %d is not a multiple of 512, which O_DIRECT (direct: true) needs"
-                          % (path, merged["block_size"]))
-            continue
+        # every other rule between options: iobench_options.rule_errors, once the spec is whole
         if "rw_ratio" in merged and merged["mode"] != "rndrw":
             errors.append("%s.rw_ratio: only meaningful with mode rndrw (mode is %s)" % (path, merged["mode"]))
             continue
@@ -528,6 +472,7 @@ def _build(profile_or_matrix, cache_size, mem_total_mb, overrides, profiles, mat
                     spec.pop("rw_ratio", None)
                 else:
                     spec["rw_ratio"] = r
+                spec["_path"] = path
                 if "total_size" in spec:
                     spec.pop("working_set", None)
                 _size_working_set(spec, cache_bytes, mem_total_mb, path, names, errors, require_ram)
@@ -575,15 +520,14 @@ def _build(profile_or_matrix, cache_size, mem_total_mb, overrides, profiles, mat
         spec = out[known_ids.index(wid)]
         for k, v in values.items():
             spec[k] = v
+    start = len(errors)
     for spec in out:
-        if spec.get("steady_state") and spec.get("search"):
-            errors.append("workload %s: steady_state and search cannot be combined (a search runs steps of "
-                          "fixed length)" % spec["id"])
-        elif any(k.startswith("ss_") for k in spec) and not spec.get("steady_state"):
-            errors.append("workload %s: %s given without steady_state: true" % (
-                spec["id"], ", ".join(sorted(k for k in spec if k.startswith("ss_")))))
+        for key, msg in iobench_options.rule_errors(spec):
+            errors.append("%s.%s (workload %s): %s" % (spec["_path"], key, spec["id"], msg))
+    errors[start:] = list(dict.fromkeys(errors[start:]))
     ordered = []
     for i, spec in enumerate(out):
+        spec.pop("_path", None)
         spec["dataset"] = dataset_name(spec)
         spec["index"] = i + 1
         spec["of"] = len(out)
@@ -617,7 +561,7 @@ def dataset_name(spec):
 
 
 def _same(a, b):
-    ignore = ("id", "index", "of", "description")
+    ignore = ("id", "index", "of", "description", "_path")
     return {k: v for k, v in a.items() if k not in ignore} == {k: v for k, v in b.items() if k not in ignore}
 
 
@@ -693,7 +637,7 @@ def workload_duration_s(w):
     """Planned seconds of one workload: warmup + time, or warmup + steps x step time, or
     for steady state at most warmup + max rounds x round time (preconditioning not included)."""
     if w.get("steady_state"):
-        return int(w.get("warmup") or 0) + int(w.get("ss_max_rounds") or SS_DEFAULTS["ss_max_rounds"]) * int(
+        return int(w.get("warmup") or 0) + int(w.get("ss_max_rounds") or SS_DEFAULTS["ss_max_rounds"]) * float(
             w.get("ss_round_time") or SS_DEFAULTS["ss_round_time"])
     if w.get("search"):
         return int(w.get("warmup") or 0) + search_steps(w) * int(w.get("search_step_time") or 0)

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from ansible_collections.fleetqual.storage.plugins.module_utils import iobench_options as opts
+from ansible_collections.fleetqual.storage.plugins.module_utils.size import parse_size
 from ansible_collections.fleetqual.storage.plugins.module_utils import workload
 from ansible_collections.fleetqual.storage.plugins.modules import iobench as mod
 
@@ -60,6 +61,18 @@ def test_python_table_agrees_with_the_c_table(iobench_binary):  # noqa: F811
             assert str(o["default"]) == str(co["default"]), (name, o["default"], co["default"])
         if (o.get("group") or co.get("group")) and co.get("group") != name:   # not the group's own switch
             assert o.get("group") == co.get("group"), (name, o.get("group"), co.get("group"))
+        # issue 19: the same range (min, max, whether min itself is excluded) in both tables
+        assert ("min" in o) == ("min" in co), (name, "range in one table only")
+        if "min" in co:
+            assert (float(o["min"]), float(o["max"]), bool(o.get("min_exclusive"))) == \
+                (co["min"], co["max"], co["min_exclusive"]), (name, o, co)
+        # the binary's default, which the rules between options assume for an unset option
+        if co["default"] is not None and name not in ("dir", "mode", "device", "seed"):
+            want = co["default"]
+            if co["type"] == "size":
+                want = parse_size(want)
+            assert opts.BINARY_DEFAULTS[name] == want, (name, opts.BINARY_DEFAULTS[name], want)
+    assert c["passes"]["max"] == opts.PRECONDITION_MAX_PASSES
 
 
 def test_module_argument_spec_and_documentation_come_from_the_table():

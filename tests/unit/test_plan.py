@@ -305,16 +305,17 @@ def test_unknown_profile_lists_known_ones(profiles):
                            "rndrd, rndwr, rndrw"),
     ({"treads": 4}, "fleetqual_matrix[0].treads: unknown key (did you mean threads?); known: id, workload"),
     ({"direct": "yes"}, "fleetqual_matrix[0].direct: must be true or false, got string 'yes'"),
-    ({"time": -1}, "fleetqual_matrix[0].time: must be an integer >= 0, got -1"),
+    ({"time": -1}, "fleetqual_matrix[0].time: must be an integer between 0 and 10000000, got -1"),
     ({"fsync_mode": "sync"}, "fleetqual_matrix[0].fsync_mode: must be one of fsync, fdatasync"),
-    ({"engine": "aio"}, "fleetqual_matrix[0].engine: unknown engine 'aio'"),
+    ({"engine": "aio"}, "fleetqual_matrix[0].engine: must be one of sync, io_uring, got 'aio'"),
     ({"workload": "over-cache"}, "fleetqual_matrix[0].workload: must be a label"),
     ({"working_set": "cache"}, "fleetqual_matrix[0]: give either working_set or total_size, not both"),
-    ({"block_size": 1000}, "fleetqual_matrix[0].block_size: 1000 is not a multiple of 512"),
+    ({"block_size": 1000}, "fleetqual_matrix[0].block_size (workload c-rndrd-t1): block_size 1000 is not a multiple of 512"),
     ({"rw_ratio": 4}, "fleetqual_matrix[0].rw_ratio: only meaningful with mode rndrw"),
-    ({"time": 0}, "fleetqual_matrix[0]: time and requests are both 0"),
-    ({"file_num": 128, "total_size": "1M"}, "fleetqual_matrix[0].total_size: 1.0 MiB is smaller than "
-                                            "file_num x block_size"),
+    ({"time": 0}, "fleetqual_matrix[0].time (workload c-rndrd-t1): time 0 (no limit) needs requests"),
+    ({"file_num": 128, "total_size": "1M"}, "fleetqual_matrix[0].total_size (workload c-rndrd-t1): total_size 1048576 "
+                                            "must be at least file_num x block_size (128 x 16384)"),
+    ({"block_size": "512M"}, "fleetqual_matrix[0].block_size: must be between 1 and 256M, got '512M'"),
 ])
 def test_bad_matrix_entries_name_the_path(entry, message):
     spec = {"workload": "c", "mode": "rndrd", "total_size": "1M"}
@@ -339,7 +340,7 @@ def test_matrix_must_be_a_list_and_cache_size_must_parse():
 
 def test_bad_overrides_name_the_variable():
     errs = errors_for(overrides={"time": "x", "mode": "rndrd"})
-    assert "fleetqual_workload_overrides.time: must be an integer >= 0, got 'x'" in errs
+    assert "fleetqual_workload_overrides.time: must be an integer between 0 and 10000000, got 'x'" in errs
     assert any(e.startswith("fleetqual_workload_overrides.mode: unknown key (not allowed here)") for e in errs)
 
 
@@ -460,13 +461,20 @@ def test_search_workload_drops_time_and_counts_its_steps():
 
 
 @pytest.mark.parametrize("spec, message", [
-    ({"mode": "seqrd", "search": "threads"}, "search: needs a random mode"),
-    ({"mode": "rndrd", "search": "iodepth"}, "iodepth is searched with engine: io_uring"),
+    ({"mode": "seqrd", "search": "threads"}, "search (workload x-seqrd-t1): search needs mode rndrd, rndwr or rndrw"),
+    ({"mode": "rndrd", "search": "iodepth"}, "search (workload x-rndrd-t1): search iodepth needs engine io_uring"),
+    ({"mode": "rndrd", "search": "threads", "search_max": 2048}, "search_max must be between 1 and 1024 for search threads"),
+    ({"mode": "rndrd", "search": "threads", "threads": 4}, "threads 4 cannot be combined with search threads"),
     ({"mode": "rndrd", "search": "threads", "requests": 100}, "remove requests"),
-    ({"mode": "rndrd", "search_bound_ms": 5}, "search_bound_ms given without search"),
+    ({"mode": "rndrd", "search_bound_ms": 5}, "search_bound_ms need search (threads or iodepth)"),
     ({"mode": "rndrd", "search": "depth"}, "search: must be one of threads, iodepth"),
-    ({"mode": "rndrd", "search": "threads", "search_bound_ms": 0}, "search_bound_ms: must be a number > 0"),
-    ({"mode": "rndrd", "db_flushers": 2}, "db_flushers only apply to mode dbpattern"),
+    ({"mode": "rndrd", "search": "threads", "search_bound_ms": 0},
+     "search_bound_ms: must be greater than 0 and at most 3600000, got 0"),
+    ({"mode": "rndrd", "db_flushers": 2}, "db_flushers need mode dbpattern"),
+    ({"mode": "dbpattern", "engine": "io_uring"}, "engine (workload x-dbpattern-t1): mode dbpattern runs with engine sync only"),
+    ({"mode": "dbpattern", "db_log_block": "32K"}, "db_log_block 32768 must not be larger than block_size 16384"),
+    ({"mode": "rndrd", "rate_iops": 10, "engine": "io_uring"}, "rate_iops needs engine sync"),
+    ({"mode": "rndrd", "report_interval": 0.001}, "report_interval must be 0 (off) or at least 0.01 seconds"),
 ])
 def test_search_and_db_options_are_validated(spec, message):
     entry = dict({"workload": "x", "working_set": "cache"}, **spec)
@@ -571,7 +579,7 @@ def test_overrides_by_workload_id_apply_to_that_workload_only(profiles):
 def test_bad_overrides_by_id_name_the_id_and_the_closest():
     errs = errors_for(overrides={"c-rndrd-t2": {"time": 3}, "c-rndrd-t1": {"threads": 4, "time": -1}})
     assert errs[0].startswith("fleetqual_workload_overrides.c-rndrd-t1.threads: unknown key (not allowed here)")
-    assert errs[1] == "fleetqual_workload_overrides.c-rndrd-t1.time: must be an integer >= 0, got -1"
+    assert errs[1] == "fleetqual_workload_overrides.c-rndrd-t1.time: must be an integer between 0 and 10000000, got -1"
     assert errs[2] == ("fleetqual_workload_overrides.c-rndrd-t2: no workload of the plan has this id "
                        "(did you mean c-rndrd-t1?); ids: c-rndrd-t1")
     assert len(errs) == 3
@@ -582,12 +590,21 @@ def test_bad_overrides_by_id_name_the_id_and_the_closest():
 
 @pytest.mark.parametrize("entry, message", [
     ({"steady_state": "yes"}, "fleetqual_matrix[0].steady_state: must be true or false, got string 'yes'"),
-    ({"steady_state": True, "ss_window": 0}, "fleetqual_matrix[0].ss_window: must be an integer >= 1, got 0"),
-    ({"steady_state": True, "ss_range_pct": 0}, "fleetqual_matrix[0].ss_range_pct: must be a percentage > 0"),
+    # issue 19: the binary's ranges (ss_window 2..100, ss_range_pct 0..1000, ss_round_time a float >= 0.1)
+    ({"steady_state": True, "ss_window": 1}, "fleetqual_matrix[0].ss_window: must be an integer between 2 and 100, got 1"),
+    ({"steady_state": True, "ss_range_pct": 1001}, "fleetqual_matrix[0].ss_range_pct: must be a number between 0 and 1000"),
+    ({"steady_state": True, "ss_round_time": 0.05}, "fleetqual_matrix[0].ss_round_time: must be a number between 0.1 and 86400"),
+    ({"steady_state": True, "ss_window": 10, "ss_max_rounds": 5}, "fleetqual_matrix[0].ss_max_rounds (workload c-rndrd-t1): "
+                                                                  "ss_max_rounds 5 must be at least ss_window 10"),
+    ({"steady_state": True, "ss_round_time": 1.5, "report_interval": 1}, "fleetqual_matrix[0].ss_round_time (workload "
+                                                                         "c-rndrd-t1): ss_round_time 1.5 must be a multiple"),
     ({"steady_state": True, "ss_metric": "iopz"}, "fleetqual_matrix[0].ss_metric: must be one of iops, mib_per_sec, lat_p99_us"),
-    ({"ss_max_rounds": 10}, "workload c-rndrd-t1: ss_max_rounds given without steady_state: true"),
-    ({"steady_state": True, "search": "threads"}, "workload c-rndrd-t1: steady_state and search cannot be combined"),
-    ({"precondition": -1}, "fleetqual_matrix[0].precondition: must be an integer >= 0, got -1"),
+    ({"ss_max_rounds": 10}, "fleetqual_matrix[0].ss_max_rounds (workload c-rndrd-t1): ss_max_rounds given without "
+                            "steady_state: true"),
+    ({"steady_state": True, "search": "threads"}, "fleetqual_matrix[0].steady_state (workload c-rndrd-t1): steady_state "
+                                                  "cannot be combined with search"),
+    ({"precondition": -1}, "fleetqual_matrix[0].precondition: must be an integer between 0 and 100"),
+    ({"precondition": 101}, "fleetqual_matrix[0].precondition: must be an integer between 0 and 100"),
 ])
 def test_steady_state_and_precondition_are_validated(entry, message):
     errs = errors_for([dict({"workload": "c", "mode": "rndrd", "total_size": "1M"}, **entry)])
@@ -614,10 +631,10 @@ def test_rule_requiring_steady_state_needs_a_workload_that_runs_it(profiles):
 
 
 def test_a_new_table_option_without_a_rule_is_checked_by_its_row(monkeypatch):
-    """An option added to plugins/module_utils/iobench_options.py is validated by its type
-    and choices until the plan gives it a rule of its own."""
+    """An option added to plugins/module_utils/iobench_options.py is validated by its row: type,
+    choices and range (the binary's own), with no rule of the plan's."""
     from ansible_collections.fleetqual.storage.plugins.module_utils import iobench_options
-    rows = dict(iobench_options.BY_NAME, new_int={"name": "new_int", "type": "int"},
+    rows = dict(iobench_options.BY_NAME, new_int={"name": "new_int", "type": "int", "min": 0, "max": 9, "how": "value"},
                 new_choice={"name": "new_choice", "type": "str", "choices": ["a", "b"]},
                 new_flag={"name": "new_flag", "type": "bool"})
     monkeypatch.setattr(iobench_options, "BY_NAME", rows)
@@ -626,7 +643,7 @@ def test_a_new_table_option_without_a_rule_is_checked_by_its_row(monkeypatch):
     assert P._check_value("new_int", -1, "m", errors) is None
     assert P._check_value("new_choice", "c", "m", errors) is None
     assert P._check_value("new_flag", "yes", "m", errors) is None
-    assert errors == ["m.new_int: must be an integer >= 0, got -1", "m.new_choice: must be one of a, b, got 'c'",
+    assert errors == ["m.new_int: must be an integer between 0 and 9, got -1", "m.new_choice: must be one of a, b, got 'c'",
                       "m.new_flag: must be true or false, got string 'yes'"]
     # the plan's keys are the table's
     assert set(P.MODULE_PARAMS) >= set(iobench_options.PLAN_KEYS) - {"prepare"}

@@ -42,6 +42,7 @@ typedef struct optdef {
     int group;
     int hidden;           /* not in --help nor in `iobench options` */
     const char *metavar, *help;
+    int min_open;         /* the range excludes min: value > min (rw_ratio, search_bound_ms) */
 } optdef_t;
 
 static const choice_t MODE_CH[] = {
@@ -68,118 +69,118 @@ static void echo_pct(FILE *f, const options_t *o);
 #define OFF(field) offsetof(options_t, field)
 static const optdef_t opts[] = {
     {"dir", "dir", NULL, T_PATH, OFF(dir), NULL, 0, 0, NULL, NULL, "dir", NULL, G_NONE, 0,
-     "DIR", "test directory (must exist; carries .iobench-marker)"},
+     "DIR", "test directory (must exist; carries .iobench-marker)", 0},
     {"file_num", "file-num", NULL, T_U64, OFF(file_num), "128", 1, MAX_FILES, NULL, NULL, "file_num", NULL, G_NONE, 0,
-     "N", "number of files test_file.0..N-1"},
+     "N", "number of files test_file.0..N-1", 0},
     {"total_size", "total-size", "file-total-size", T_SIZE, OFF(total_size), "2G", 0, 0, NULL, NULL,
-     "total_size_requested", NULL, G_NONE, 0, "SIZE", "working set, split evenly over the files"},
+     "total_size_requested", NULL, G_NONE, 0, "SIZE", "working set, split evenly over the files", 0},
     {"block_size", "block-size", "file-block-size", T_SIZE, OFF(block_size), "16K", 1, 256 << 20, NULL, NULL,
-     "block_size", NULL, G_NONE, 0, "SIZE", "I/O size; sizes take K/M/G/T or KiB/MiB/GiB/TiB"},
+     "block_size", NULL, G_NONE, 0, "SIZE", "I/O size; sizes take K/M/G/T or KiB/MiB/GiB/TiB", 0},
     {"mode", "mode", "file-test-mode", T_CHOICE, OFF(mode), NULL, 0, 0, MODE_CH, NULL, "mode", NULL, G_NONE, 0,
-     "MODE", "workload (required for run)"},
-    {"rw_ratio", "rw-ratio", "file-rw-ratio", T_DBL, OFF(rw_ratio), "1.5", 0, 0, NULL, NULL, "rw_ratio", NULL,
-     G_NONE, 0, "R", "reads per write for rndrw (greater than 0)"},
+     "MODE", "workload (required for run)", 0},
+    {"rw_ratio", "rw-ratio", "file-rw-ratio", T_DBL, OFF(rw_ratio), "1.5", 0, 1e6, NULL, NULL, "rw_ratio", NULL,
+     G_NONE, 0, "R", "reads per write for rndrw (greater than 0)", 1},
     {"threads", "threads", "num-threads", T_INT, OFF(threads), "1", 1, MAX_THREADS, NULL, NULL, "threads", NULL,
-     G_NONE, 0, "N", "worker threads"},
+     G_NONE, 0, "N", "worker threads", 0},
     {"engine", "engine", NULL, T_CHOICE, OFF(engine), "sync", 0, 0, ENGINE_CH, NULL, "engine", NULL, G_NONE, 0,
-     "ENGINE", "I/O engine"},
+     "ENGINE", "I/O engine", 0},
     {"iodepth", "iodepth", NULL, T_INT, OFF(iodepth), "1", 1, MAX_IODEPTH, NULL, NULL, "iodepth", NULL, G_NONE, 0,
-     "N", "in-flight requests per thread, io_uring only"},
+     "N", "in-flight requests per thread, io_uring only", 0},
     {"direct", "direct", NULL, T_BOOL, OFF(direct), "off", 0, 0, NULL, NULL, "direct", NULL, G_NONE, 0,
-     NULL, "O_DIRECT"},
+     NULL, "O_DIRECT", 0},
     {"open_flags", "open-flags", "file-extra-flags", T_CUSTOM, 0, NULL, 0, 0, NULL, parse_open_flags, "open_flags",
-     echo_open_flags, G_NONE, 0, "LIST", "comma list of sync, dsync, direct"},
+     echo_open_flags, G_NONE, 0, "LIST", "comma list of sync, dsync, direct", 0},
     {"fsync_freq", "fsync-freq", "file-fsync-freq", T_U64, OFF(fsync_freq), "100", 0, UINT32_MAX, NULL, NULL,
-     "fsync_freq", NULL, G_NONE, 0, "N", "fsync a file after every N writes to it per thread (0 = off)"},
+     "fsync_freq", NULL, G_NONE, 0, "N", "fsync a file after every N writes to it per thread (0 = off)", 0},
     {"fsync_all", "fsync-all", "file-fsync-all", T_BOOL, OFF(fsync_all), "off", 0, 0, NULL, NULL, "fsync_all", NULL,
-     G_NONE, 0, NULL, "fsync after every write"},
+     G_NONE, 0, NULL, "fsync after every write", 0},
     {"fsync_end", "fsync-end", "file-fsync-end", T_BOOL, OFF(fsync_end), "on", 0, 0, NULL, NULL, "fsync_end", NULL,
-     G_NONE, 0, NULL, "fsync the written files at the end"},
+     G_NONE, 0, NULL, "fsync the written files at the end", 0},
     {"fsync_mode", "fsync-mode", "file-fsync-mode", T_CHOICE, OFF(fsync_mode), "fsync", 0, 0, FSYNC_CH, NULL,
-     "fsync_mode", NULL, G_NONE, 0, "MODE", "sync call"},
+     "fsync_mode", NULL, G_NONE, 0, "MODE", "sync call", 0},
     {"time", "time", "max-time", T_DBL, OFF(time_s), "10", 0, 1e7, NULL, NULL, "time_s", NULL, G_NONE, 0,
-     "S", "measured seconds (0 = no limit, needs --requests; 0 when --requests is given)"},
+     "S", "measured seconds (0 = no limit, needs --requests; 0 when --requests is given)", 0},
     {"requests", "requests", "events", T_U64, OFF(requests), "0", 0, (double)(UINT64_MAX / 2), NULL, NULL,
-     "requests", NULL, G_NONE, 0, "N", "total read+write requests over all threads (0 = no limit)"},
+     "requests", NULL, G_NONE, 0, "N", "total read+write requests over all threads (0 = no limit)", 0},
     {"warmup", "warmup", NULL, T_DBL, OFF(warmup_s), "0", 0, 1e6, NULL, NULL, "warmup_s", NULL, G_NONE, 0,
-     "S", "seconds of I/O before the measured window"},
+     "S", "seconds of I/O before the measured window", 0},
     {"seed", "seed", "rand-seed", T_U64, OFF(seed), NULL, 0, (double)UINT64_MAX, NULL, NULL, "seed", NULL, G_NONE, 0,
-     "N", "random seed (default: from the clock, echoed in the output)"},
+     "N", "random seed (default: from the clock, echoed in the output)", 0},
     {"report_interval", "report-interval", NULL, T_DBL, OFF(report_interval_s), "1", 0, 1e7, NULL, NULL,
-     "report_interval_s", NULL, G_NONE, 0, "S", "interval of the time series (0 = off, else at least 0.01)"},
+     "report_interval_s", NULL, G_NONE, 0, "S", "interval of the time series (0 = off, else at least 0.01)", 0},
     {"rate_iops", "rate-iops", NULL, T_DBL, OFF(rate_iops), "0", 0, 1e8, NULL, NULL, "rate_iops", NULL, G_NONE, 0,
-     "N", "issue at most N read+write requests/s over all threads, evenly paced (sync engine; 0 = unlimited)"},
+     "N", "issue at most N read+write requests/s over all threads, evenly paced (sync engine; 0 = unlimited)", 0},
     {"keep_cache", "keep-cache", NULL, T_BOOL, OFF(keep_cache), "off", 0, 0, NULL, NULL, "keep_cache", NULL,
-     G_NONE, 0, NULL, "do not drop the test files from the page cache before the run"},
+     G_NONE, 0, NULL, "do not drop the test files from the page cache before the run", 0},
     {"prepare", "prepare", NULL, T_BOOL, OFF(do_prepare), "off", 0, 0, NULL, NULL, "prepare", NULL, G_NONE, 0,
-     NULL, "run only: create and fill the files first"},
+     NULL, "run only: create and fill the files first", 0},
     {"cleanup", "cleanup", NULL, T_BOOL, OFF(do_cleanup), "off", 0, 0, NULL, NULL, "cleanup", NULL, G_NONE, 0,
-     NULL, "run only: remove the files afterwards"},
+     NULL, "run only: remove the files afterwards", 0},
     {"format", "format", NULL, T_CHOICE, OFF(format), "json", 0, 0, FORMAT_CH, NULL, "format", NULL, G_NONE, 0,
-     "FMT", "result format"},
+     "FMT", "result format", 0},
     {"output", "output", NULL, T_PATH, OFF(output), NULL, 0, 0, NULL, NULL, NULL, NULL, G_NONE, 0,
-     "FILE", "write the result to FILE instead of stdout"},
+     "FILE", "write the result to FILE instead of stdout", 0},
     {"start_at", "start-at", NULL, T_DBL, OFF(start_at), NULL, 0, 1e11, NULL, NULL, NULL, NULL, G_NONE, 0,
      "EPOCH", "run only: after all setup, start the warmup at this Unix time (CLOCK_REALTIME seconds; a past "
-     "instant starts at once and the result says how late)"},
+     "instant starts at once and the result says how late)", 0},
     {"live_log", "live-log", NULL, T_PATH, OFF(live_log), NULL, 0, 0, NULL, NULL, NULL, NULL, G_NONE, 0,
-     "FILE", "run only: append one JSON line of cumulative read/write counts to FILE every --report-interval"},
+     "FILE", "run only: append one JSON line of cumulative read/write counts to FILE every --report-interval", 0},
     {"check", "check", NULL, T_BOOL, OFF(check), "off", 0, 0, NULL, NULL, NULL, NULL, G_NONE, 0,
-     NULL, "validate the options, touch no file, exit 0 (or 2 with the error)"},
+     NULL, "validate the options, touch no file, exit 0 (or 2 with the error)", 0},
     {"debug_offsets_hash", "debug-offsets-hash", NULL, T_BOOL, OFF(debug_offsets_hash), "off", 0, 0, NULL, NULL,
-     NULL, NULL, G_NONE, 1, NULL, "hash the offset sequence per thread"},
+     NULL, NULL, G_NONE, 1, NULL, "hash the offset sequence per thread", 0},
     /* latency-bounded maximum search */
     {"search", "search", NULL, T_CHOICE, OFF(search), NULL, 0, 0, SEARCH_CH, NULL, "search", NULL, G_SEARCH, 0,
-     "KNOB", "step the knob 1,2,4,..,max; keep the highest IOPS within the bound"},
+     "KNOB", "step the knob 1,2,4,..,max; keep the highest IOPS within the bound", 0},
     {"search_bound_ms", "search-bound-ms", NULL, T_DBL, OFF(search_bound_ms), "50", 0, 3.6e6, NULL, NULL,
-     "search_bound_ms", NULL, G_SEARCH, 0, "MS", "latency bound of the percentile (greater than 0)"},
+     "search_bound_ms", NULL, G_SEARCH, 0, "MS", "latency bound of the percentile (greater than 0)", 1},
     {"search_max", "search-max", NULL, T_INT, OFF(search_max), "64", 1, MAX_IODEPTH, NULL, NULL, "search_max", NULL,
-     G_SEARCH, 0, "N", "last value of the knob"},
+     G_SEARCH, 0, "N", "last value of the knob", 0},
     {"search_step_time", "search-step-time", NULL, T_DBL, OFF(search_step_time_s), "5", 0.1, 3600, NULL, NULL,
-     "search_step_time_s", NULL, G_SEARCH, 0, "S", "measured seconds per step"},
+     "search_step_time_s", NULL, G_SEARCH, 0, "S", "measured seconds per step", 0},
     {"search_percentile", "search-percentile", NULL, T_CUSTOM, 0, "p99", 0, 0, NULL, parse_pct, "search_percentile",
-     echo_pct, G_SEARCH, 0, "P", "p50|p90|p95|p99|p99.9"},
+     echo_pct, G_SEARCH, 0, "P", "p50|p90|p95|p99|p99.9", 0},
     {"search_min_gain", "search-min-gain", NULL, T_DBL, OFF(search_min_gain), "5", 0, 1000, NULL, NULL,
-     "search_min_gain_pct", NULL, G_SEARCH, 0, "PCT", "stop (no_gain) after two steps each gaining less (0 = off)"},
+     "search_min_gain_pct", NULL, G_SEARCH, 0, "PCT", "stop (no_gain) after two steps each gaining less (0 = off)", 0},
     /* database pattern */
     {"db_reads_per_txn", "db-reads-per-txn", NULL, T_U64, OFF(db_reads_per_txn), "4", 1, 1000000, NULL, NULL,
-     "db_reads_per_txn", NULL, G_DB, 0, "N", "page reads per transaction"},
+     "db_reads_per_txn", NULL, G_DB, 0, "N", "page reads per transaction", 0},
     {"db_log_block", "db-log-block", NULL, T_SIZE, OFF(db_log_block), "4K", 512, 1 << 20, NULL, NULL,
-     "db_log_block", NULL, G_DB, 0, "SIZE", "redo log write per group commit (a multiple of 512)"},
+     "db_log_block", NULL, G_DB, 0, "SIZE", "redo log write per group commit (a multiple of 512)", 0},
     {"db_log_size", "db-log-size", NULL, T_SIZE, OFF(db_log_size), "64M", 1 << 20, 64.0 * (1 << 30), NULL, NULL,
-     "db_log_size", NULL, G_DB, 0, "SIZE", "size of " DB_LOG_NAME},
+     "db_log_size", NULL, G_DB, 0, "SIZE", "size of " DB_LOG_NAME, 0},
     {"db_flushers", "db-flushers", NULL, T_INT, OFF(db_flushers), "1", 0, 64, NULL, NULL, "db_flushers", NULL,
-     G_DB, 0, "N", "page flusher threads (0 = none)"},
+     G_DB, 0, "N", "page flusher threads (0 = none)", 0},
     {"db_flush_rate", "db-flush-rate", NULL, T_DBL, OFF(db_flush_rate), "0", 0, 1e7, NULL, NULL, "db_flush_rate",
-     NULL, G_DB, 0, "N", "page writes/s over all flushers (0 = unthrottled)"},
+     NULL, G_DB, 0, "N", "page writes/s over all flushers (0 = unthrottled)", 0},
     {"db_group_commit_max", "db-group-commit-max", NULL, T_INT, OFF(db_group_max), "0", 0, 1000000, NULL, NULL,
-     "db_group_commit_max", NULL, G_DB, 0, "N", "transactions per group commit at most (0 = readers)"},
+     "db_group_commit_max", NULL, G_DB, 0, "N", "transactions per group commit at most (0 = readers)", 0},
     /* device counters */
     {"devstat", "devstat", NULL, T_CUSTOM, 0, NULL, 0, 0, NULL, parse_devstat, "devstat", echo_devstat, G_DEV, 0,
-     "DEV[,DEV...]", "block counters of these devices (names as in /sys/block) at the window's edges"},
+     "DEV[,DEV...]", "block counters of these devices (names as in /sys/block) at the window's edges", 0},
     /* steady state (SNIA PTS rule) */
     {"steady_state", "steady-state", NULL, T_BOOL, OFF(steady_state), "off", 0, 0, NULL, NULL, "steady_state", NULL,
-     G_SS, 0, NULL, "run in rounds until the steady-state rule holds; report the last --ss-window rounds"},
+     G_SS, 0, NULL, "run in rounds until the steady-state rule holds; report the last --ss-window rounds", 0},
     {"ss_round_time", "ss-round-time", NULL, T_DBL, OFF(ss_round_time_s), "10", 0.1, 86400, NULL, NULL,
-     "ss_round_time_s", NULL, G_SS, 0, "S", "seconds per round (a multiple of --report-interval; else that defaults to the round)"},
+     "ss_round_time_s", NULL, G_SS, 0, "S", "seconds per round (a multiple of --report-interval; else that defaults to the round)", 0},
     {"ss_window", "ss-window", NULL, T_INT, OFF(ss_window), "5", 2, 100, NULL, NULL, "ss_window", NULL, G_SS, 0,
-     "N", "rounds judged together"},
+     "N", "rounds judged together", 0},
     {"ss_range_pct", "ss-range-pct", NULL, T_DBL, OFF(ss_range_pct), "20", 0, 1000, NULL, NULL, "ss_range_pct", NULL,
-     G_SS, 0, "PCT", "max - min of the window at most PCT % of its average"},
+     G_SS, 0, "PCT", "max - min of the window at most PCT % of its average", 0},
     {"ss_slope_pct", "ss-slope-pct", NULL, T_DBL, OFF(ss_slope_pct), "10", 0, 1000, NULL, NULL, "ss_slope_pct", NULL,
-     G_SS, 0, "PCT", "least-squares fit's excursion over the window at most PCT % of its average"},
+     G_SS, 0, "PCT", "least-squares fit's excursion over the window at most PCT % of its average", 0},
     {"ss_max_rounds", "ss-max-rounds", NULL, T_INT, OFF(ss_max_rounds), "25", 1, SS_MAX_ROUNDS, NULL, NULL,
-     "ss_max_rounds", NULL, G_SS, 0, "N", "stop after N rounds (steady state not reached)"},
+     "ss_max_rounds", NULL, G_SS, 0, "N", "stop after N rounds (steady state not reached)", 0},
     {"ss_metric", "ss-metric", NULL, T_CHOICE, OFF(ss_metric), "iops", 0, 0, SSM_CH, NULL, "ss_metric", NULL, G_SS, 0,
-     "METRIC", "tracked value of a round"},
+     "METRIC", "tracked value of a round", 0},
     /* precondition */
     {"passes", "passes", NULL, T_INT, OFF(passes), "1", 1, PRECOND_MAX_PASSES, NULL, NULL, "passes", NULL, G_PRE, 0,
-     "N", "precondition: sequential write passes over the working set (block size default 128K)"},
+     "N", "precondition: sequential write passes over the working set (block size default 128K)", 0},
     /* raw block device */
     {"device", "device", NULL, T_PATH, OFF(device), NULL, 0, 0, NULL, NULL, "device", NULL, G_BDEV, 0,
-     "DEV", "block device (opened O_EXCL and O_DIRECT); the working set starts at offset 0"},
+     "DEV", "block device (opened O_EXCL and O_DIRECT); the working set starts at offset 0", 0},
     {"size", "size", NULL, T_SIZE, OFF(dev_size), "0", 0, 0, NULL, NULL, "size", NULL, G_BDEV, 0,
-     "SIZE", "working set on the device: its first SIZE bytes (0 = the whole device)"},
+     "SIZE", "working set on the device: its first SIZE bytes (0 = the whole device)", 0},
 };
 #define NOPTS (sizeof opts / sizeof opts[0])
 _Static_assert(NOPTS <= OPT_MAX, "raise OPT_MAX");
@@ -254,6 +255,8 @@ static uint64_t parse_sz(const char *flag, const char *v)
 
 static void check_range(const optdef_t *d, const char *flag, double x, const char *v)
 {
+    if (d->min < d->max && d->min_open && !(x > d->min && x <= d->max))
+        die_usage("%s must be greater than %.15g and at most %.15g, got %s", flag, d->min, d->max, v);
     if (d->min < d->max && (x < d->min || x > d->max))
         die_usage("%s must be between %.15g and %.15g, got %s", flag, d->min, d->max, v);
 }
@@ -502,7 +505,8 @@ static void options_json(FILE *f)
             for (size_t k = 0; k < sizeof PCTS / sizeof PCTS[0]; k++) fprintf(f, "%s\"%s\"", k ? ", " : "", PCTS[k].n);
             fputc(']', f);
         }
-        if (d->min < d->max) fprintf(f, ", \"min\": %.15g, \"max\": %.15g", d->min, d->max);
+        if (d->min < d->max) fprintf(f, ", \"min\": %.17g, \"max\": %.17g, \"min_exclusive\": %s", d->min, d->max,
+                                     d->min_open ? "true" : "false");
         fprintf(f, ", \"group\": ");
         if (gn[d->group]) fprintf(f, "\"%s\"", gn[d->group]); else fputs("null", f);
         fprintf(f, ", \"alias\": ");
@@ -608,10 +612,8 @@ int cli_parse(int argc, char **argv, options_t *o)
         die_usage("--prepare/--cleanup are only valid with the run command");
     if (o->command == CMD_RUN && o->mode == MODE_NONE)
         die_usage("--mode is required for run (seqwr, seqrewr, seqrd, rndrd, rndwr, rndrw, dbpattern)");
-    if (!(o->rw_ratio > 0)) die_usage("--rw-ratio must be greater than 0, got %g", o->rw_ratio);
     if (o->report_interval_s > 0 && o->report_interval_s < 0.01)
         die_usage("--report-interval must be 0 (off) or at least 0.01 seconds, got %g", o->report_interval_s);
-    if (!(o->search_bound_ms > 0)) die_usage("--search-bound-ms must be greater than 0 (and at most 3600000)");
     if (o->command == CMD_PRECONDITION) {
         if (!given(o, "block_size")) o->block_size = 128 << 10;
         if (given(o, "time") || o->requests) die_usage("%s is not used by precondition (a pass writes the whole working set once)",
