@@ -48,7 +48,7 @@ CGROUP2_CANDIDATES = ("/sys/fs/cgroup/unified", "/sys/fs/cgroup")
 
 FOREIGN_DEFAULTS = dict(enabled=True, max_share=0.1, wait_s=120, on_busy="inconclusive", sample_s=3.0,
                         quiet_util_pct=10.0, interval=1.0, guard_await_ms=0.0, guard_samples=2,
-                        guard_min_iops=5.0, cgroup="auto")
+                        guard_min_iops=5.0, min_foreign_iops=5.0, cgroup="auto")
 IMPACT_DEFAULTS = dict(ioprio="none", nice=0, max_iops=0.0, max_mibps=0.0, max_threads=0, max_free_share=0.0,
                        budget_s=0)
 ON_BUSY = ("inconclusive", "fail", "warn")
@@ -90,7 +90,7 @@ def validate(foreign, impact):
         errors.append("foreign_io.max_share must be between 0 and 1, got %s" % foreign["max_share"])
     if foreign["on_busy"] not in ON_BUSY:
         errors.append("foreign_io.on_busy must be one of %s, got %r" % (", ".join(ON_BUSY), foreign["on_busy"]))
-    for k in ("wait_s", "sample_s", "quiet_util_pct", "guard_await_ms", "guard_min_iops"):
+    for k in ("wait_s", "sample_s", "quiet_util_pct", "guard_await_ms", "guard_min_iops", "min_foreign_iops"):
         if float(foreign[k]) < 0:
             errors.append("foreign_io.%s must not be negative, got %s" % (k, foreign[k]))
     if not 0.1 <= float(foreign["interval"]) <= 60:
@@ -670,3 +670,17 @@ class Run:
             self.cgroup.remove()
         self.bench_stop.set()
         return self.section
+
+
+def job_params(spec, params, started_epoch):
+    """One workload's run parameters with the job's ``foreign_io`` / ``impact`` settings
+    (the module's parameters of the same names) and the end of the host's time budget."""
+    p = dict(params)
+    if spec.get("foreign_io") is not None:
+        p["foreign_io"] = spec["foreign_io"]
+    if spec.get("impact") is not None:
+        p["impact"] = spec["impact"]
+        budget = (spec["impact"] or {}).get("budget_s")
+        if budget:
+            p["budget_end_epoch"] = float(started_epoch) + float(budget)
+    return p

@@ -48,6 +48,7 @@ import traceback
 
 from ansible_collections.fleetqual.storage.plugins.module_utils import blockdev as _blockdev
 from ansible_collections.fleetqual.storage.plugins.module_utils import workload as _workload
+from ansible_collections.fleetqual.storage.plugins.module_utils import foreign as _foreign
 from ansible_collections.fleetqual.storage.plugins.module_utils import lockstep as _lockstep
 from ansible_collections.fleetqual.storage.plugins.module_utils.size import parse_size
 
@@ -368,6 +369,7 @@ class Job:
                           workload_planned_s=int(self.spec["planned"][i]))
                 self.save()
                 params = self.params_for(wl, timeout)
+                params = _foreign.job_params(self.spec, params, st["started_epoch"])   # issue 17
                 pre = None
                 if wl.get("precondition"):
                     pre_error, pre_s = run_precondition(params, wl["precondition"], timeout, self.stop)

@@ -81,6 +81,23 @@ options:
     description: With O(state=status), return the results while the job still runs too.
     type: bool
     default: false
+  foreign_io:
+    description:
+      - Foreign-I/O accounting and the quiet wait (issue 17, docs/compliance.md). When set (even V({})),
+        each workload first waits for a quiet device, runs in a block-I/O cgroup of its own, and its
+        result gains C(foreign) (samples of the device's and our own counters, the quiet wait, the guard).
+      - Keys (defaults in C(module_utils/foreign.py) C(FOREIGN_DEFAULTS)) C(enabled) (true),
+        C(max_share) (0.1; recorded for the judge), C(wait_s) (120), C(on_busy) (C(inconclusive), C(fail),
+        C(warn); recorded for the judge), C(sample_s) (3), C(quiet_util_pct) (10), C(interval) (1),
+        C(guard_await_ms) (0 = no guard), C(guard_samples) (2), C(guard_min_iops) (5), C(cgroup) (C(auto) or C(off)).
+    type: dict
+  impact:
+    description:
+      - Impact limits of every workload (issue 17). Keys (C(IMPACT_DEFAULTS)) C(ioprio) (C(none) or C(idle)),
+        C(nice) (0), C(max_iops) (0 = none), C(max_mibps) (0 = none; a request rate from the block size),
+        C(max_threads) (0 = none), C(max_free_share) (0 = none; working set at most this share of the free
+        space), C(budget_s) (0 = none; workloads not started by then are not run).
+    type: dict
   array:
     description:
       - Array mode (issue 16, docs/arrays.md) - the host's part of an array's lock-step schedule, run before
@@ -154,6 +171,8 @@ def main():
             collect=dict(type="str", choices=["auto", "sysstat", "procfs", "none"], default="auto"),
             collect_interval=dict(type="int", default=1),
             results=dict(type="bool", default=False),
+            foreign_io=dict(type="dict"),
+            impact=dict(type="dict"),
             array=dict(type="dict"),
         ),
         supports_check_mode=True,

@@ -20,7 +20,8 @@ Foreign I/O (issue 17; records of a job run with ``foreign_io``, metrics ``forei
   was not run because its device never got quiet or the host's time budget was spent
   (``foreign_skipped``), one the guard stopped (``foreign_guard``: its partial numbers are
   not judged, and the guard's stop is not an ``interrupted`` error), or one whose
-  ``foreign_share`` passed ``foreign_max_share`` is *shared*: with ``on_busy``
+  ``foreign_share`` passed ``foreign_max_share`` (with at least ``foreign_min_iops``
+  foreign requests/s: less is immaterial) is *shared*: with ``on_busy``
   ``inconclusive`` (the default) the check's status is ``inconclusive`` and every failed
   limit of that workload becomes ``inconclusive`` too (a threshold missed on a shared
   window is not a FAIL); with ``fail`` the check fails; with ``warn`` a share above the
@@ -616,6 +617,11 @@ def _foreign_check(wid, metrics, warnings):
     if share is None:
         msg = "%s: foreign I/O not measured (%s)" % (wid, m.get("foreign_blind") or "no samples")
         return _check(wid, "foreign_io", "foreign_share", None, limit, "<=", None, msg, "n/a", "foreign", msg)
+    material = m.get("foreign_iops") is None or m.get("foreign_iops") >= (m.get("foreign_min_iops") or 0)
+    if limit is not None and share > limit and not material:
+        msg = "%s: foreign share %s above limit %s but immaterial: %s requests/s not ours < %s (%s)" % (
+            wid, fmt_num(share), fmt_num(limit), fmt_num(m.get("foreign_iops")), fmt_num(m.get("foreign_min_iops")), ev)
+        return _check(wid, "foreign_io", "foreign_share", share, limit, "<=", True, ev, "pass", "foreign", msg)
     if limit is not None and share > limit:
         msg = "%s: shared window: %s > limit %s (%s)" % (wid, "foreign share %s" % fmt_num(share), fmt_num(limit), ev)
         if on_busy == "warn":

@@ -62,7 +62,10 @@ Conventions:
   (``iobench``); ``foreign_blind`` says what that method cannot see. ``foreign_reads`` /
   ``foreign_writes`` / ``*_bytes`` = device minus ours, never below 0 (our bios merge into
   fewer device requests); ``foreign_share`` = the larger of foreign requests / device
-  requests and foreign bytes / device bytes (0 on an idle device); ``foreign_busy_pct`` =
+  requests and foreign bytes / device bytes (0 on an idle device); ``foreign_iops`` the
+  foreign requests per second (the judge ignores a share whose foreign I/O is under
+  ``foreign_min_iops``: 2 journal writes against a device that did nothing else are 100 %
+  of nothing); ``foreign_busy_pct`` =
   the device's %util x the foreign request share; ``foreign_await_ms`` = (device read+write
   ticks - the benchmark's summed latency) / foreign requests (with a live log).
   ``foreign_quiet`` is the wait before the run (``{ok, waited_s, util_pct, ...}``),
@@ -107,7 +110,7 @@ DEVICE_FIELDS = (
 )
 
 FOREIGN_KEYS = ("foreign_share", "foreign_reads", "foreign_writes", "foreign_read_bytes", "foreign_write_bytes",
-                "foreign_bytes", "foreign_busy_pct", "foreign_await_ms", "foreign_span_s", "foreign_source",
+                "foreign_bytes", "foreign_iops", "foreign_min_iops", "foreign_busy_pct", "foreign_await_ms", "foreign_span_s", "foreign_source",
                 "foreign_blind", "foreign_quiet", "foreign_guard", "foreign_skipped", "foreign_max_share",
                 "foreign_on_busy", "impact")
 
@@ -292,6 +295,7 @@ def foreign_figures(result, bench):
     out = {"foreign_source": f.get("source"), "foreign_blind": f.get("blind"), "foreign_quiet": f.get("quiet"),
            "foreign_guard": guard.get("reason") if guard else None, "foreign_skipped": f.get("skipped"),
            "foreign_max_share": as_number(settings.get("max_share")), "foreign_on_busy": settings.get("on_busy"),
+           "foreign_min_iops": as_number(settings.get("min_foreign_iops")),
            "impact": {"ioprio_class": impact.get("ioprio_class"), "nice": impact.get("nice"),
                       "schedulers": [s.get("name") for s in impact.get("schedulers") or [] if isinstance(s, dict)],
                       "notes": list(impact.get("notes") or [])}}
@@ -321,7 +325,8 @@ def foreign_figures(result, bench):
     bytes_share = ratio(frb + fwb, dev_rb + dev_wb) or 0.0
     util = min(100.0, dev[6] / (secs * 1000.0) * 100.0) if secs > 0 else None
     out.update(foreign_reads=fr, foreign_writes=fw, foreign_read_bytes=frb, foreign_write_bytes=fwb,
-               foreign_bytes=frb + fwb, foreign_share=round(min(1.0, max(ios_share, bytes_share)), 4),
+               foreign_bytes=frb + fwb, foreign_iops=round((fr + fw) / secs, 2) if secs > 0 else None,
+               foreign_share=round(min(1.0, max(ios_share, bytes_share)), 4),
                foreign_busy_pct=None if util is None else round(util * ios_share, 1),
                foreign_span_s=round(secs, 3))
     if a.get("l") and b.get("l") and a.get("r") == b.get("r") and fr + fw:
