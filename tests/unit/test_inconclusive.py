@@ -1,0 +1,168 @@
+"""Issue 17: the foreign figures (metrics.foreign_figures), the judge's foreign_io check and
+INCONCLUSIVE, and how final_verdict and the exit code treat it. Property tests over the
+space of shares, limits, rates and on_busy; the loop-device tests are test_foreign_io.py."""
+from hypothesis import given, settings, strategies as st
+
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import verdict as verdictmod
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import judge, target_verdicts
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import foreign_figures, workload_metrics
+
+LAT = {"min": 100, "mean": 200, "stddev": 10, "max": 900, "p50": 200, "p90": 300, "p95": 350, "p99": 500,
+       "p99.9": 800, "p99.99": 900}
+
+
+def bench(start=1000.0, end=1010.0, reads=10000):
+    return {"window": {"start_epoch": start, "end_epoch": end}, "elapsed_s": end - start,
+            "ops": {"read": {"count": reads, "bytes": reads * 16384, "per_sec": reads / (end - start),
+                             "mib_per_sec": reads * 16384 / 1048576.0 / (end - start), "latency_us": LAT},
+                    "write": {"count": 0, "bytes": 0, "per_sec": 0.0, "mib_per_sec": 0.0, "latency_us": LAT}},
+            "errors": {"total": 0}, "interrupted": False}
+
+
+def sample(e, dev, cg):
+    """dev: [rd_ios, rd_sectors, rd_ticks, wr_ios, wr_sectors, wr_ticks, io_ticks]; cg: [rios, rbytes, wios, wbytes]."""
+    return {"e": e, "d": {"vdb": list(dev)}, "c": {"vdb": list(cg)}}
+
+
+def foreign_section(samples, source="cgroup-v1", **settings_kw):
+    s = {"max_share": 0.1, "on_busy": "inconclusive", "min_foreign_iops": 5.0}
+    s.update(settings_kw)
+    return {"settings": s, "devices": ["vdb"], "source": source, "blind": "journal", "quiet": {"ok": True},
+            "samples": samples, "guard": None, "impact": {"notes": []}, "skipped": None}
+
+
+@settings(max_examples=200, deadline=None)
+@given(ours_r=st.integers(0, 10 ** 6), ours_w=st.integers(0, 10 ** 6), their_r=st.integers(0, 10 ** 6),
+       their_w=st.integers(0, 10 ** 6), merged=st.integers(0, 1000))
+def test_foreign_counts_are_the_device_minus_what_the_cgroup_was_charged(ours_r, ours_w, their_r, their_w, merged):
+    # our bios may merge into fewer device requests (merged): never a negative foreign count
+    dev_r = max(0, ours_r - merged) + their_r
+    a = sample(999.0, [0] * 7, [0] * 4)
+    b = sample(1010.5, [dev_r, (ours_r + their_r) * 32, 0, ours_w + their_w, (ours_w + their_w) * 32, 0, 5000],
+               [ours_r, ours_r * 16384, ours_w, ours_w * 16384])
+    f = foreign_figures({"foreign": foreign_section([a, b])}, bench())
+    assert f["foreign_writes"] == their_w
+    assert f["foreign_reads"] == max(0, dev_r - ours_r)
+    assert f["foreign_read_bytes"] == their_r * 16384 and f["foreign_write_bytes"] == their_w * 16384
+    assert 0.0 <= f["foreign_share"] <= 1.0
+    total = dev_r + ours_w + their_w
+    if total and not merged:
+        assert abs(f["foreign_share"] - (their_r + their_w) / float(total)) < 1e-3
+    assert f["foreign_span_s"] == 11.5
+
+
+def test_the_span_is_the_samples_around_the_window():
+    samples = [sample(e, [n, 0, 0, 0, 0, 0, 0], [0] * 4) for e, n in ((990.0, 0), (999.5, 100), (1005.0, 300),
+                                                                    (1010.2, 500), (1020.0, 9000))]
+    f = foreign_figures({"foreign": foreign_section(samples)}, bench())
+    assert f["foreign_reads"] == 400 and f["foreign_span_s"] == 10.7
+
+
+def test_no_foreign_section_no_figures_and_no_check():
+    m = workload_metrics({"id": "x", "result": {"bench": bench()}})
+    assert m["foreign_share"] is None and m["foreign_source"] is None
+    r = judge([{"id": "x", "workload": "cache", "mode": "rndrd", "result": {"bench": bench()}}], [])
+    assert r["verdict"] == "PASS" and not [c for c in r["checks"] if c["rule"] == "foreign_io"]
+
+
+def record(share, limit, on_busy, foreign_iops, min_iops, rule_passes, target=None, wid="cache-rndrd-t1"):
+    """A measured record whose foreign figures are ``share`` at ``foreign_iops``."""
+    dev_ios = 100000
+    their = int(round(share * dev_ios))
+    span = 10.0
+    # foreign_iops: their / span; scale the counts so that the rate is what is asked
+    if foreign_iops is not None and their:
+        scale = foreign_iops * span / their
+        dev_ios, their = max(1, int(dev_ios * scale)), max(0, int(round(their * scale)))
+    ours = dev_ios - their
+    a = sample(999.0, [0] * 7, [0] * 4)
+    b = sample(999.0 + span, [dev_ios, dev_ios * 32, 0, 0, 0, 0, 9000], [ours, ours * 16384, 0, 0])
+    res = {"bench": bench(), "foreign": foreign_section([a, b], max_share=limit, on_busy=on_busy,
+                                                        min_foreign_iops=min_iops), "rc": 0}
+    rec = {"id": wid, "workload": "cache", "mode": "rndrd", "threads": 1, "result": res}
+    if target:
+        rec["target"] = target
+    rules = [{"workload": "cache", "min_iops": 1 if rule_passes else 10 ** 9}]
+    return rec, rules
+
+
+@settings(max_examples=150, deadline=None)
+@given(share=st.floats(0, 1), limit=st.floats(0, 1), on_busy=st.sampled_from(["inconclusive", "fail", "warn"]),
+       rate=st.floats(0.5, 5000), min_iops=st.sampled_from([0.0, 5.0, 50.0]), rule_passes=st.booleans())
+def test_a_shared_window_is_never_judged_on_its_numbers(share, limit, on_busy, rate, min_iops, rule_passes):
+    rec, rules = record(share, limit, on_busy, rate, min_iops, rule_passes)
+    m = workload_metrics(rec)
+    r = judge([rec], rules, expected_ids=[rec["id"]])
+    shared = m["foreign_share"] > limit and m["foreign_iops"] >= min_iops
+    plain = "PASS" if rule_passes else "FAIL"
+    fc = [c for c in r["checks"] if c["rule"] == "foreign_io"]
+    assert len(fc) == 1
+    if not shared or on_busy == "warn":
+        assert r["verdict"] == plain
+        assert fc[0]["status"] in ("pass", "n/a")
+        if shared:
+            assert any("on_busy: warn" in w for w in r["warnings"])
+    elif on_busy == "fail":
+        assert r["verdict"] == "FAIL" and fc[0]["status"] == "fail"
+    else:
+        assert r["verdict"] == "INCONCLUSIVE"
+        assert fc[0]["status"] == "inconclusive" and "shared window" in r["reasons"][0]
+        assert all(c["status"] != "fail" for c in r["checks"])       # a missed threshold is not a FAIL
+        assert r["summary"]["inconclusive"] == 1
+
+
+def test_a_real_failure_elsewhere_is_a_fail_and_errors_stay_errors():
+    shared, rules = record(0.5, 0.1, "inconclusive", 500, 5, True, wid="cache-rndrd-t1")
+    clean, _ = record(0.0, 0.1, "inconclusive", None, 5, True, wid="cache-rndrd-t64")
+    rules = [{"id": "cache-rndrd-t64", "min_iops": 10 ** 9}]
+    r = judge([shared, clean], rules, expected_ids=["cache-rndrd-t1", "cache-rndrd-t64"])
+    assert r["verdict"] == "FAIL"
+    assert r["reasons"][0].startswith("cache-rndrd-t64") and "shared window" in r["reasons"][-1]
+    r = judge([shared], [], expected_ids=["cache-rndrd-t1", "cache-rndrd-t64"])     # one missing: ERROR
+    assert r["verdict"] == "ERROR"
+
+
+def test_target_verdicts_count_inconclusive_apart():
+    a, _ = record(0.5, 0.1, "inconclusive", 500, 5, True, target="data1")
+    b, _ = record(0.0, 0.1, "inconclusive", None, 5, True, target="data2")
+    r = judge([a, b], [])
+    assert r["verdict"] == "INCONCLUSIVE"
+    tv = target_verdicts(r)
+    assert tv["data1"]["verdict"] == "INCONCLUSIVE" and tv["data2"]["verdict"] == "PASS"
+
+
+def test_a_guard_stop_is_inconclusive_not_an_interrupted_error():
+    rec, _ = record(0.3, 0.5, "inconclusive", 50, 5, True)
+    rec["result"]["bench"]["interrupted"] = True
+    rec["result"]["foreign"]["guard"] = {"stopped": True, "reason": "stopped: the other I/O's await was 80.0 ms"}
+    r = judge([rec], [])
+    assert r["verdict"] == "INCONCLUSIVE"
+    assert not [c for c in r["checks"] if c["rule"] == "interrupted"]
+    assert "await was 80.0 ms" in r["reasons"][0]
+
+
+HOST = {"verdict": "INCONCLUSIVE", "reasons": ["cache-rndrd-t1: shared window"], "workloads": [{"id": "w"}]}
+
+
+def test_final_verdict_keeps_inconclusive_and_never_reads_shared_numbers():
+    v = verdictmod.final_verdict(HOST, options={"outliers": "fail", "regressions": "fail", "drives": "fail"},
+                                 outliers=[{"worse": True, "text": "slow"}], regressions=[{"text": "p99 up"}],
+                                 drive_findings=[{"severity": "fail", "kind": "result", "message": "slower"}])
+    assert v["verdict"] == "INCONCLUSIVE" and v["record_verdict"] == "INCONCLUSIVE"
+    # a drive that is not the fleet's (firmware) is no shared number: it fails the host
+    v = verdictmod.final_verdict(HOST, options={"drives": "fail"},
+                                 drive_findings=[{"severity": "fail", "kind": "firmware", "message": "GDC5603Q"}])
+    assert v["verdict"] == "FAIL"
+    v = verdictmod.final_verdict(HOST, failed={"task": "Store", "msg": "disk full"})
+    assert v["verdict"] == "ERROR" and "INCONCLUSIVE" in v["reasons"][-1]
+    v = verdictmod.final_verdict(dict(HOST, workloads=[]))
+    assert v["verdict"] == "ERROR"
+
+
+def test_counts_and_the_exit_code_policy():
+    c = verdictmod.counts(["PASS", "INCONCLUSIVE", "INCONCLUSIVE", "FAIL"])
+    assert c == {"PASS": 1, "FAIL": 1, "UNREACHABLE": 0, "ERROR": 0, "INCONCLUSIVE": 2}
+    assert verdictmod.exit_fails("INCONCLUSIVE") is True
+    assert verdictmod.exit_fails("INCONCLUSIVE", {"inconclusive": "warn"}) is False
+    assert verdictmod.exit_fails("FAIL", {"inconclusive": "warn"}) is True
+    assert verdictmod.exit_fails("PASS") is False
