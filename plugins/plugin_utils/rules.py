@@ -100,8 +100,20 @@ DRIVE_LIMITS = {
 DRIVE_KEYS = ("name", "description", "drive") + tuple(DRIVE_LIMITS)
 DRIVE_SELECT_FIELDS = ("name", "path", "id_path", "serial", "model")   # plus every by_id link
 KNOWN_KEYS = ("name", "description") + SELECTOR_KEYS + LIMIT_KEYS + ("metric", "min", "max", "diagnostic", "expect")
-KNOWN_TEXT = ("name, description, id, workload, mode, threads, min_iops, min_mibps, "
-              "max_<read|write|fsync>_<p50|p90|p95|p99|p999>_ms, require_steady_state, metric, min, max, diagnostic, expect")
+
+
+def _known_text(keys):
+    """``keys`` as one line for messages, the latency limits folded into their pattern."""
+    pattern = "max_<%s>_<%s>_ms" % ("|".join(OPS), "|".join(PCTS))
+    out = []
+    for key in keys:
+        text = pattern if key in LATENCY_LIMITS else key
+        if text not in out:
+            out.append(text)
+    return ", ".join(out)
+
+
+KNOWN_TEXT = _known_text(KNOWN_KEYS)
 
 DEFAULT_VAR = "fleetqual_thresholds"
 JMESPATH_MISSING = ("metric rules are JMESPath expressions: install the Python package jmespath on the "

@@ -237,3 +237,17 @@ def test_the_plugins_import_without_jmespath():
     assert got["errors"] == ["fleetqual_thresholds[0].metric: metric rules are JMESPath expressions: install the "
                              "Python package jmespath on the controller (pip install jmespath; it is in the "
                              "collection's requirements.txt)"]
+
+
+def test_known_text_is_derived_from_known_keys():
+    """Issue 19: the "known:" list of the messages is KNOWN_KEYS, not a hand copy."""
+    import re as _re
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils import rules as R
+    parts = R.KNOWN_TEXT.split(", ")
+    patterns = [_re.compile("^" + _re.sub(r"<([^>]*)>", r"(\1)", p) + "$") for p in parts]
+    for key in R.KNOWN_KEYS:
+        assert any(p.match(key) for p in patterns), key
+    # and nothing else: every part names a key
+    for p in patterns:
+        assert any(p.match(key) for key in R.KNOWN_KEYS), p.pattern
+    assert len(parts) < len(R.KNOWN_KEYS)          # the 15 latency limits are one pattern
