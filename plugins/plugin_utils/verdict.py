@@ -46,7 +46,7 @@ def _event_text(ev):
 
 
 def final_verdict(record, failed=None, unreachable=None, outliers=(), regressions=(), options=None,
-                  drive_findings=(), arrays=()):
+                  drive_findings=(), arrays=(), history_findings=()):
     """Return ``{verdict, record_verdict, reasons, notes, first_failing_rule}``.
 
     record:      the host record (dict) or None when the role stored none
@@ -59,6 +59,8 @@ def final_verdict(record, failed=None, unreachable=None, outliers=(), regression
                  severity, message); those of severity ``fail`` fail the host
     arrays:      the arrays the host is an initiator of (fleet.json ``arrays`` entries:
                  name, verdict, reasons; plugin_utils/arrays.py host_arrays), issue 16
+    history_findings: the host against its own accepted history (history.drift_findings
+                 ``findings``: kind drift | trend | wear | identity, severity, message), issue 17
 
     Rules, in order (the table in docs/report.md):
       1. no record: UNREACHABLE if unreachable, else ERROR (a task failed, or no record);
@@ -75,6 +77,10 @@ def final_verdict(record, failed=None, unreachable=None, outliers=(), regression
       9. PASS or INCONCLUSIVE and an array of the host is not PASS -> the array's verdict
          (ERROR before FAIL), its reasons prefixed ``array <name>:``; a host of an array
          needs no workload results of its own (rule 4 does not apply to it).
+     10. PASS and a history finding of severity ``fail`` (a drift beyond the host's
+         ``fleetqual_drift`` rule, with ``trend: fail`` a trend or wear finding) -> FAIL,
+         reasons ``history <kind>: <message>``; INCONCLUSIVE only by ``wear`` findings (the
+         drive's own counters; drift and trend read the shared numbers).
     A verdict is never improved: FAIL and ERROR stay what they are.
     """
     options = options or {}
@@ -146,6 +152,12 @@ def final_verdict(record, failed=None, unreachable=None, outliers=(), regression
         first_rule = first_rule or "array %s" % bad_arrays[0].get("name")
     elif bad_arrays:
         notes.extend("array %s: %s" % (a.get("name"), a.get("verdict")) for a in bad_arrays)
+    bad_history = [f for f in history_findings or () if f.get("severity") == "fail"
+                   and (verdict == "PASS" or (verdict == "INCONCLUSIVE" and f.get("kind") == "wear"))]
+    if bad_history:
+        verdict = "FAIL"
+        reasons.extend("history %s: %s" % (f.get("kind"), f.get("message")) for f in bad_history)
+        first_rule = first_rule or "history %s" % bad_history[0].get("kind")
     return {"verdict": verdict, "record_verdict": record_verdict, "first_failing_rule": first_rule,
             "reasons": reasons, "notes": notes}
 

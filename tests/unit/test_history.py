@@ -181,3 +181,19 @@ def test_validation_names_host_variable_and_closest_key():
     assert any("fleetqual_drift.trend_runs" in e and "closest: 2" in e for e in errs)
     assert history.validate_drift({"iops_drop_pct": 15, "mode": "warn"}, host="db01") == []
     assert "must be a mapping" in history.validate_drift([1], host="db01")[0]
+
+
+def test_final_verdict_fails_a_pass_host_on_a_failing_drift_only(tmp_path):
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.verdict import final_verdict
+    store(tmp_path, make_record("db01", run_id(0), drives=[drive(used=70)]))
+    cur = make_record("db01", run_id(1), iops=0.5, drives=[drive(used=90)])
+    found = _drift(tmp_path, cur, trend="fail")["findings"]
+    v = final_verdict(cur, history_findings=found)
+    assert v["verdict"] == "FAIL" and v["first_failing_rule"] == "history drift"
+    assert any(r.startswith("history drift: ") and run_id(0) in r and run_id(1) in r for r in v["reasons"])
+    warned = _drift(tmp_path, cur, mode="warn")["findings"]
+    assert final_verdict(cur, history_findings=warned)["verdict"] == "PASS"
+    # INCONCLUSIVE: the shared numbers' drift does not judge it, the drive's own wear does
+    inc = dict(cur, verdict="INCONCLUSIVE")
+    assert final_verdict(inc, history_findings=[f for f in found if f["kind"] != "wear"])["verdict"] == "INCONCLUSIVE"
+    assert final_verdict(inc, history_findings=found)["verdict"] == "FAIL"
