@@ -26,7 +26,9 @@ import json
 import math
 import os
 import re
+import select
 import shlex
+import subprocess
 import time
 
 from ansible import constants as C
@@ -42,10 +44,10 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import w
 
 display = Display()
 JOB_MODULE = "fleetqual.storage.job"
-EXCHANGES = 5            # clock exchanges per host at the start (the smallest round trip is kept)
-RTT_EXCHANGES = 2        # round trips measured when the host is ready (sizes the lead)
+EXCHANGES = 8            # clock exchanges per host at the start (the smallest round trip is kept)
 MIN_LEAD_S = 2.0         # T0 is at least this far ahead of the moment it is fixed
 PER_HOST_TASK_S = 1.0    # Ansible's own cost of one host's task (worker, templating), per wave of forks
+STREAM_TIMEOUT_S = 30.0  # the exchange's channel must answer within this
 READY_STATES = ("ready", "running", "done", "failed")
 
 
@@ -112,11 +114,69 @@ def array_timing(spec):
     return planned, planned + spec["prepare_timeout_s"] + spec["ready_timeout_s"] + 120
 
 
-def start_lead(n_members, forks, rtt_max):
+def start_lead(n_members, forks, connect_max):
     """Seconds from fixing T0 to step 1's warm-up: every member must have its start file
-    before it, handed over in waves of ``forks`` hosts, each wave ``EXCHANGES + 1`` commands."""
+    ``LAUNCH_LEAD_S`` before it, handed over in waves of ``forks`` hosts; one host's hand-over
+    costs Ansible's task overhead plus about two connections (``connect_max``: the slowest
+    command round trip measured when the hosts were ready), with a factor 2 of margin."""
     waves = int(math.ceil(float(max(1, n_members)) / max(1, int(forks or 1))))
-    return round(MIN_LEAD_S + waves * (PER_HOST_TASK_S + (EXCHANGES + 1) * 2.0 * max(0.0, rtt_max or 0.0)), 3)
+    return round(MIN_LEAD_S + _ls.LAUNCH_LEAD_S + waves * 2.0 * (PER_HOST_TASK_S + 2.0 * max(0.0, connect_max or 0.0)), 3)
+
+
+class _Lines:
+    """Lines of a pipe, each read with a time limit (no hang on a dead channel)."""
+
+    def __init__(self, fh):
+        self.fd = fh.fileno()
+        self.buf = b""
+
+    def readline(self, timeout):
+        limit = time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            left = limit - time.monotonic()
+            if left <= 0 or not select.select([self.fd], [], [], left)[0]:
+                raise TimeoutError("no answer within %g s" % timeout)
+            chunk = os.read(self.fd, 4096)
+            if not chunk:
+                raise EOFError("the channel closed")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return line.decode("utf-8", "replace")
+
+
+def stream_exchange(argv, n, test_clock, make_doc=None, env=None):
+    """Clock exchanges over ONE channel (``argv`` runs ``lockstep.stream_command`` on the
+    host): ``n`` x (send a line, the host answers its clock), so each round trip is the open
+    channel's, not a new connection's. With ``make_doc`` (``samples -> start file``), then
+    hands its document over on the same channel. ``(samples, doc, written)``."""
+    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    samples, doc, written = [], None, None
+    try:
+        lines = _Lines(p.stdout)
+        hook = lines.readline(STREAM_TIMEOUT_S)
+        for _i in range(n):
+            sent = time.time()
+            p.stdin.write(b"\n")
+            p.stdin.flush()
+            reply = lines.readline(STREAM_TIMEOUT_S)
+            received = time.time()
+            samples.append((sent, _ls.parse_clock_reply("%s\n%s" % (hook, reply), test_clock), received))
+        if make_doc is not None:
+            doc = make_doc(samples)
+            p.stdin.write(json.dumps(doc).encode() + b"\n")
+            p.stdin.flush()
+            written = lines.readline(STREAM_TIMEOUT_S) == "written"
+    finally:
+        try:
+            p.stdin.close()
+        except OSError:
+            pass
+        try:
+            p.wait(5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    return samples, doc, written
 
 
 def _read_json(path):
@@ -151,13 +211,12 @@ def fix_t0(adir, n_members, forks, wait_s=60.0):
             time.sleep(0.02)
         raise AnsibleActionFail("the array's common start was not fixed within %d s (%s)" % (wait_s, path))
     os.close(fd)
-    rtts = [d.get("rtt_s") for d in (_read_json(os.path.join(adir, n)) for n in sorted(os.listdir(adir))
-                                     if n.endswith(".json") and n != "t0.json")
-            if isinstance(d, dict) and d.get("controller") == me and d.get("rtt_s") is not None]
+    ready = [_read_json(os.path.join(adir, n)) for n in sorted(os.listdir(adir)) if n.endswith(".json") and n != "t0.json"]
+    rtts = [d["connect_s"] for d in ready if isinstance(d, dict) and d.get("controller") == me and d.get("connect_s") is not None]
     lead = start_lead(n_members, forks, max(rtts or [0.0]))
     now = time.time()
     doc = {"controller": me, "t0": round(now + lead, 6), "fixed_at": round(now, 6), "lead_s": lead,
-           "forks": forks, "members": n_members, "rtt_max_s": max(rtts or [0.0])}
+           "forks": forks, "members": n_members, "connect_max_s": max(rtts or [0.0])}
     _write_json(path, doc)
     return doc, True
 
@@ -230,11 +289,29 @@ class ActionModule(ActionBase):
         return result
 
     def _exchange(self, test_clock):
+        """One exchange as a command of its own (a new channel each: the fallback)."""
         sent = time.time()
         res = self._low_level_execute_command(_ls.CLOCK_COMMAND, sudoable=False)
         received = time.time()
         host = _ls.parse_clock_reply(res.get("stdout"), test_clock) if res.get("rc") == 0 else None
         return (sent, host, received)
+
+    def _stream_argv(self, start_path):
+        """The command line of one channel to the host running ``lockstep.stream_command``:
+        the ssh connection's own command (its ControlMaster, options, key), or a local shell;
+        None for other connections (then each exchange is a command of its own)."""
+        conn = self._connection
+        transport = getattr(conn, "transport", "")
+        cmd = _ls.stream_command(start_path)
+        if transport in ("local", "ansible.builtin.local"):
+            return ["/bin/sh", "-c", cmd]
+        if transport in ("ssh", "ansible.builtin.ssh") and hasattr(conn, "_build_command"):
+            if conn.get_option("password") or getattr(conn._play_context, "password", None):
+                return None     # sshpass would need its pipe
+            conn.host = conn.get_option("host") or conn._play_context.remote_addr
+            return [a.decode() if isinstance(a, bytes) else a
+                    for a in conn._build_command(conn.get_option("ssh_executable"), "ssh", conn.host, cmd)]
+        return None
 
     def _ready(self, args, host, adir, task_vars):
         timeout = float(args.get("timeout") or 3600)
@@ -251,51 +328,70 @@ class ActionModule(ActionBase):
             if time.monotonic() > limit:
                 break
             time.sleep(1.0)
-        samples = [self._exchange(bool(args.get("test_clock"))) for _i in range(RTT_EXCHANGES)]
-        best = _ls.best_exchange(samples)
+        sample = self._exchange(bool(args.get("test_clock")))
         doc = {"host": host, "controller": controller_id(), "ready": array_state in READY_STATES,
-               "array_state": array_state, "job_state": job_state, "rtt_s": best and best["rtt_s"],
+               "array_state": array_state, "job_state": job_state, "connect_s": round(sample[2] - sample[0], 6),
                "at": round(time.time(), 6)}
         _write_json(os.path.join(adir, host + ".json"), doc)
-        return {"ready": doc["ready"], "array_state": array_state, "job_state": job_state, "rtt_s": doc["rtt_s"]}
+        return {"ready": doc["ready"], "array_state": array_state, "job_state": job_state,
+                "connect_s": doc["connect_s"]}
 
     def _start(self, args, host, adir, task_vars):
         array = args["array"]
         test_clock = bool(args.get("test_clock"))
         forks = context.CLIARGS.get("forks") or C.DEFAULT_FORKS
         t0doc, fixed = fix_t0(adir, len(array.get("members") or []), forks)
-        samples = [self._exchange(test_clock) for _i in range(EXCHANGES)]
-        clock = _ls.best_exchange(samples)
-        start = {"t0": t0doc["t0"], "lead_s": t0doc["lead_s"], "refused": None, "warning": None}
-        if clock is None:
-            start.update(offset_s=0.0, uncertainty_s=None, rtt_s=None, method="none",
-                         refused="host %s: no clock reading (date +%%s.%%N) in %d exchanges" % (host, EXCHANGES))
-        else:
-            start.update(clock)
-            level, msg = _ls.clock_check(host, clock["uncertainty_s"], array.get("steps") or [],
-                                         array.get("max_clock_uncertainty_ms"))
-            if level == "refuse":
-                start["refused"] = msg
-            elif level == "warn":
-                start["warning"] = msg
+        path = os.path.join(job_dir(args["path"]), _ls.START_FILE)
+
+        def make_doc(samples):
+            return self._start_doc(host, array, t0doc, samples)
+
+        argv = self._stream_argv(path)
+        written = None
+        if argv:
+            try:
+                _samples, start, written = stream_exchange(argv, EXCHANGES, test_clock, make_doc)
+            except (OSError, TimeoutError, EOFError) as e:
+                display.warning("fleetqual array %s: host %s: the clock exchange's channel failed (%s); one command "
+                                "per exchange instead" % (array["name"], host, e))
+                argv = None
+        if not argv:
+            start = make_doc([self._exchange(test_clock) for _i in range(EXCHANGES)])
+        if not written:
+            tmp = path + ".tmp"
+            cmd = "umask 077 && printf '%%s' %s > %s && mv -f %s %s" % (
+                shlex.quote(json.dumps(start)), shlex.quote(tmp), shlex.quote(tmp), shlex.quote(path))
+            res = self._low_level_execute_command(cmd, sudoable=False)
+            if res.get("rc") != 0:
+                raise AnsibleActionFail("could not hand the array's start to the job in %s: %s"
+                                        % (path, (res.get("stderr") or res.get("stdout") or "").strip()[-500:]))
+        handed = time.time()
         for msg in (start["refused"], start["warning"]):
             if msg:
                 display.warning("fleetqual array %s: %s" % (array["name"], msg))
-        path = os.path.join(job_dir(args["path"]), _ls.START_FILE)
-        tmp = path + ".tmp"
-        cmd = "umask 077 && printf '%%s' %s > %s && mv -f %s %s" % (
-            shlex.quote(json.dumps(start)), shlex.quote(tmp), shlex.quote(tmp), shlex.quote(path))
-        res = self._low_level_execute_command(cmd, sudoable=True)
-        handed = time.time()
-        if res.get("rc") != 0:
-            raise AnsibleActionFail("could not hand the array's start to the job in %s: %s"
-                                    % (path, (res.get("stderr") or res.get("stdout") or "").strip()[-500:]))
         first = (array.get("steps") or [{}])[0]
         warm0 = t0doc["t0"] + float(first.get("offset_s") or 0) - float(first.get("warmup") or 0)
         if handed > warm0 - _ls.LAUNCH_LEAD_S:
             display.warning("fleetqual array %s: host %s got the common start %.1f s before step 1's warm-up "
                             "(less than the %.1f s its iobench needs): its first steps may be incomplete"
                             % (array["name"], host, warm0 - handed, _ls.LAUNCH_LEAD_S))
-        return {"t0": t0doc["t0"], "fixed_here": fixed, "lead_s": t0doc["lead_s"], "clock": clock,
+        return {"t0": t0doc["t0"], "fixed_here": fixed, "lead_s": t0doc["lead_s"],
+                "clock": {k: start.get(k) for k in ("offset_s", "uncertainty_s", "rtt_s", "exchanges", "method")},
                 "refused": start["refused"], "warning": start["warning"], "handed_at": round(handed, 6),
                 "margin_s": round(warm0 - handed, 3)}
+
+    @staticmethod
+    def _start_doc(host, array, t0doc, samples):
+        """The start file of a host: T0, its clock offset from the exchanges, and whether its
+        uncertainty refuses or warns (``lockstep.clock_check``)."""
+        clock = _ls.best_exchange(samples)
+        start = {"t0": t0doc["t0"], "lead_s": t0doc["lead_s"], "refused": None, "warning": None}
+        if clock is None:
+            start.update(offset_s=0.0, uncertainty_s=None, rtt_s=None, exchanges=len(samples), method="none",
+                         refused="host %s: no clock reading (date +%%s.%%N) in %d exchanges" % (host, len(samples)))
+            return start
+        start.update(clock)
+        level, msg = _ls.clock_check(host, clock["uncertainty_s"], array.get("steps") or [],
+                                     array.get("max_clock_uncertainty_ms"))
+        start["refused" if level == "refuse" else "warning"] = msg if level else None
+        return start

@@ -67,6 +67,17 @@ START_POLL_S = 0.02
 CLOCK_COMMAND = 'printf "%%s\\n" "${%s-}"; date +%%s.%%N' % TEST_CLOCK_ENV
 
 
+def stream_command(start_path):
+    """One shell on the host for the whole exchange over an SSH channel: first line the test
+    hook's variable; then, per empty line read, the host's clock (GNU ``date``, one fork: the
+    round trip is the channel's, a few ms); a non-empty line is the start file's content,
+    written atomically to ``start_path`` (answer ``written`` or ``failed``)."""
+    q = "'" + start_path.replace("'", "'\\''") + "'"
+    return ('printf "%%s\\n" "${%s-}"; umask 077; while IFS= read -r l; do if [ -z "$l" ]; then date +%%s.%%N; '
+            'else printf "%%s\\n" "$l" > %s.tmp && mv -f %s.tmp %s && echo written || echo failed; fi; done'
+            % (TEST_CLOCK_ENV, q, q, q))
+
+
 def clock_skew(enabled, environ=None):
     """Seconds the host's clock reads off the real clock: 0, unless the test-only hook is
     ``enabled`` (job spec ``test_clock``) and ``FLEETQUAL_TEST_CLOCK_OFFSET_S`` is set."""
@@ -107,7 +118,7 @@ def best_exchange(samples):
     rtt = received - sent
     return {"offset_s": round(host - (sent + received) / 2.0, 6), "uncertainty_s": round(rtt / 2.0, 6),
             "rtt_s": round(rtt, 6), "exchanges": len(samples), "method": "round-trip-bounded exchange "
-            "(%d exchanges over the connection, smallest round trip kept, uncertainty = half of it)" % len(samples)}
+            "(%d exchanges, smallest round trip kept, uncertainty = half of it)" % len(samples)}
 
 
 def clock_check(host, uncertainty_s, steps, max_ms=None, warn_share=0.01, refuse_share=0.05):
@@ -291,6 +302,7 @@ class ArrayRun:
                 if self.job.stop.is_set():
                     break
                 doc["step"] = step["index"]
+                self.save()
                 doc["steps"].append(self.run_step(step, rank, start, error))
                 self.save()
             doc["state"] = "done" if not error else "failed"

@@ -1,0 +1,254 @@
+"""Array mode over SSH: three hosts share one loop device and run its steps in lock-step (issue 16).
+
+The "array" is one loop device this test creates, with one ext4 filesystem mounted once;
+each host's ``fleetqual_test_dir`` is a directory on it (unmounted and detached in a
+``finally``). The hosts fq71..fq73 (group ``arr``, ``fleetqual_array: san1``) run with two
+forks, fewer than hosts. The array sweeps 1 and 3 initiators x random reads and writes, steps
+of 2 s (+1 s warm-up):
+
+* step 1: rndrd x 1 initiator (fq71), step 2: rndrd x 3, step 3: rndwr x 1, step 4: rndwr x 3.
+
+fq71's clock reads 7 s ahead (the test-only hook: ``_fleetqual_test_clock: true`` and
+``FLEETQUAL_TEST_CLOCK_OFFSET_S=7`` in the environment its sshd gives every session, so both
+its job and the controller's clock exchange see it). In step 4 the test SIGKILLs fq73's
+iobench (found by PID: its own binary, ``--start-at``) in the middle of the measured window.
+
+What must hold:
+
+* every host's record has ``array_run`` with the same ``t0``, its rank, and an entry per step;
+* fq71's measured offset is 7 s within the exchange's own uncertainty (the others' 0), and its
+  windows, converted with it, open together with the others' (far closer than the 7 s its
+  clock is off), while its own result keeps its clock (iobench's epochs + 7 s);
+* the array's aggregate IOPS per step (``plugin_utils/arrays.py`` over the hosts' records: the
+  hosts' per-interval counts summed over the common window) equals the loop device's own
+  counters (``--devstat``: /sys/block/loopN/stat read at the window's edges) within 5 %;
+* each step's start spread is reported;
+* step 4 is incomplete and names fq73 (its entry says it was lost mid-step); steps 1-3 stand;
+* the array's data sets are gone afterwards.
+"""
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import threading
+import time
+
+import pytest
+
+from fleetrun import run_playbook
+
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import arrays as arrays_mod
+
+pytestmark = [pytest.mark.fleet, pytest.mark.slow]
+
+HOSTS = ["fq71", "fq72", "fq73"]
+SKEWED, KILLED = "fq71", "fq73"
+SKEW_S = 7.0
+KILL_STEP = 4
+ARRAY = {"initiators": [1, 3], "threads": [2], "modes": ["rndrd", "rndwr"], "time": 2, "warmup": 1,
+         "block_size": "16K", "total_size": "32M", "file_num": 1}
+# the host's own plan after the array: one tiny workload
+TINY = [{"workload": "cache", "mode": "rndrd", "threads": 1, "file_num": 1, "total_size": "4M", "block_size": "16K",
+         "direct": True, "time": 1, "warmup": 0}]
+
+
+def _run(argv):
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.fixture(scope="module")
+def shared_loop(tmp_path_factory):
+    """One ext4 filesystem on one loop device, mounted: (mount point, /dev/loopN)."""
+    if os.geteuid() != 0 or not all(shutil.which(t) for t in ("losetup", "mkfs.ext4", "mount", "umount")):
+        pytest.skip("needs root, losetup, mkfs.ext4 and mount")
+    base = str(tmp_path_factory.mktemp("arrayloop"))
+    img = os.path.join(base, "array.img")
+    with open(img, "wb") as fh:
+        fh.truncate(512 << 20)
+    p = _run(["losetup", "--find", "--show", img])
+    if p.returncode != 0:
+        pytest.skip("losetup failed: %s" % p.stderr.strip())
+    dev = p.stdout.strip()
+    mnt = os.path.join(base, "mnt")
+    os.mkdir(mnt)
+    mounted = False
+    try:
+        # initialised at mkfs: no ext4lazyinit writing into the measured windows
+        p = _run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", dev])
+        assert p.returncode == 0, p.stderr
+        p = _run(["mount", dev, mnt])
+        assert p.returncode == 0, p.stderr
+        mounted = True
+        yield mnt, dev
+    finally:
+        if mounted and _run(["umount", mnt]).returncode != 0:
+            _run(["umount", "-l", mnt])
+        _run(["losetup", "-d", dev])
+
+
+def _cmdline(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as fh:
+            return [a.decode("utf-8", "replace") for a in fh.read().split(b"\0") if a]
+    except OSError:
+        return None
+
+
+def _iobench_of(binary, dataset_dir):
+    """PIDs of the lock-step iobench runs of one host (its own binary, on its array data set)."""
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            argv = _cmdline(int(name))
+            if argv and argv[0] == binary and "--start-at" in argv and dataset_dir in argv:
+                out.append((int(name), argv))
+    return out
+
+
+class Killer(threading.Thread):
+    """Waits for KILLED's job to reach KILL_STEP, then SIGKILLs that step's iobench (by PID) in
+    the middle of its measured window. Stops by itself after ``limit`` seconds."""
+
+    def __init__(self, status_path, binary, dataset_dir, limit=400):
+        super().__init__(daemon=True)
+        self.status_path, self.binary, self.dataset_dir = status_path, binary, dataset_dir
+        self.limit = limit
+        self.done = threading.Event()
+        self.killed = None
+
+    def run(self):
+        import json
+        deadline = time.monotonic() + self.limit
+        while not self.done.is_set() and time.monotonic() < deadline:
+            try:
+                with open(self.status_path) as fh:
+                    step = ((json.load(fh).get("array") or {}).get("step"))
+            except (OSError, ValueError):
+                step = None
+            if step == KILL_STEP:
+                for pid, argv in _iobench_of(self.binary, self.dataset_dir):
+                    start_at = float(argv[argv.index("--start-at") + 1])
+                    when = start_at + ARRAY["warmup"] + ARRAY["time"] / 2.0
+                    self.done.wait(max(0.0, when - time.time()))
+                    if _cmdline(pid) == argv:
+                        os.kill(pid, signal.SIGKILL)
+                        self.killed = {"pid": pid, "at": time.time(), "start_at": start_at}
+                    return
+            self.done.wait(0.05)
+
+
+@pytest.fixture(scope="module")
+def array_run(fleet, shared_loop, tmp_path_factory):
+    mnt, dev = shared_loop
+    base = str(tmp_path_factory.mktemp("array"))
+    hosts = []
+    for n, name in zip((71, 72, 73), HOSTS):
+        env = 'environment="FLEETQUAL_TEST_CLOCK_OFFSET_S=%g"' % SKEW_S if name == SKEWED else ""
+        hosts.append({"name": name, "group": "arr", "inst": fleet.host(n, key_options=env),
+                      "vars": {"fleetqual_test_dir": os.path.join(mnt, name, "test")}})
+    group = {"fleetqual_array": "san1", "fleetqual_arrays": {"san1": ARRAY}, "fleetqual_matrix": TINY,
+             "_fleetqual_test_clock": True}
+    inv = fleet.inventory(os.path.join(base, "inventory"), hosts, group_vars={"arr": group})
+    killed_dirs = fleet.host_dirs(KILLED, os.path.join(base, "inventory", "hostdirs"))
+    test_dir = os.path.join(mnt, KILLED, "test")
+    killer = Killer(os.path.join(test_dir, ".fleetqual-job", "status.json"),
+                    os.path.join(killed_dirs["fleetqual_bin_dir"], "iobench"), os.path.join(test_dir, "array-san1"))
+    killer.start()
+    try:
+        # fewer forks than hosts: the array still starts together
+        run = run_playbook(fleet, inv, base, "array", args=["--forks", "2"])
+    finally:
+        killer.done.set()
+        killer.join(10)
+    run.killed = killer.killed
+    run.loop = os.path.basename(dev)
+    run.mnt = mnt
+    run.records = {h: run.record(h) for h in HOSTS if run.has_record(h)}
+    run.array = arrays_mod.build_array("san1", {h: r.get("array_run") for h, r in run.records.items()})
+    return run
+
+
+def _entry(run, host, index):
+    return next(e for e in run.records[host]["array_run"]["steps"] if e["index"] == index)
+
+
+def test_every_member_ran_the_same_schedule(array_run):
+    assert sorted(array_run.records) == HOSTS, array_run.out[-5000:]
+    runs = {h: r["array_run"] for h, r in array_run.records.items()}
+    assert all(r is not None for r in runs.values()), array_run.out[-5000:]
+    assert len({r["t0"] for r in runs.values()}) == 1, {h: r["t0"] for h, r in runs.items()}
+    assert {h: r["rank"] for h, r in runs.items()} == {h: i for i, h in enumerate(HOSTS)}
+    for h, r in runs.items():
+        assert [e["index"] for e in r["steps"]] == [1, 2, 3, 4], (h, r["steps"])
+        for e in r["steps"]:
+            assert e["active"] == (HOSTS.index(h) < e["initiators"]), (h, e["index"])
+            if not e["active"]:
+                assert e["result"] is None, (h, e["index"])
+
+
+def test_skewed_clock_measured_and_windows_open_together(array_run):
+    runs = {h: r["array_run"] for h, r in array_run.records.items()}
+    for h, r in runs.items():
+        clock = r["clock"]
+        want = SKEW_S if h == SKEWED else 0.0
+        # the host read its clock inside the exchange's round trip: the error is at most half of it
+        assert abs(clock["offset_s"] - want) <= clock["uncertainty_s"] + 1e-3, (h, clock)
+        assert "round-trip" in clock["method"] and clock["exchanges"] >= 3, clock
+        assert clock["synchronized"] in (True, False, None) and clock["source"], clock
+    assert runs[SKEWED]["clock"]["test_clock_skew_s"] == SKEW_S
+    for index in (2, 4):
+        starts = {h: _entry(array_run, h, index)["window_start"] for h in HOSTS}
+        starts = {h: s for h, s in starts.items() if s is not None}
+        others = [s for h, s in starts.items() if h != SKEWED]
+        assert SKEWED in starts and others, (index, starts)
+        # together: far closer than the 7 s the skewed clock is off
+        assert abs(starts[SKEWED] - statistics.median(others)) < SKEW_S / 4, (index, starts)
+    # its own result stays in its own clock: iobench's window epochs 7 s after the controller's
+    e = _entry(array_run, SKEWED, 2)
+    own = e["result"]["bench"]["window"]["start_epoch"]
+    assert abs((own - e["window_start"]) - runs[SKEWED]["clock"]["offset_s"]) < 1e-3, (own, e["window_start"])
+
+
+def _device_iops(entry, loop):
+    """IOPS the loop device itself counted over a host's measured window (iobench --devstat:
+    /sys/block/<loop>/stat at the window's edges; reads + writes completed)."""
+    w = entry["result"]["bench"]["window"]
+    ds = (w.get("devstat") or {}).get(loop)
+    assert ds, (loop, w.get("devstat"), w.get("devstat_error"))
+    ios = (ds["end"][0] - ds["start"][0]) + (ds["end"][4] - ds["start"][4])
+    return ios / (w["end_epoch"] - w["start_epoch"])
+
+
+def test_aggregate_iops_equals_the_loop_device_counters(array_run):
+    steps = {s["index"]: s for s in array_run.array["steps"]}
+    for index in (1, 2, 3):
+        s = steps[index]
+        assert s["complete"], (index, s["missing"], s["problem"])
+        active = HOSTS[:s["initiators"]]
+        device = statistics.median(_device_iops(_entry(array_run, h, index), array_run.loop) for h in active)
+        agg = s["aggregate"]["iops"]
+        assert agg > 0 and abs(agg - device) <= 0.05 * device, (index, agg, device)
+        # the windows' start spread is reported (measured from the hosts' own timestamps)
+        assert s["window"]["start_spread_ms"] is not None and s["window"]["start_spread_ms"] >= 0, s["window"]
+        assert s["window"]["overlap_s"] > 0, s["window"]
+    assert array_run.array["start_spread_ms"]["median"] is not None
+
+
+def test_host_killed_mid_step_makes_that_step_incomplete_naming_it(array_run):
+    assert array_run.killed, "the test found no iobench of %s to kill in step %d" % (KILLED, KILL_STEP)
+    e = _entry(array_run, KILLED, KILL_STEP)
+    assert e["active"] and not e["complete"], e
+    assert e["error"].startswith("lost mid-step"), e["error"]
+    steps = {s["index"]: s for s in array_run.array["steps"]}
+    assert not steps[KILL_STEP]["complete"] and steps[KILL_STEP]["missing_hosts"] == [KILLED], steps[KILL_STEP]
+    assert steps[KILL_STEP]["aggregate"]["iops"] is None       # never summed as if whole
+    # the other steps stand, the survivors of step 4 included
+    assert all(steps[i]["complete"] for i in (1, 2, 3))
+    for h in HOSTS[:2]:
+        assert _entry(array_run, h, KILL_STEP)["complete"], h
+
+
+def test_array_data_sets_removed(array_run):
+    for h in HOSTS:
+        assert not os.path.exists(os.path.join(array_run.mnt, h, "test", "array-san1")), h
