@@ -104,8 +104,8 @@ def validate_drift(value, host=None, var_name=VAR_NAME):
     if value is None:
         return []
     if not isinstance(value, dict):
-        return ["%s: must be a mapping of %s, got %s" % (_where(var_name, host), ", ".join(DEFAULTS),
-                                                          type(value).__name__)]
+        return ["%s: must be a mapping of %s, got %s"
+                % (_where(var_name, host), ", ".join(DEFAULTS), type(value).__name__)]
     errors = []
     for key, val in value.items():
         where = _where(var_name, host, key)
@@ -114,8 +114,8 @@ def validate_drift(value, host=None, var_name=VAR_NAME):
         elif key in ("mode", "trend"):
             choices = MODES if key == "mode" else TREND_MODES
             if val not in choices:
-                errors.append("%s: must be one of %s, got %r%s" % (where, ", ".join(choices), val,
-                                                                  _closest(val, choices)))
+                errors.append("%s: must be one of %s, got %r%s"
+                              % (where, ", ".join(choices), val, _closest(val, choices)))
         elif key == "fail_profiles":
             if not isinstance(val, list) or not all(isinstance(p, str) for p in val):
                 errors.append("%s: must be a list of profile names, got %r; closest: %r" % (where, val, [str(val)]))
@@ -471,8 +471,8 @@ def _drift(current, base, settings, replaced_note):
         bw = (base.get("workloads") or {}).get(key)
         if not bw:
             continue
-        for metric, limit, worse_sign, what in (("iops", settings["iops_drop_pct"], -1, "down"),
-                                                 ("p99_ms", settings["p99_rise_pct"], 1, "up")):
+        rules = (("iops", settings["iops_drop_pct"], -1, "down"), ("p99_ms", settings["p99_rise_pct"], 1, "up"))
+        for metric, limit, worse_sign, what in rules:
             pct = _pct(w.get(metric), bw.get(metric))
             if pct is None or pct * worse_sign <= limit:
                 continue

@@ -29,8 +29,8 @@ def _records():
 
 def drive(name="nvme0n1", serial="S64GNE0R600001", firmware="GDC5602Q", size=1920383410176, used=2,
           media_errors=0, reallocated=None, pending=None):
-    return {"name": name, "path": "/dev/%s" % name, "by_path": ["/dev/disk/by-path/pci-0000:01:00.0-nvme-1"
-                                                              if name == "nvme0n1" else "/dev/disk/by-path/%s" % name],
+    slot = "/dev/disk/by-path/pci-0000:01:00.0-nvme-1" if name == "nvme0n1" else "/dev/disk/by-path/%s" % name
+    return {"name": name, "path": "/dev/%s" % name, "by_path": [slot],
             "model": "SAMSUNG MZQL21T9HCJR-00A07", "serial": serial, "firmware": firmware, "size_bytes": size,
             "transport": "nvme", "targets": [],
             "health": {"collected": True, "tool": "smartctl", "reason": None, "passed": True, "critical_warning": 0,

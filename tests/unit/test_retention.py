@@ -148,12 +148,12 @@ RUNS = st.lists(st.tuples(st.sets(st.sampled_from(["h1", "h2", "h3"]), min_size=
                 min_size=1, max_size=12)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                  HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(runs=RUNS, keep_runs=st.one_of(st.none(), st.integers(1, 14)),
        keep_days=st.one_of(st.none(), st.integers(0, 14)), user_dir_name=st.sampled_from(["x", run_id(99)]))
 def test_property_keeps_exactly_the_policy_and_every_baseline(tmp_path_factory, runs, keep_runs, keep_days,
-                                                               user_dir_name):
+                                                              user_dir_name):
     root = str(tmp_path_factory.mktemp("results"))
     for day, (hosts, h1_verdict, variant) in enumerate(runs):
         for host in sorted(hosts):
