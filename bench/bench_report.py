@@ -5,7 +5,7 @@ Writes N host records of 16 workloads each into ``<dir>/<run_id>/<host>.json`` f
 per workload, plus the real latency histogram of a fixture workload, shifted per host,
 and a drive inventory of ``--drives`` drives per host with the judge's drive checks),
 not timed.  Then, in a fresh child process, exactly what ``playbooks/report.yml`` makes
-the callback do: stream every record from the directory (fleet.aggregate_run), merge
+the callback do: stream every record from the directory (run_store.aggregate_run), merge
 the histograms, judge outliers and drives over the whole fleet, write fleet.json, junit.xml,
 report.html, report.md, not-passed.limit and the Prometheus textfile (history.jsonl is
 appended by each qualify run, not by the merge).  Reported: the child's CPU and wall seconds, its peak RSS (the whole report
@@ -116,9 +116,9 @@ def store_entries(run_dir):
     the records set_stats handed over)."""
     from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet
 
-    sink = fleet.EntryWriter(run_dir, "run")
+    sink = run_store.EntryWriter(run_dir, "run")
     t0 = time.process_time()
-    fleet.aggregate(fleet.iter_run_records(run_dir), run_id=RUN_ID, detail_hosts=0, entry_sink=sink)
+    fleet.aggregate(run_store.iter_run_records(run_dir), run_id=RUN_ID, detail_hosts=0, entry_sink=sink)
     sink.close()
     return time.process_time() - t0
 
@@ -126,6 +126,7 @@ def store_entries(run_dir):
 def child(run_dir, out_dir):
     """The report, as the merge play runs it; prints one JSON line of measurements."""
     from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet, report
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils import prometheus, render_text, report_rows, run_store  # noqa: E402
 
     w0, c0 = time.perf_counter(), time.process_time()
     steps = {}
@@ -136,14 +137,14 @@ def child(run_dir, out_dir):
         steps[name] = round(time.process_time() - s0, 3)
         return r
 
-    f = step("aggregate_run", lambda: fleet.aggregate_run(run_dir, detail_hosts=100))
-    rows = step("table_rows", lambda: report.table_rows(f))
-    step("terminal", lambda: (report.render_table(f, rows=rows), report.detail_lines(f)))
+    f = step("aggregate_run", lambda: run_store.aggregate_run(run_dir, detail_hosts=100))
+    rows = step("table_rows", lambda: report_rows.table_rows(f))
+    step("terminal", lambda: (render_text.render_table(f, rows=rows), render_text.detail_lines(f)))
     written = {}
     for fmt in ("json", "junit", "html", "md"):
         written.update(step(fmt, lambda: report.write_reports(f, out_dir, [fmt], rows=rows)))
     # no history.jsonl: the merge does not append it (each qualify run appended its hosts)
-    written["prometheus"] = step("prometheus", lambda: fleet.write_prometheus(
+    written["prometheus"] = step("prometheus", lambda: prometheus.write_prometheus(
         os.path.join(out_dir, "fleetqual.prom"), f))
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     print(json.dumps({"wall": wall, "cpu": cpu, "steps": steps,

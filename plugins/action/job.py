@@ -27,6 +27,7 @@ from ansible.errors import AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.fleetqual.storage.plugins.module_utils.atomic import write_json_atomic
 from ansible_collections.fleetqual.storage.plugins.action import lockstep as _lockstep
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import plan as _plan
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import workload_record
@@ -69,10 +70,8 @@ def timing(workloads, slack, prepare_min_mibps):
 
 
 def write_json(path, doc):
-    tmp = "%s.%d.tmp" % (path, os.getpid())
-    with open(tmp, "w") as fh:
-        json.dump(doc, fh)
-    os.rename(tmp, path)
+    """A host's progress record, written atomically (module_utils/atomic.py)."""
+    write_json_atomic(path, doc, mode=0o644)
 
 
 def read_progress(progress_dir):

@@ -80,7 +80,7 @@ options:
       - name: FLEETQUAL_REPORT_REGRESSIONS
   drives:
     description:
-      - What drive consistency findings do (plugin_utils/drive_fleet.py, over the hosts whose record carries
+      - What drive consistency findings do (plugin_utils/drive_consistency.py, over the hosts whose record carries
         a drive inventory). Within a group of like hosts, a drive whose model or firmware differs from the
         group's, a host with fewer drives or less capacity, and each drive's results against the same drive
         model across the fleet. C(warn) lists them; C(fail) also turns a C(PASS) host into C(FAIL); C(off)
@@ -187,8 +187,15 @@ import traceback
 
 from ansible.plugins.callback import CallbackBase
 
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import baseline as baselinemod
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet as fleetmod
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet_hosts
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet_summary
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import prometheus
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import render_text
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import report as reportmod
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import report_rows
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import run_store
 
 RECORD_KEY = "fleetqual_report"
 
@@ -289,7 +296,7 @@ class CallbackModule(CallbackBase):
                 name, _event_data = self._event(result)
                 try:
                     # a summary, not the record (stats.custom holds that already)
-                    self._gate_entries[name] = fleetmod.build_host(name, rec, keep_detail=False)
+                    self._gate_entries[name] = fleet_hosts.build_host(name, rec, keep_detail=False)
                 except Exception as exc:  # pragma: no cover - never break the run for the report
                     self._display.vvv("fleetqual.storage.qualify_report: %s" % exc)
 
@@ -363,12 +370,12 @@ class CallbackModule(CallbackBase):
                                  % (run_dir, root, run_id))
             opts, baseline, notes = self._options_and_baseline()
             detail = int(self.get_option("html_detail_hosts") or 0)
-            fleet = fleetmod.aggregate_run(run_dir, options=opts, baseline=baseline, detail_hosts=detail)
+            fleet = run_store.aggregate_run(run_dir, options=opts, baseline=baseline, detail_hosts=detail)
             fleet["notes"].extend(notes)
             self._merged = fleet
             # history.jsonl: each qualify run (slice, re-run) appended its own hosts already
             self._emit(fleet, str(root), run_dir, history=False)
-            summary = fleetmod.run_summary(fleet)
+            summary = fleet_summary.run_summary(fleet)
             summary["run_dir"] = run_dir
             summary["limit_file"] = self.written.get("limit")
             play.vars["_fleetqual_merged"] = summary
@@ -406,14 +413,14 @@ class CallbackModule(CallbackBase):
             return
 
         opts, baseline, notes = self._options_and_baseline()
-        root = self.get_option("output_dir") or fleetmod.results_root(records, default="results")
-        run_id = fleetmod.pick_run_id(records.values())
+        root = self.get_option("output_dir") or run_store.results_root(records, default="results")
+        run_id = run_store.pick_run_id(records.values())
         run_dir = os.path.join(root, run_id)
         slices = sorted({"%s" % (r.get("slice") or {}).get("number") for r in records.values()
                          if isinstance(r.get("slice"), dict) and r["slice"].get("number") is not None})
         # the hosts' summaries (fleet.d/), for playbooks/report.yml's merge of every slice,
         # controller and re-run of this run id
-        sink = fleetmod.EntryWriter(run_dir, "slice-%s" % slices[0] if len(slices) == 1 else "run")
+        sink = run_store.EntryWriter(run_dir, "slice-%s" % slices[0] if len(slices) == 1 else "run")
         try:
             fleet = fleetmod.aggregate(records, play=self._play_outcome(stats), inventory=self._hosts,
                                        options=opts, baseline=baseline, run_id=run_id, entry_sink=sink,
@@ -437,7 +444,7 @@ class CallbackModule(CallbackBase):
         notes = []
         if opts.get("baseline"):
             try:
-                baseline = fleetmod.load_baseline(opts["baseline"])
+                baseline = baselinemod.load_baseline(opts["baseline"])
             except (OSError, ValueError) as exc:
                 notes.append("baseline not used: %s" % exc)
                 self._display.warning("fleetqual.storage.qualify_report: baseline not used: %s" % exc)
@@ -451,27 +458,27 @@ class CallbackModule(CallbackBase):
             self._display.warning("fleetqual.storage.qualify_report: unknown formats ignored: %s" % ", ".join(unknown))
 
         width = int(self.get_option("table_width") or 110)
-        rows = reportmod.table_rows(fleet)
+        rows = report_rows.table_rows(fleet)
         if "table" in formats:
             self._display.banner("FLEET REPORT [%s]" % fleet["run_id"])
-            self._display.display(reportmod.render_table(fleet, width=width, rows=rows))
-            drives = reportmod.render_drive_table(fleet, width=width)
+            self._display.display(render_text.render_table(fleet, width=width, rows=rows))
+            drives = render_text.render_drive_table(fleet, width=width)
             if drives:
                 self._display.display("drives (%s):" % fleet["options"]["drives"])
                 self._display.display(drives)
-            for line in reportmod.detail_lines(fleet, width=width):
+            for line in render_text.detail_lines(fleet, width=width):
                 self._display.display(line)
 
         self.written = reportmod.write_reports(fleet, run_dir, formats, rows=rows,
                                                detail_hosts=int(self.get_option("html_detail_hosts") or 0))
         if history and self.get_option("history"):
-            self.written["history"] = fleetmod.append_history(os.path.join(root, "history.jsonl"), fleet)
+            self.written["history"] = baselinemod.append_history(os.path.join(root, "history.jsonl"), fleet)
         prom = self.get_option("prometheus_textfile")
         if prom:
-            self.written["prometheus"] = fleetmod.write_prometheus(prom, fleet)
+            self.written["prometheus"] = prometheus.write_prometheus(prom, fleet)
 
         colour = "green" if fleet["summary"]["passed"] == fleet["summary"]["hosts"] and fleet["hosts"] else "red"
-        self._display.display(reportmod.summary_line(fleet), color=colour)
+        self._display.display(report_rows.summary_line(fleet), color=colour)
         if self.written:
             self._display.display("fleet report: %s" % ", ".join(
                 self.written[k] for k in ("json", "junit", "html", "md", "limit", "history", "prometheus")

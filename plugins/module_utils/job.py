@@ -50,6 +50,7 @@ from ansible_collections.fleetqual.storage.plugins.module_utils import blockdev 
 from ansible_collections.fleetqual.storage.plugins.module_utils import workload as _workload
 from ansible_collections.fleetqual.storage.plugins.module_utils import foreign as _foreign
 from ansible_collections.fleetqual.storage.plugins.module_utils import lockstep as _lockstep
+from ansible_collections.fleetqual.storage.plugins.module_utils.atomic import write_json_atomic
 from ansible_collections.fleetqual.storage.plugins.module_utils.size import parse_size
 
 JOB_DIR = ".fleetqual-job"
@@ -69,14 +70,7 @@ def job_dir(test_dir):
 
 def write_status(directory, doc):
     """Write ``status.json`` atomically (temporary file in the same directory, fsync, rename)."""
-    path = os.path.join(directory, STATUS)
-    tmp = "%s.%d.tmp" % (path, os.getpid())
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(doc, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.rename(tmp, path)
+    write_json_atomic(os.path.join(directory, STATUS), doc, mode=0o600, fsync=True)
 
 
 def read_status(directory):

@@ -13,7 +13,7 @@ import math
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import diagnostics as _diagnostics
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet as _fleet
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import prometheus as _prometheus
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import judge as _judge
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import metrics as _metrics
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import plan as _plan
@@ -70,9 +70,9 @@ def _diagnose_checked(workloads, latency_bound_ms=None, options=None):
 
 def _host_prometheus(record):
     """A host record's own Prometheus series (textfile exposition format), for its
-    node_exporter textfile directory (fleet.host_prometheus_text)."""
+    node_exporter textfile directory (prometheus.host_prometheus_text)."""
     try:
-        return _fleet.host_prometheus_text(record)
+        return _prometheus.host_prometheus_text(record)
     except ImportError as exc:
         raise ValueError("the Python library prometheus_client is needed on the controller to write "
                          "fleetqual_node_exporter_textfile_dir's file: pip install prometheus-client (%s)" % exc)

@@ -20,6 +20,7 @@ numeric strings (:func:`stats.to_float`).
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import is_int, is_number, to_float
 
 DASH = "-"
+ELLIPSIS = "\u2026"
 
 
 def _scaled(value, steps, small):
@@ -104,4 +105,16 @@ def cell_pct(value, digits=1):
     return DASH if v is None else ("%." + str(int(digits)) + "f") % v
 
 
-__all__ = ["fmt_num", "fmt_ms", "fmt_x", "fmt_k", "fmt_pct", "cell_num", "cell_ms", "cell_pct", "DASH"]
+def truncate(text, width):
+    """``text`` cut to ``width`` characters, its last one an ellipsis when cut."""
+    text = "" if text is None else str(text)
+    if width <= 0:
+        return ""
+    if len(text) <= width:
+        return text
+    if width == 1:
+        return ELLIPSIS
+    return text[: width - 1] + ELLIPSIS
+
+
+__all__ = ["fmt_num", "fmt_ms", "fmt_x", "fmt_k", "fmt_pct", "cell_num", "cell_ms", "cell_pct", "truncate", "DASH", "ELLIPSIS"]

@@ -22,6 +22,7 @@ import report_synth as synth  # noqa: E402
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet  # noqa: E402
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import report  # noqa: E402
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import render_html  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
@@ -54,7 +55,7 @@ def build_report(path):
     play = {"db06": {"counts": {"unreachable": 1},
                      "unreachable": [{"task": "Gathering Facts", "msg": "ssh: connect to host db06: No route to host"}]}}
     f = fleet.aggregate(recs, play=play, inventory={"db06": ["db"]}, now=now)
-    path.write_text(report.render_html(f, recs), encoding="utf-8")
+    path.write_text(render_html.render_html(f, recs), encoding="utf-8")
     return f
 
 
@@ -193,18 +194,18 @@ def test_large_fleet_report_from_fleet_json_renders(tmp_path):
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install chromium) and $CHROMIUM unset")
 def test_drive_table_renders_with_the_odd_firmware_marked(tmp_path):
-    """Hosts with two targets and a drive inventory (tests/unit/test_drive_fleet.py's fake
+    """Hosts with two targets and a drive inventory (tests/unit/test_drive_consistency.py's fake
     sysfs hosts); db04's NVMe drive runs another firmware and ``drives: fail``: Chromium's
     DOM has the drive table with every drive, that firmware cell marked and the host FAIL."""
     sys.path.insert(0, os.path.join(ROOT, "tests", "unit"))
-    from test_drive_fleet import RUN, report_record
+    from test_drive_consistency import RUN, report_record
 
     recs = {"db0%d" % i: report_record(tmp_path / "sysfs", "db0%d" % i, i) for i in (1, 2, 3)}
     recs["db04"] = report_record(tmp_path / "sysfs", "db04", 4,
                                  overrides={"nvme0n1": {"device/firmware_rev": "GDC5603Q"}})
     f = fleet.aggregate(recs, run_id=RUN, options={"drives": "fail"})
     html_path = tmp_path / "report.html"
-    html_path.write_text(report.render_html(f), encoding="utf-8")
+    html_path.write_text(render_html.render_html(f), encoding="utf-8")
     dom = chromium(["--dump-dom", "file://%s" % html_path], tmp_path)
     assert dom.returncode == 0, dom.stderr[-2000:]
     table = re.search(r'<table id="drives">.*?</table>', dom.stdout, re.S).group(0)

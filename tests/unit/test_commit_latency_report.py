@@ -18,6 +18,8 @@ import realrun as rr  # noqa: E402
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet, metrics, report  # noqa: E402
 
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import fmt, render_html, render_junit, render_markdown, render_text  # noqa: E402
+
 SPEC = {"id": "log-seqwr-t1", "workload": "log", "mode": "seqwr", "threads": 1, "file_num": 1,
         "total_size": 16 << 20, "block_size": 16384, "direct": False, "fsync_freq": 1,
         "fsync_mode": "fdatasync", "time": 2, "warmup": 0}
@@ -56,40 +58,40 @@ def test_the_record_carries_the_commit_latency(log_fleet):
 
 def test_terminal_table_shows_commit_latency_and_names_the_op(log_fleet):
     m, f = log_fleet
-    lines = report.render_table(f).splitlines()
+    lines = render_text.render_table(f).splitlines()
     header = lines[0].split()
     row = next(line.split() for line in lines if line.startswith("db1 "))
     assert "op" in header
     assert row[header.index("op")] == "commit"
-    assert _shown(row[header.index("p99ms")]) >= float(report.fmt_ms(m["fsync_p99_ms"]))
+    assert _shown(row[header.index("p99ms")]) >= float(fmt.cell_ms(m["fsync_p99_ms"]))
 
 
 def test_markdown_shows_commit_latency_and_names_the_op(log_fleet):
     m, f = log_fleet
-    md = report.render_markdown(f)
+    md = render_markdown.render_markdown(f)
     header = next(line for line in md.splitlines() if line.startswith("| host | workload"))
     row = next(line for line in md.splitlines() if line.startswith("| db1 | log-seqwr-t1"))
     cols = [c.strip() for c in header.strip("|").split("|")]
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[cols.index("op")] == "commit"
-    assert _shown(cells[cols.index("p99 ms")]) >= float(report.fmt_ms(m["fsync_p99_ms"]))
+    assert _shown(cells[cols.index("p99 ms")]) >= float(fmt.cell_ms(m["fsync_p99_ms"]))
 
 
 def test_html_shows_commit_latency_and_names_the_op(log_fleet):
     m, f = log_fleet
-    html = report.render_html(f)
+    html = render_html.render_html(f)
     row = re.search(r"<tr[^>]*>(?:(?!</tr>).)*log-seqwr-t1(?:(?!</tr>).)*</tr>", html, re.S).group(0)
     cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
     assert "commit" in cells
-    assert any(c == report.fmt_ms(m["lat_p99_ms"]) for c in cells)
-    assert float(report.fmt_ms(m["lat_p99_ms"])) >= float(report.fmt_ms(m["fsync_p99_ms"]))
+    assert any(c == fmt.cell_ms(m["lat_p99_ms"]) for c in cells)
+    assert float(fmt.cell_ms(m["lat_p99_ms"])) >= float(fmt.cell_ms(m["fsync_p99_ms"]))
 
 
 def test_junit_shows_commit_latency(log_fleet):
     m, f = log_fleet
-    root = ET.fromstring(report.render_junit(f))
+    root = ET.fromstring(render_junit.render_junit(f))
     text = "".join(root.itertext())
     line = next(ln for ln in text.splitlines() if ln.startswith("log-seqwr-t1:"))
     p99 = float(re.search(r"p99 ([0-9.]+) ms", line).group(1))
     assert "(commit)" in line
-    assert p99 >= float(report.fmt_ms(m["fsync_p99_ms"]))
+    assert p99 >= float(fmt.cell_ms(m["fsync_p99_ms"]))

@@ -17,6 +17,9 @@ import report_tools as tools  # noqa: E402
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet  # noqa: E402
 
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import (  # noqa: E402
+    baseline, fleet_json, fleet_rows, outliers, plain, prometheus, run_store, stats)
+
 NOW = datetime.datetime(2026, 11, 21, 12, 30, 0, tzinfo=datetime.timezone.utc)
 SMALL = (("cache", "rndrd", 1), ("cache", "rndrd", 64), ("log", "seqwr", 1))
 
@@ -37,10 +40,10 @@ def host(f, name):
 # --------------------------------------------------------------------------- helpers
 
 def test_num_and_plain():
-    assert fleet.num(float("nan")) is None
-    assert fleet.num(float("inf")) is None
-    assert fleet.num("12.5") == 12.5
-    assert fleet.num(None) is None and fleet.num(True) is None and fleet.num("x") is None
+    assert stats.to_float(float("nan")) is None
+    assert stats.to_float(float("inf")) is None
+    assert stats.to_float("12.5") == 12.5
+    assert stats.to_float(None) is None and stats.to_float(True) is None and stats.to_float("x") is None
 
     class Tagged(str):
         pass
@@ -48,22 +51,22 @@ def test_num_and_plain():
     class TDict(dict):
         pass
 
-    p = fleet.plain(TDict(a=Tagged("x"), b=(1, 2.0, None)))
+    p = plain.plain(TDict(a=Tagged("x"), b=(1, 2.0, None)))
     # exactly the built-in types, not the subclasses
     assert p.__class__ is dict and p["a"].__class__ is str and p["b"] == [1, 2.0, None]
 
 
 def test_median_and_natural_sort():
-    assert fleet.median([]) is None
-    assert fleet.median([3, 1, 2]) == 2
-    assert fleet.median([4, 1, 2, 3]) == 2.5
-    assert sorted(["db10", "db2", "db1"], key=fleet.natural_key) == ["db1", "db2", "db10"]
+    assert stats.median([]) is None
+    assert stats.median([3, 1, 2]) == 2
+    assert stats.median([4, 1, 2, 3]) == 2.5
+    assert sorted(["db10", "db2", "db1"], key=plain.natural_key) == ["db1", "db2", "db10"]
 
 
 def test_robust_scale_mad_zero_never_divides_by_zero():
-    scale, method, mad = fleet.robust_scale([100.0, 100.0, 100.0, 100.0, 40.0], 100.0)
+    scale, method, mad = stats.robust_scale([100.0, 100.0, 100.0, 100.0, 40.0], 100.0)
     assert mad == 0 and method == "meanad" and scale > 0
-    scale, method, _mad = fleet.robust_scale([5.0, 5.0, 5.0], 5.0)
+    scale, method, _mad = stats.robust_scale([5.0, 5.0, 5.0], 5.0)
     assert scale == 0 and method == "none"
 
 
@@ -71,10 +74,19 @@ def test_workload_summary_latency_and_await():
     w = synth.make_workload("over_cache", "rndrw", 16, 1000.0, 2.0)
     w["metrics"].update(read_p99_ms=2.0, write_p99_ms=5.0, dev_r_s=300.0, dev_w_s=100.0,
                         dev_r_await_ms=1.0, dev_w_await_ms=5.0)
-    s = fleet.summarize_workload(w)
-    assert s["latency_op"] == "mixed" and s["p99_ms"] == 5.0
+    s = fleet_rows.summarize_workload(w)
+    # a record without latency_op: metrics.latency_op's rule over its counts (rates here)
+    assert s["latency_op"] == "read" and s["p99_ms"] == 2.0
+    w["metrics"].update(read_iops=100.0, write_iops=900.0)
+    assert fleet_rows.summarize_workload(w)["latency_op"] == "write"
+    assert fleet_rows.summarize_workload(w)["p99_ms"] == 5.0
+    w["metrics"].update(read_count=0, write_count=10, fsync_count=10, commit_count=10, commit_p99_ms=7.0)
+    assert fleet_rows.summarize_workload(w)["latency_op"] == "commit"
+    assert fleet_rows.summarize_workload(w)["p99_ms"] == 7.0
+    w["metrics"]["latency_op"] = "fsync"          # the record's own latency_op wins
+    assert fleet_rows.summarize_workload(w)["latency_op"] == "fsync"
     assert s["await_ms"] == pytest.approx((300 * 1.0 + 100 * 5.0) / 400)
-    r = fleet.summarize_workload(synth.make_workload("c", "rndrd", 1, 500.0, 1.5))
+    r = fleet_rows.summarize_workload(synth.make_workload("c", "rndrd", 1, 500.0, 1.5))
     assert r["latency_op"] == "read" and r["p99_ms"] == 1.5 and r["threads"] == 1
 
 
@@ -82,9 +94,9 @@ def test_nan_and_missing_metrics():
     w = synth.make_workload("c", "rndrd", 1, float("nan"), None)
     w["metrics"]["dev_util_pct"] = float("nan")
     del w["metrics"]["mibps"]
-    s = fleet.summarize_workload(w)
+    s = fleet_rows.summarize_workload(w)
     assert s["iops"] is None and s["p99_ms"] is None and s["util_pct"] is None and s["mibps"] is None
-    assert fleet.summarize_workload({})["id"] == "workload"
+    assert fleet_rows.summarize_workload({})["id"] == "workload"
     json.dumps(s, allow_nan=False)
 
 
@@ -94,10 +106,10 @@ def test_iostat_samples_weighted_await():
         {"t": 1.0, "device": "b", "r/s": 100.0, "w/s": 0.0, "r_await": 4.0, "w_await": 0.0, "%util": 90.0},
         {"t": 2.0, "device": "a", "r/s": 0.0, "w/s": 0.0, "r_await": None, "w_await": 0.0, "%util": None},
         {"t": None}, "garbage"]}}}
-    s = fleet.iostat_samples(w)
+    s = fleet_rows.iostat_samples(w)
     assert s[0] == (1.0, 90.0, 3.0)
     assert s[1] == (2.0, None, 0.0)
-    assert fleet.iostat_samples({}) == []
+    assert fleet_rows.iostat_samples({}) == []
 
 
 # --------------------------------------------------------------------------- verdicts
@@ -106,8 +118,8 @@ def test_empty_fleet():
     f = fleet.aggregate({}, now=NOW)
     assert f["summary"]["hosts"] == 0 and f["summary"]["passed"] == 0
     assert f["run_id"] == "20261121T123000Z"
-    assert f["schema"] == "fleetqual.fleet" and f["schema_version"] == fleet.SCHEMA_VERSION == 2
-    json.loads(fleet.to_json(f))
+    assert f["schema"] == "fleetqual.fleet" and f["schema_version"] == fleet_json.SCHEMA_VERSION == 2
+    json.loads(fleet_json.to_json(f))
 
 
 def test_unreachable_and_failed_hosts_never_missing_never_pass():
@@ -189,8 +201,8 @@ def test_run_id_and_results_root():
     recs = records(2)
     f = fleet.aggregate(recs, now=NOW)
     assert f["run_id"] == "20261121T120000Z"
-    assert fleet.results_root(recs) == "/tmp/results"
-    assert fleet.results_root({}) == "results"
+    assert run_store.results_root(recs) == "/tmp/results"
+    assert run_store.results_root({}) == "results"
 
 
 # --------------------------------------------------------------------------- outliers
@@ -277,7 +289,7 @@ def test_nan_metrics_are_skipped_by_outliers():
         w["metrics"]["iops"] = float("nan")
     f = fleet.aggregate(recs, now=NOW)
     assert not [o for o in f["outliers"] if o["metric"] == "iops"]
-    json.loads(fleet.to_json(f))
+    json.loads(fleet_json.to_json(f))
 
 
 def test_errored_workloads_excluded_from_group_stats():
@@ -298,14 +310,14 @@ def test_outliers_off():
 def _baseline_file(tmp_path, recs):
     base = fleet.aggregate(recs, now=NOW - datetime.timedelta(days=7), run_id="20261114T120000Z")
     p = tmp_path / "fleet.json"
-    p.write_text(fleet.to_json(base))
+    p.write_text(fleet_json.to_json(base))
     return p
 
 
 def test_baseline_deltas_and_regressions(tmp_path):
     p = _baseline_file(tmp_path, records(3))
     cur = records(3, scale={"db1": 1.0, "db2": 1.01 * 0.8, "db3": 1.02 * 1.05})
-    base = fleet.load_baseline(str(p))
+    base = baseline.load_baseline(str(p))
     f = fleet.aggregate(cur, baseline=base, now=NOW)
     b = f["baseline"]
     assert b["run_id"] == "20261114T120000Z" and b["compared_workloads"] == 9
@@ -323,7 +335,7 @@ def test_baseline_fail_mode_and_missing_new_hosts(tmp_path):
     cur = records(3, scale={"db1": 1.0, "db2": 0.5, "db3": 1.02})
     del cur["db3"]
     cur["db9"] = synth.make_record("db9", group="db", matrix=SMALL, samples=3)
-    f = fleet.aggregate(cur, baseline=fleet.load_baseline(str(tmp_path)), options={"regressions": "fail"},
+    f = fleet.aggregate(cur, baseline=baseline.load_baseline(str(tmp_path)), options={"regressions": "fail"},
                         now=NOW)
     assert host(f, "db2")["verdict"] == "FAIL"
     assert any("regression against baseline" in r for r in host(f, "db2")["reasons"])
@@ -339,7 +351,7 @@ def test_baseline_zero_or_missing_values(tmp_path):
     data["hosts"][0]["workloads"][0]["iops"] = 0
     data["hosts"][0]["workloads"][1]["p99_ms"] = None
     p.write_text(json.dumps(data))
-    f = fleet.aggregate(records(1), baseline=fleet.load_baseline(str(p)), now=NOW)
+    f = fleet.aggregate(records(1), baseline=baseline.load_baseline(str(p)), now=NOW)
     d = host(f, "db1")["workloads"][0]["baseline"]["deltas"]
     assert d["iops"]["delta_pct"] is None and d["iops"]["regression"] is False
 
@@ -348,10 +360,10 @@ def test_load_baseline_rejects_other_json(tmp_path):
     p = tmp_path / "x.json"
     p.write_text('{"hello": 1}')
     with pytest.raises(ValueError):
-        fleet.load_baseline(str(p))
+        baseline.load_baseline(str(p))
     p.write_text(json.dumps({"schema": "fleetqual.fleet", "schema_version": 99, "hosts": []}))
     with pytest.raises(ValueError):
-        fleet.load_baseline(str(p))
+        baseline.load_baseline(str(p))
 
 
 # --------------------------------------------------------------------------- history, prometheus
@@ -359,8 +371,8 @@ def test_load_baseline_rejects_other_json(tmp_path):
 def test_history_appends_one_line_per_host(tmp_path):
     path = tmp_path / "history.jsonl"
     f = fleet.aggregate(records(3), play={"x": {"counts": {"unreachable": 1}}}, now=NOW)
-    fleet.append_history(str(path), f)
-    fleet.append_history(str(path), f)
+    baseline.append_history(str(path), f)
+    baseline.append_history(str(path), f)
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert len(lines) == 8
     assert lines[0]["host"] == "db1" and lines[0]["run_id"] == f["run_id"]
@@ -374,7 +386,7 @@ def test_prometheus_textfile(tmp_path):
     recs = records(3)
     recs["db2"]["workloads"][0]["metrics"]["iops"] = float("nan")
     f = fleet.aggregate(recs, play={'we"ird\\host': {"counts": {"unreachable": 1}}}, now=NOW)
-    text = fleet.prometheus_text(f)
+    text = prometheus.prometheus_text(f)
     assert "# TYPE fleetqual_host_pass gauge" in text
     assert 'fleetqual_host_pass{group="db",host="db1"} 1.0' in text
     assert 'fleetqual_host_pass{group="(none)",host="we\\"ird\\\\host"} 0.0' in text
@@ -384,23 +396,23 @@ def test_prometheus_textfile(tmp_path):
     # no per-workload series on the controller (they were 113 MB at 10,000 hosts)
     assert "fleetqual_workload_" not in text and "mibps" not in text and "_percent" not in text
     path = tmp_path / "tf" / "fleetqual.prom"
-    fleet.write_prometheus(str(path), f)
-    fleet.write_prometheus(str(path), f)
+    prometheus.write_prometheus(str(path), f)
+    prometheus.write_prometheus(str(path), f)
     assert path.read_text() == text
     assert os.listdir(tmp_path / "tf") == ["fleetqual.prom"]
     tools.promtool_check(text)
 
 
 def test_hardware_group_without_facts_is_none_not_question_marks():
-    assert fleet.group_of(["all"], {"product_name": "NA", "disk_model": None}) == ("(none)", "none")
-    assert fleet.group_of([], {"product_name": "R650", "disk_model": "NA"}) == ("R650", "hardware")
+    assert outliers.group_of(["all"], {"product_name": "NA", "disk_model": None}) == ("(none)", "none")
+    assert outliers.group_of([], {"product_name": "R650", "disk_model": "NA"}) == ("R650", "hardware")
 
 
 def test_host_prometheus_series_base_units(tmp_path):
     """A host's own series (for its node_exporter textfile directory): base units, ratio,
     promtool-clean."""
     rec = records(1)["db1"]
-    text = fleet.host_prometheus_text(rec, now=NOW)
+    text = prometheus.host_prometheus_text(rec, now=NOW)
     w = rec["workloads"][0]
     line = next(x for x in text.splitlines()
                 if x.startswith('fleetqual_workload_throughput_bytes_per_second{mode="rndrd",threads="1",'

@@ -24,6 +24,10 @@ import pytest
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet, histogram, report
 
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet_json, prometheus, render_junit, run_store  # noqa: E402
+
+from ansible_collections.fleetqual.storage.plugins.module_utils import atomic  # noqa: E402
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "report"))
 import report_tools as tools  # noqa: E402
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import workload_record
@@ -96,7 +100,7 @@ def _write_record(rec):
     """What store.yml's copy task does (a temporary file renamed into place)."""
     path = rec["results_file"]
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    fleet.write_atomic(path, json.dumps(rec, indent=1) + "\n", mode=0o600)
+    atomic.write_atomic(path, json.dumps(rec, indent=1) + "\n", mode=0o600)
 
 
 def run_slice(results_dir, number):
@@ -106,7 +110,7 @@ def run_slice(results_dir, number):
     for rec in recs.values():
         _write_record(rec)
     play = PLAY if number == 3 else {}
-    sink = fleet.EntryWriter(os.path.join(results_dir, RUN_ID), "slice-%d" % number)
+    sink = run_store.EntryWriter(os.path.join(results_dir, RUN_ID), "slice-%d" % number)
     f = fleet.aggregate(recs, play=play, now=NOW, run_id=RUN_ID, entry_sink=sink)
     sink.close()
     report.write_reports(f, os.path.join(results_dir, RUN_ID, "slice-%d" % number), FORMATS)
@@ -129,7 +133,7 @@ def sliced_run(tmp_path_factory):
 
 def test_three_concurrent_slices_merge_into_the_single_run_report(sliced_run, tmp_path):
     run_dir = os.path.join(sliced_run, RUN_ID)
-    merged = fleet.aggregate_run(run_dir, now=NOW)
+    merged = run_store.aggregate_run(run_dir, now=NOW)
     single = fleet.aggregate(all_records(sliced_run), play=PLAY, now=NOW, run_id=RUN_ID)
 
     # field by field: verdicts, outlier set, merged percentiles; then everything
@@ -152,17 +156,17 @@ def test_three_concurrent_slices_merge_into_the_single_run_report(sliced_run, tm
     # the same from the records alone (no slice stored its entries: callback disabled)
     bare = str(tmp_path / "bare" / RUN_ID)
     shutil.copytree(run_dir, bare)
-    shutil.rmtree(os.path.join(bare, fleet.ENTRIES_DIR))
-    from_records = fleet.aggregate_run(bare, now=NOW)
+    shutil.rmtree(os.path.join(bare, run_store.ENTRIES_DIR))
+    from_records = run_store.aggregate_run(bare, now=NOW)
     assert [h["host"] for h in from_records["hosts"]] == HOSTS          # web4 has no record
     assert from_records["outliers"] == merged["outliers"] and from_records["latency"] == merged["latency"]
     # ... and it stored the entries it built: the next merge reads those, same result
-    assert len([n for n in os.listdir(os.path.join(bare, fleet.ENTRIES_DIR)) if n.endswith(".jsonl")]) == 1
-    assert fleet.aggregate_run(bare, now=NOW) == from_records
+    assert len([n for n in os.listdir(os.path.join(bare, run_store.ENTRIES_DIR)) if n.endswith(".jsonl")]) == 1
+    assert run_store.aggregate_run(bare, now=NOW) == from_records
 
 
 def test_merged_percentiles_are_exact_from_the_histograms(sliced_run):
-    merged = fleet.aggregate_run(os.path.join(sliced_run, RUN_ID), now=NOW)
+    merged = run_store.aggregate_run(os.path.join(sliced_run, RUN_ID), now=NOW)
     recs = all_records(sliced_run)
     row = next(r for r in merged["latency"]["fleet"] if r["workload"] == "over_cache-rndrd-t64")
     assert row["latency_op"] == "read" and row["hosts"] == 9
@@ -183,7 +187,7 @@ def test_rerun_of_the_non_passing_host_lands_in_the_same_report(sliced_run, tmp_
     results = str(tmp_path / "results")
     shutil.copytree(sliced_run, results)
     run_dir = os.path.join(results, RUN_ID)
-    first = fleet.aggregate_run(run_dir, now=NOW)
+    first = run_store.aggregate_run(run_dir, now=NOW)
     written = report.write_reports(first, run_dir, FORMATS)
     limit = open(written["limit"], encoding="utf-8").read()
     assert limit == "web2\nweb4\n"
@@ -194,7 +198,7 @@ def test_rerun_of_the_non_passing_host_lands_in_the_same_report(sliced_run, tmp_
     rerun = {h: host_record(h, 7, results, verdict="PASS", slice_=None) for h in ("web2", "web4")}
     for rec in rerun.values():
         _write_record(rec)
-    again = fleet.aggregate_run(run_dir, now=NOW)
+    again = run_store.aggregate_run(run_dir, now=NOW)
     assert [h["host"] for h in again["hosts"]] == ALL
     assert {h["host"]: h["verdict"] for h in again["hosts"]}["web2"] == "PASS"
     assert again["summary"]["by_verdict"] == {"PASS": 10, "FAIL": 0, "UNREACHABLE": 0, "ERROR": 0}
@@ -204,10 +208,10 @@ def test_rerun_of_the_non_passing_host_lands_in_the_same_report(sliced_run, tmp_
     assert again["latency"] == fleet.aggregate(union, now=NOW, run_id=RUN_ID)["latency"]
     assert again["latency"] != first["latency"]
     # the re-run's own callback stores newer entries: the same union
-    sink = fleet.EntryWriter(run_dir, "run")
+    sink = run_store.EntryWriter(run_dir, "run")
     fleet.aggregate(rerun, now=NOW, entry_sink=sink)
     sink.close()
-    assert fleet.aggregate_run(run_dir, now=NOW) == again
+    assert run_store.aggregate_run(run_dir, now=NOW) == again
     assert json.load(open(kept, encoding="utf-8"))["verdict"] == "FAIL"      # history kept
     report.write_reports(again, run_dir, FORMATS)
     assert open(written["limit"], encoding="utf-8").read() == ""
@@ -236,9 +240,9 @@ def test_report_playbook_renders_the_run_like_the_library(sliced_run, tmp_path):
     assert "2 of 10 hosts did not pass" in out and "--limit @%s/not-passed.limit" % run_dir in out
     assert "fleet: 8/10 hosts passed" in out
     stored = json.load(open(os.path.join(run_dir, "fleet.json"), encoding="utf-8"))
-    lib = fleet.aggregate_run(run_dir, now=datetime.datetime.strptime(
+    lib = run_store.aggregate_run(run_dir, now=datetime.datetime.strptime(
         stored["generated_at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc))
-    assert stored == json.loads(fleet.to_json(lib))
+    assert stored == json.loads(fleet_json.to_json(lib))
     assert open(os.path.join(run_dir, "not-passed.limit"), encoding="utf-8").read() == "web2\nweb4\n"
 
 
@@ -335,7 +339,7 @@ def test_large_fleet_shape_detail_for_the_hosts_that_need_it(sliced_run, tmp_pat
     """With fewer detail hosts than hosts (a large fleet): the non-PASS and outlier hosts
     keep every check, metric and iostat series; the others a compact summary (the shared
     workload spec in fleet.workloads, no n/a diagnostics); every format still renders."""
-    f = fleet.aggregate_run(os.path.join(sliced_run, RUN_ID), now=NOW, detail_hosts=3)
+    f = run_store.aggregate_run(os.path.join(sliced_run, RUN_ID), now=NOW, detail_hosts=3)
     detailed = [h["host"] for h in f["hosts"] if h["detail"] is not None]
     assert detailed == ["db5", "web2", "web4"]                 # outlier, FAIL, UNREACHABLE
     db1 = next(h for h in f["hosts"] if h["host"] == "db1")
@@ -351,7 +355,7 @@ def test_large_fleet_shape_detail_for_the_hosts_that_need_it(sliced_run, tmp_pat
     assert "| db1 | 5 workloads |" in out["md"]
     tools.xmllint_junit(out["junit"])
     # the controller's Prometheus textfile: the fleet summary with the merged percentiles
-    prom = fleet.prometheus_text(f)
+    prom = prometheus.prometheus_text(f)
     assert 'fleetqual_fleet_latency_seconds{op="read",percentile="p99",workload="over_cache-rndrd-t64"} %r' % (
         next(r for r in f["latency"]["fleet"] if r["workload"] == "over_cache-rndrd-t64")["p99_ms"] / 1000.0) in prom
     tools.promtool_check(prom)
@@ -414,6 +418,6 @@ def test_store_keeps_drives_and_targets_judges_the_drives_and_writes_a_clean_tex
     tools.promtool_check(text)
     # and the fleet report: the failed drive's target fails, its other target passes
     f = fleet.aggregate({"localhost": rec}, run_id=RUN_ID)
-    cases = {c.get("name"): c for c in tools.xmllint_junit(report.render_junit(f)).iter("testcase")}
+    cases = {c.get("name"): c for c in tools.xmllint_junit(render_junit.render_junit(f)).iter("testcase")}
     assert "serial ZA1HDD0002" in cases["localhost data2"].find("failure").get("message")
     assert cases["localhost data1"].find("failure") is None

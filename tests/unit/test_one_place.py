@@ -1,7 +1,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """One piece of logic in one place (issue 13): no top-level function or class name is
 defined in two controller-side modules, so a helper cannot quietly exist twice with two
-behaviours (as fmt_num once did in _common.py and report.py)."""
+behaviours (as fmt_num once did in _common.py and report.py); and (issue 19) no
+module-level constant is defined in two modules of plugin_utils or module_utils (as the
+read/write mode lists once were, with different contents)."""
 import ast
 import collections
 import os
@@ -38,3 +40,66 @@ def test_the_check_sees_a_second_definition():
     sources = _sources()
     sources["copy.py"] = "def median(values):\n    return sorted(values)[len(values) // 2]\n"
     assert {name: sorted(files) for name, files in defined_twice(sources).items()} == {"median": ["copy.py", "stats.py"]}
+
+
+# --------------------------------------------------------------------------- constants
+
+MODULE_UTILS = os.path.join(ROOT, "plugins", "module_utils")
+
+# Duplicates in files other sessions are changing now (issues 16, 17, 19 part 1), to be
+# removed by them: the test below fails on any other, and on an entry here that is no
+# longer a duplicate (so the list only shrinks).
+KNOWN_CONSTANTS = {
+    "DEFAULTS": ["arrays.py", "diagnostics.py", "history.py", "retention.py"],
+    "MIB": ["arrays.py", "plan.py"],
+    "MODES": ["history.py", "iobench_options.py", "workload.py"],
+    "PLAN_KEYS": ["history.py", "iobench_options.py"],
+    "VAR_NAME": ["history.py", "retention.py"],
+}
+
+
+def _constant_sources():
+    out = {}
+    for directory in (PLUGIN_UTILS, MODULE_UTILS):
+        for name in sorted(os.listdir(directory)):
+            if name.endswith(".py"):
+                with open(os.path.join(directory, name), encoding="utf-8") as fh:
+                    out[name] = fh.read()
+    return out
+
+
+def constants_defined_twice(sources):
+    """{NAME: [files]} of the module-level constants (an UPPER_CASE name assigned a value)
+    defined in more than one file. ``X = other.X`` and ``from m import X`` are aliases of
+    the one definition, not a second one."""
+    where = collections.defaultdict(list)
+    for name, text in sources.items():
+        for node in ast.parse(text, name).body:
+            if isinstance(node, ast.Assign):
+                targets, value = node.targets, node.value
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                targets, value = [node.target], node.value
+            else:
+                continue
+            if isinstance(value, (ast.Name, ast.Attribute)):
+                continue
+            for t in targets:
+                if isinstance(t, ast.Name) and t.id.strip("_").isupper() and t.id != "__all__":
+                    where[t.id].append(name)
+    return {name: sorted(set(files)) for name, files in where.items() if len(set(files)) > 1}
+
+
+def test_no_constant_is_defined_twice_in_plugin_utils_or_module_utils():
+    found = constants_defined_twice(_constant_sources())
+    new = {k: v for k, v in found.items() if not set(v) <= set(KNOWN_CONSTANTS.get(k, ()))}
+    assert new == {}
+    gone = sorted(k for k, v in KNOWN_CONSTANTS.items() if k not in found or not v)
+    assert gone == [], "no longer duplicated: remove from KNOWN_CONSTANTS: %s" % gone
+
+
+def test_the_check_sees_a_second_constant_and_not_an_alias():
+    sources = {"a.py": "READ_MODES = ('seqrd', 'rndrd')\n_LIMIT = 3\n",
+               "b.py": "READ_MODES = ('rndrd', 'seqrd', 'read')\n",
+               "c.py": "from a import READ_MODES\nLIMIT_ALIAS = a._LIMIT\n_LIMIT = 4\n",
+               "d.py": "import a\nREAD_MODES = a.READ_MODES\nlower_case = 1\n"}
+    assert constants_defined_twice(sources) == {"READ_MODES": ["a.py", "b.py"], "_LIMIT": ["a.py", "c.py"]}

@@ -22,6 +22,8 @@ import report_tools as tools  # noqa: E402
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet  # noqa: E402
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import report  # noqa: E402
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import (  # noqa: E402
+    baseline, fleet_json, fmt, render_html, render_junit, render_markdown, render_svg, render_text, report_rows)
 
 NOW = datetime.datetime(2026, 11, 21, 12, 30, 0, tzinfo=datetime.timezone.utc)
 SMALL = [("cache", "rndrd", 1), ("cache", "rndrd", 64), ("over_cache", "rndwr", 64), ("log", "seqwr", 1)]
@@ -55,16 +57,16 @@ def sample_fleet(**options):
 # --------------------------------------------------------------------------- table
 
 def test_number_formats():
-    assert report.fmt_num(None) == "-" and report.fmt_num(float("nan")) == "-"
-    assert report.fmt_num(812) == "812" and report.fmt_num(12345) == "12.3k"
-    assert report.fmt_num(812345) == "812k" and report.fmt_num(1234567) == "1.23M"
-    assert report.fmt_ms(0.1234) == "0.123" and report.fmt_ms(12.34) == "12.3" and report.fmt_ms(None) == "-"
-    assert report.truncate("abcdef", 4) == "abc\u2026" and report.truncate(None, 3) == ""
+    assert fmt.cell_num(None) == "-" and fmt.cell_num(float("nan")) == "-"
+    assert fmt.cell_num(812) == "812" and fmt.cell_num(12345) == "12.3k"
+    assert fmt.cell_num(812345) == "812k" and fmt.cell_num(1234567) == "1.23M"
+    assert fmt.cell_ms(0.1234) == "0.123" and fmt.cell_ms(12.34) == "12.3" and fmt.cell_ms(None) == "-"
+    assert fmt.truncate("abcdef", 4) == "abc\u2026" and fmt.truncate(None, 3) == ""
 
 
 def test_table_contents_and_summary():
     f, _records = sample_fleet()
-    text = report.render_table(f)
+    text = render_text.render_table(f)
     lines = text.splitlines()
     assert lines[0].split()[:4] == ["host", "workload", "thr", "IOPS"]
     for col in ("MiB/s", "p95ms", "p99ms", "%util", "await", "verdict", "first failing rule"):
@@ -75,7 +77,7 @@ def test_table_contents_and_summary():
     assert any(line.startswith("web2 ") and "ERROR" in line for line in lines)
     db6 = [line for line in lines if "cache-rndrd-t" in line][10:12]
     assert db6 and all(" - " in line for line in db6)
-    assert report.summary_line(f) == "fleet: 5/9 hosts passed (PASS 5, FAIL 1, UNREACHABLE 1, ERROR 2)"
+    assert report_rows.summary_line(f) == "fleet: 5/9 hosts passed (PASS 5, FAIL 1, UNREACHABLE 1, ERROR 2)"
 
 
 @pytest.mark.parametrize("width", [100, 80])
@@ -90,24 +92,24 @@ def test_table_width(width):
     play = {"x" * 80: {"counts": {"failures": 1}, "failed": [{"task": "t" * 200, "msg": "m" * 500}]}}
     f = fleet.aggregate(recs, play=play, now=NOW)
     f["hosts"][0]["workloads"][0]["iops"] = 123456789012.0
-    text = report.render_table(f, width=width)
+    text = render_text.render_table(f, width=width)
     assert max(len(line) for line in text.splitlines()) <= width
-    for line in report.detail_lines(f, width=width):
+    for line in render_text.detail_lines(f, width=width):
         assert len(line) <= width
     assert "\u2026" in text
 
 
 def test_table_empty_fleet():
     f = fleet.aggregate({}, now=NOW)
-    text = report.render_table(f)
+    text = render_text.render_table(f)
     assert "(no hosts)" in text
-    assert report.summary_line(f) == "fleet: 0/0 hosts passed (PASS 0, FAIL 0, UNREACHABLE 0, ERROR 0)"
-    assert report.detail_lines(f) == []
+    assert report_rows.summary_line(f) == "fleet: 0/0 hosts passed (PASS 0, FAIL 0, UNREACHABLE 0, ERROR 0)"
+    assert render_text.detail_lines(f) == []
 
 
 def test_detail_lines_group_outliers_per_host():
     f, _records = sample_fleet()
-    lines = report.detail_lines(f)
+    lines = render_text.detail_lines(f)
     assert any(line.startswith("FAIL db4:") for line in lines)
     assert any(line.startswith("UNREACHABLE web1:") for line in lines)
     out = [line for line in lines if line.startswith("outlier")]
@@ -118,10 +120,10 @@ def test_detail_lines_group_outliers_per_host():
 
 def test_json_roundtrip_no_nan():
     f, _records = sample_fleet()
-    text = report.render_json(f)
+    text = fleet_json.to_json(f)
     data = json.loads(text)
     assert "NaN" not in text
-    assert data["schema"] == "fleetqual.fleet" and data["schema_version"] == fleet.SCHEMA_VERSION
+    assert data["schema"] == "fleetqual.fleet" and data["schema_version"] == fleet_json.SCHEMA_VERSION
     assert {h["host"] for h in data["hosts"]} >= {"db1", "web1", "web2", "db6", "db7"}
     h = next(h for h in data["hosts"] if h["host"] == "db4")
     for key in ("verdict", "record_verdict", "reasons", "checks", "outliers", "regressions", "workloads",
@@ -142,7 +144,7 @@ def test_junit_valid_and_carries_evidence(tmp_path):
     first reason, its text the measured value, limit and device evidence (what GitLab and
     Jenkins show); valid against the public junit-10.xsd with xmllint."""
     f, _records = sample_fleet(outliers="fail")
-    text = report.render_junit(f)
+    text = render_junit.render_junit(f)
     root = _validate_junit(text, tmp_path)
     assert "skipped" not in root.attrib                     # not allowed on <testsuites> by junit-10.xsd
     cases = {c.get("name").split(" ")[0]: c for c in root.iter("testcase")}
@@ -169,7 +171,7 @@ def test_junit_valid_and_carries_evidence(tmp_path):
 
 
 def test_junit_empty_fleet_is_valid(tmp_path):
-    root = _validate_junit(report.render_junit(fleet.aggregate({}, now=NOW)), tmp_path)
+    root = _validate_junit(render_junit.render_junit(fleet.aggregate({}, now=NOW)), tmp_path)
     assert root.get("tests") == "0"
 
 
@@ -178,7 +180,7 @@ def test_the_schema_rejects_what_jenkins_would_skip():
     <testsuites> (Jenkins skips such a file), so a valid report means something."""
     assert tools.xmllint_rejects('<testsuites><testsuite name="a" tests="1"><testcase name="x"/></testsuite>'
                                  '</testsuites>')
-    good = report.render_junit(sample_fleet()[0])
+    good = render_junit.render_junit(sample_fleet()[0])
     assert not tools.xmllint_rejects(good)
     assert tools.xmllint_rejects(good.replace("<testsuites ", '<testsuites skipped="0" ', 1))
 
@@ -187,7 +189,7 @@ def test_the_schema_rejects_what_jenkins_would_skip():
 
 def test_html_self_contained_with_charts():
     f, recs = sample_fleet()
-    text = report.render_html(f, recs)
+    text = render_html.render_html(f, recs)
     assert text.startswith("<!DOCTYPE html>")
     assert "<script" not in text.lower()
     assert not re.search(r'(src|href)\s*=\s*"(https?:)?//', text)
@@ -203,31 +205,31 @@ def test_html_self_contained_with_charts():
 
 
 def test_html_empty_fleet_and_detail_limit():
-    text = report.render_html(fleet.aggregate({}, now=NOW))
+    text = render_html.render_html(fleet.aggregate({}, now=NOW))
     assert "No hosts in this run." in text and "No measurements to plot." in text
     f, recs = sample_fleet()
-    text = report.render_html(f, recs, detail_hosts=2)
+    text = render_html.render_html(f, recs, detail_hosts=2)
     assert "not drawn in detail" in text
     assert text.count('IOPS by threads"') == 1      # db4 (FAIL) first, then db7 (ERROR, no workloads)
 
 
 def test_svg_builders_handle_no_data():
-    assert "no data" in report.svg_line_chart("t", [], [], "IOPS")
-    assert "no data" in report.svg_strip_chart("t", [], "IOPS")
-    assert "no iostat samples" in report.svg_timeseries("t", [])
-    one = report.svg_timeseries("t", [(1.0, 50.0, None)])
+    assert "no data" in render_svg.svg_line_chart("t", [], [], "IOPS")
+    assert "no data" in render_svg.svg_strip_chart("t", [], "IOPS")
+    assert "no iostat samples" in render_svg.svg_timeseries("t", [])
+    one = render_svg.svg_timeseries("t", [(1.0, 50.0, None)])
     assert "utilarea" in one
 
 
 def test_markdown():
     f, _records = sample_fleet()
-    text = report.render_markdown(f)
+    text = render_markdown.render_markdown(f)
     assert "**fleet: 5/9 hosts passed" in text
     assert "| host | workload | threads | IOPS |" in text
     assert "### db4 — FAIL" in text and "### web1 — UNREACHABLE" in text
     assert "## Fleet outliers (warn)" in text and "| db4 | db |" in text
     assert "No baseline given." in text
-    empty = report.render_markdown(fleet.aggregate({}, now=NOW))
+    empty = render_markdown.render_markdown(fleet.aggregate({}, now=NOW))
     assert "No hosts in this run." in empty and "All hosts passed." in empty
 
 
@@ -246,18 +248,18 @@ def test_write_reports(tmp_path):
 def test_baseline_sections(tmp_path):
     f0, _records = sample_fleet()
     p = tmp_path / "fleet.json"
-    p.write_text(report.render_json(f0))
+    p.write_text(fleet_json.to_json(f0))
     recs = {n: synth.make_record(n, matrix=SMALL, scale=0.5 if n == "db2" else 1.0, samples=2)
             for n in ("db1", "db2", "db3")}
-    f = fleet.aggregate(recs, baseline=fleet.load_baseline(str(p)), options={"regressions": "fail"}, now=NOW)
-    md = report.render_markdown(f)
+    f = fleet.aggregate(recs, baseline=baseline.load_baseline(str(p)), options={"regressions": "fail"}, now=NOW)
+    md = render_markdown.render_markdown(f)
     assert "| db2 | cache-rndrd-t1 | iops |" in md
-    html = report.render_html(f, recs)
+    html = render_html.render_html(f, recs)
     assert 'id="regressions"' in html
-    junit = report.render_junit(f)
+    junit = render_junit.render_junit(f)
     assert 'type="baseline regression"' in junit and "baseline regression (fail): cache-rndrd-t1 iops" in junit
     tools.xmllint_junit(junit)
-    assert any("regression" in line for line in report.detail_lines(f))
+    assert any("regression" in line for line in render_text.detail_lines(f))
 
 
 # --------------------------------------------------------------------------- callback

@@ -1,4 +1,4 @@
-"""plugin_utils/drive_fleet.py: drive consistency across a group of like hosts (issue 11.4).
+"""plugin_utils/drive_consistency.py: drive consistency across a group of like hosts (issue 11.4).
 
 Hosts are built as the drives module sees them: identity from a fake sysfs tree
 (fixtures/drives/sysfs-host.json, one tree per host, with per-host file overrides such as
@@ -8,7 +8,7 @@ import copy
 import pytest
 
 from ansible_collections.fleetqual.storage.plugins.module_utils import drives as dr
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.drive_fleet import drive_findings, drive_of_record
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.drive_consistency import drive_findings, drive_of_record
 from test_drives import build_fake_sysfs, load
 
 HEALTH = {"nvme0n1": "smartctl-nvme-healthy.json", "sda": "smartctl-sata-ssd-healthy.json",
@@ -142,7 +142,7 @@ def test_robust_scale_is_mad_then_mean_deviation_then_zero():
 
 
 def test_drive_table_rows_join_health_judge_checks_and_findings(fleet):
-    from ansible_collections.fleetqual.storage.plugins.plugin_utils.drive_fleet import drive_rows
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.drive_consistency import drive_rows
     from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import judge
     fleet = copy.deepcopy(fleet)
     fleet[1]["drives"][1]["health"] = dr.parse_smartctl(load("smartctl-nvme-failing.json"))   # db02 nvme0n1
@@ -172,6 +172,8 @@ import os  # noqa: E402
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet as fleetmod  # noqa: E402
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import report  # noqa: E402
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import (  # noqa: E402
+    render_html, render_junit, render_markdown, render_text, report_rows, run_store)
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import judge  # noqa: E402
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import workload_record  # noqa: E402
 
@@ -232,10 +234,10 @@ def _cases(junit):
 def test_report_rows_and_a_junit_case_per_host_and_target(report_fleet):
     f = fleetmod.aggregate(report_fleet, run_id=RUN)
     assert [h["verdict"] for h in f["hosts"]] == ["PASS"] * 4
-    rows = report.table_rows(f)
+    rows = report_rows.table_rows(f)
     assert [r["workload"] for r in rows if r["_host"] == "db01"] == ["over_cache-rndrd-t64@nvme",
                                                                      "over_cache-rndrd-t64@data1"]
-    cases = _cases(report.render_junit(f))
+    cases = _cases(render_junit.render_junit(f))
     assert sorted(cases) == sorted("db0%d %s" % (i, t) for i in (1, 2, 3, 4) for t in ("nvme", "data1"))
     assert all(c.find("failure") is None and c.find("error") is None for c in cases.values())
     out = cases["db01 nvme"].find("system-out").text
@@ -261,22 +263,22 @@ def test_a_host_whose_drive_firmware_differs_is_flagged_everywhere(report_fleet,
         row["findings"][0]
     assert f["summary"]["drive_findings"] == 1 and f["summary"]["drives"] == 4 * 6
     # terminal: a drive table with the odd drive and why
-    table = report.render_drive_table(f, width=500)
+    table = render_text.render_drive_table(f, width=500)
     line = [x for x in table.splitlines() if x.startswith("db04") and " nvme0n1 " in x][0]
     assert serial in line and "GDC5603Q" in line and "differs from group db's majority GDC5602Q" in line
-    assert all(len(x) <= 100 for x in report.render_drive_table(f, width=100).splitlines())
+    assert all(len(x) <= 100 for x in render_text.render_drive_table(f, width=100).splitlines())
     # HTML: the firmware cell flagged; Markdown: the row
-    html = report.render_html(f)
+    html = render_html.render_html(f)
     drives_html = html[html.index('<table id="drives">'):]
     drives_html = drives_html[:drives_html.index("</table>")]
     assert '<td>%s</td><td class="flag">GDC5603Q</td>' % serial in drives_html
     assert drives_html.count('class="flag">GDC5602Q') == 0
-    md = report.render_markdown(f)
+    md = render_markdown.render_markdown(f)
     assert "## Drives (%s)" % mode in md
     assert [x for x in md.splitlines() if x.startswith("| db04 | nvme0n1 |")][0].startswith(
         "| db04 | nvme0n1 | SAMSUNG MZQL21T9HCJR-00A07 | %s | GDC5603Q | PASSED |" % serial)
     # JUnit: with drives: fail the case of the target on that drive fails, citing the serial
-    cases = _cases(report.render_junit(f))
+    cases = _cases(render_junit.render_junit(f))
     failure = cases["db04 nvme"].find("failure")
     if mode == "warn":
         assert failure is None
@@ -299,7 +301,7 @@ def test_a_failed_smart_drive_fails_its_host_with_its_serial_in_junit(report_fle
     assert recs["db02"]["verdict"] == "FAIL"                      # the judge's drive_health check
     f = fleetmod.aggregate(recs, run_id=RUN, options={"drives": "off"})
     assert {h["host"]: h["verdict"] for h in f["hosts"]}["db02"] == "FAIL"
-    cases = _cases(report.render_junit(f))
+    cases = _cases(render_junit.render_junit(f))
     failure = cases["db02 nvme"].find("failure")
     assert failure is not None and failure.get("type") == "drive_health"
     assert "serial S64GNE0R600002" in failure.get("message")
@@ -308,7 +310,7 @@ def test_a_failed_smart_drive_fails_its_host_with_its_serial_in_junit(report_fle
     assert cases["db02 data1"].find("failure") is None            # its other target, on a healthy drive
     row = [d for d in f["drives"] if (d["host"], d["drive"]) == ("db02", "nvme0n1")][0]
     assert (row["health"], row["verdict"]) == ("FAILED", "FAIL")
-    line = [x for x in report.render_drive_table(f, width=300).splitlines() if x.startswith("db02 nvme0n1")][0]
+    line = [x for x in render_text.render_drive_table(f, width=300).splitlines() if x.startswith("db02 nvme0n1")][0]
     assert "S64GNE0R600002" in line and " FAILED " in line and " FAIL " in line
 
 
@@ -318,11 +320,11 @@ def test_the_run_report_judges_drives_over_every_slice(report_fleet, tmp_path):
     neither slice alone could (db04's firmware is a majority of one in its slice)."""
     run_dir = tmp_path / "results" / RUN
     for label, hosts in (("slice-1", ("db01", "db02")), ("slice-2", ("db03", "db04"))):
-        sink = fleetmod.EntryWriter(str(run_dir), label)
+        sink = run_store.EntryWriter(str(run_dir), label)
         alone = fleetmod.aggregate({h: report_fleet[h] for h in hosts}, run_id=RUN, entry_sink=sink)
         sink.close()
         assert not [x for x in alone["drive_findings"] if x["host"] == "db04" and x["majority"] == "GDC5602Q"]
-    merged = fleetmod.aggregate_run(str(run_dir), options={"drives": "fail"})
+    merged = run_store.aggregate_run(str(run_dir), options={"drives": "fail"})
     whole = fleetmod.aggregate(report_fleet, run_id=RUN, options={"drives": "fail"})
     assert merged["drive_findings"] == whole["drive_findings"]
     assert merged["drives"] == whole["drives"]
@@ -340,14 +342,14 @@ def test_a_slow_target_is_an_outlier_of_that_target_and_fails_only_its_case(repo
     db03 = [h for h in f["hosts"] if h["host"] == "db03"][0]
     assert db03["verdict"] == "FAIL"
     assert [w["outliers"] for w in db03["workloads"]] == [[], ["iops"]]
-    rows = [r for r in report.table_rows(f) if r["_host"] == "db03"]
+    rows = [r for r in report_rows.table_rows(f) if r["_host"] == "db03"]
     assert [(r["workload"], r["rule"]) for r in rows] == [("over_cache-rndrd-t64@nvme", "-"),
                                                           ("over_cache-rndrd-t64@data1", "outlier: iops")]
-    cases = _cases(report.render_junit(f))
+    cases = _cases(render_junit.render_junit(f))
     assert cases["db03 nvme"].find("failure") is None
     failure = cases["db03 data1"].find("failure")
     assert failure.get("type") == "fleet outlier" and failure.get("message").startswith("over_cache-rndrd-t64 on data1")
-    assert "| db03 | db | over_cache-rndrd-t64@data1 | iops |" in report.render_markdown(f)
+    assert "| db03 | db | over_cache-rndrd-t64@data1 | iops |" in render_markdown.render_markdown(f)
     # the HDD sdb behind data1, against the same model on the other hosts: a drive result finding
     (res,) = [x for x in f["drive_findings"] if x["kind"] == "result" and x["metric"] == "iops"]
     assert (res["host"], res["drive"], res["serial"], res["target"]) == ("db03", "sdb", "ZA1HDD0003", "data1")

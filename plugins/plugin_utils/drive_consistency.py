@@ -1,6 +1,6 @@
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Fleet consistency of drives (issue 11.4), controller side, pure Python.
+"""Drive consistency across the fleet (issue 11.4), controller side, pure Python.
 
 Input: host records (docs/contracts.md section 6) each with ``drives`` (the drives
 module's ``drives`` list, section 7, or its whole result) and ``workloads`` whose
@@ -21,10 +21,10 @@ list of findings::
   than ``capacity_tolerance_pct``;
 * ``result``: a drive's figure of one workload (IOPS, or the p99 latency of the record's
   ``latency_op``) far from the same workload on the same drive model across the fleet,
-  with the median/MAD judgement of the host outliers (``plugin_utils/fleet.py``):
+  with the one outlier rule of the host outliers (``outliers.Peers``):
   robust score ``|x - median| / scale > mad_score`` or more than ``pct_below`` % worse.
 
-Groups are those of the host outliers (``fleet.group_of``: the first inventory group,
+Groups are those of the host outliers (``outliers.group_of``: the first inventory group,
 else hardware + disk model). ``severity`` is the ``drives`` option (``warn`` | ``fail``;
 ``off`` returns no findings); a result better than its peers is only ever ``warn``.
 Messages cite the host, the drive, its model and serial.
@@ -37,31 +37,30 @@ from collections import Counter
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import fmt_num
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import drive_list
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import median, robust_scale, to_float
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.outliers import Peers, group_of
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import median, to_float
 
-DEFAULT_OPTIONS = {
+DRIVE_OPTIONS = {
     "drives": "warn",                 # warn | fail | off
     "outlier_mad_score": 3.5,
     "outlier_pct_below": 20.0,
     "capacity_tolerance_pct": 1.0,
     "min_group": 3,                   # drives of a model per workload needed for a result judgement
 }
-MODES = ("warn", "fail", "off")
+JUDGEMENT_MODES = ("warn", "fail", "off")
 # figure -> "higher" | "lower" is better
 RESULT_METRICS = {"iops": "higher", "lat_p99_ms": "lower"}
 
 
 def _options(options):
-    opts = dict(DEFAULT_OPTIONS)
+    opts = dict(DRIVE_OPTIONS)
     opts.update({k: v for k, v in (options or {}).items() if v is not None})
-    if opts["drives"] not in MODES:
-        raise ValueError("drives: must be one of %s, got %r" % (", ".join(MODES), opts["drives"]))
+    if opts["drives"] not in JUDGEMENT_MODES:
+        raise ValueError("drives: must be one of %s, got %r" % (", ".join(JUDGEMENT_MODES), opts["drives"]))
     return opts
 
 
 def _group_of(record):
-    # fleet.py imports the judge and more; imported here, when used, so fleet.py may import this module
-    from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet import group_of
     return group_of(record.get("groups"), record.get("facts"))[0]
 
 
@@ -71,7 +70,7 @@ def _label(host, d):
         d.get("serial") or "unknown", ", firmware %s" % d["firmware"] if d.get("firmware") else "")
 
 
-def _finding(kind, host, group, d, severity, message, **extra):
+def _drive_finding(kind, host, group, d, severity, message, **extra):
     d = d or {}
     out = {"kind": kind, "host": host, "group": group, "drive": d.get("name"), "serial": d.get("serial"),
            "model": d.get("model"), "firmware": d.get("firmware"), "message": message, "severity": severity}
@@ -130,7 +129,7 @@ def _identity_findings(hosts, severity):
             for d in drives:
                 m = d.get("model")
                 if m and hosts_with[m] * 2 < len(members):
-                    out.append(_finding("model", host, group, d, severity, (
+                    out.append(_drive_finding("model", host, group, d, severity, (
                         "%s: model %s is on %d of the %d hosts of group %s, which have %s"
                         % (_label(host, d), m, hosts_with[m], len(members), group, common or "no common model"))))
         # firmware: per model, the group's majority
@@ -155,7 +154,7 @@ def _identity_findings(hosts, severity):
                 else:
                     text = "%s: firmware %s differs from group %s's majority %s for model %s (%s drives)" % (
                         _label(host, d), d.get("firmware") or "unknown", group, majority, model, split)
-                out.append(_finding("firmware", host, group, d, severity, text, majority=majority))
+                out.append(_drive_finding("firmware", host, group, d, severity, text, majority=majority))
     return out
 
 
@@ -177,12 +176,12 @@ def _size_findings(hosts, severity, tolerance_pct):
             if n < med_n:
                 short = ["%s (%d, peers %s)" % (m, models[m], fmt_num(usual[m])) for m in sorted(all_models)
                          if models[m] < usual[m]]
-                out.append(_finding("drive_count", host, group, None, severity, (
+                out.append(_drive_finding("drive_count", host, group, None, severity, (
                     "%s: %d drive%s, fewer than group %s's median %s%s" % (
                         host, n, "" if n == 1 else "s", group, fmt_num(med_n),
                         "; fewer of: %s" % ", ".join(short) if short else "")), value=n, median=med_n))
             if med_cap and cap < med_cap * (1 - tolerance_pct / 100.0):
-                out.append(_finding("capacity", host, group, None, severity, (
+                out.append(_drive_finding("capacity", host, group, None, severity, (
                     "%s: %s GB of drives, %s %% less than group %s's median %s GB" % (
                         host, fmt_num(round(cap / 1e9, 1)), fmt_num(round((1 - cap / med_cap) * 100, 1)), group,
                         fmt_num(round(med_cap / 1e9, 1)))), value=cap, median=med_cap))
@@ -225,24 +224,20 @@ def _result_findings(hosts, opts):
     for (model, wid, metric), items in sorted(by_key.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
         if len(items) < int(opts["min_group"]):
             continue
-        values = [v for _host, _group, _drive, _workload, _op, v in items]
-        med = median(values)
-        scale, method, mad = robust_scale(values, med)
-        better = RESULT_METRICS[metric]
+        peers = Peers([v for _host, _group, _drive, _workload, _op, v in items], RESULT_METRICS[metric])
+        med, mad, method = peers.median, peers.mad, peers.method
         for host, group, d, w, op, v in items:
-            score = abs(v - med) / scale if scale > 0 else 0.0
-            pct = (v - med) / abs(med) * 100.0 if med else None
-            worse_pct = None if pct is None else (-pct if better == "higher" else pct)
-            if not (score > mad_score or (worse_pct is not None and worse_pct > pct_below)):
+            dev = peers.deviation(v, mad_score, pct_below)
+            if dev is None:
                 continue
-            worse = (v < med) if better == "higher" else (v > med)
+            score, pct, worse = dev["score"], dev["pct"], dev["worse"]
             what = "IOPS" if metric == "iops" else "p99 %s latency" % (op or "")
             unit = " ms" if metric != "iops" else ""
             text = ("%s: %s%s %s %s%s vs median %s%s of %d %s drives (robust score %s%s, %s)" % (
                 _label(host, d), wid, " on %s" % w["target"] if w.get("target") else "", what.replace("  ", " "),
                 fmt_num(v), unit, fmt_num(med), unit, len(items), model, fmt_num(round(score, 1)),
                 "" if pct is None else ", %+.1f %%" % pct, "worse" if worse else "better than its peers"))
-            out.append(_finding("result", host, group, d, opts["drives"] if worse else "warn", text,
+            out.append(_drive_finding("result", host, group, d, opts["drives"] if worse else "warn", text,
                                 workload=wid, target=w.get("target"), metric=metric, value=v, median=med,
                                 mad=mad, scale=method, score=round(score, 2), worse=worse))
     return out
@@ -320,4 +315,4 @@ def drive_rows(records, findings=None):
     return rows
 
 
-__all__ = ["drive_findings", "drive_of_record", "drive_rows", "drive_checks", "DEFAULT_OPTIONS", "RESULT_METRICS"]
+__all__ = ["drive_findings", "drive_of_record", "drive_rows", "drive_checks", "DRIVE_OPTIONS", "RESULT_METRICS"]

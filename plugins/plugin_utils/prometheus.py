@@ -1,0 +1,117 @@
+# Copyright: fleetqual.storage developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Prometheus textfiles (exposition format, written with prometheus_client): the
+controller's fleet summary (``prometheus_text`` / ``write_prometheus``) and one host's own
+series for its node_exporter textfile directory (``host_prometheus_text``). Names follow
+the Prometheus conventions: base units (seconds, bytes), no verdict label on a ``_pass``
+metric."""
+
+from __future__ import annotations
+
+import datetime
+import os
+
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet_json import utc_now
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet_rows import PCT_KEYS, row_key, summarize_workload
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.outliers import JUDGED_METRICS
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.plain import gc_paused
+
+
+def prometheus_registry(fleet):
+    """The controller's textfile: the fleet summary only (a host's own series belong in
+    that host's node_exporter textfile directory).  Names follow the Prometheus naming
+    conventions: base units (seconds), no verdict label on a ``_pass`` metric."""
+    from prometheus_client import CollectorRegistry, Gauge  # pylint: disable=import-outside-toplevel
+
+    reg = CollectorRegistry()
+    hosts = Gauge("fleetqual_fleet_hosts", "Hosts per verdict in the last run.", ["verdict"], registry=reg)
+    for verdict, n in fleet["summary"]["by_verdict"].items():
+        hosts.labels(verdict=verdict).set(n)
+    passed = Gauge("fleetqual_host_pass", "1 when the host passed qualification in the last run, else 0.",
+                   ["host", "group"], registry=reg)
+    for h in fleet["hosts"]:
+        passed.labels(host=h["host"], group=h["group"]).set(1 if h["verdict"] == "PASS" else 0)
+    outl = Gauge("fleetqual_fleet_outliers", "Fleet outliers (worse direction) per metric in the last run.",
+                 ["metric"], registry=reg)
+    for metric in JUDGED_METRICS:
+        outl.labels(metric=metric).set(sum(1 for o in fleet["outliers"] if o["metric"] == metric and o["worse"]))
+    lat = Gauge("fleetqual_fleet_latency_seconds",
+                "Fleet-wide latency percentile of a workload, merged exactly from every host's histogram.",
+                ["workload", "op", "percentile"], registry=reg)
+    # a "quantile" label belongs to summary metrics only (promtool): "percentile" p50 ... p999
+    for row in (fleet.get("latency") or {}).get("fleet") or []:
+        for pct in PCT_KEYS:
+            v = row.get("%s_ms" % pct)
+            if v is not None:
+                lat.labels(workload=row["workload"], op=row["latency_op"], percentile=pct).set(v / 1000.0)
+    ts = Gauge("fleetqual_last_run_timestamp_seconds", "When the fleet report was generated.", registry=reg)
+    try:
+        ts.set(datetime.datetime.strptime(fleet["generated_at"], "%Y-%m-%dT%H:%M:%SZ").replace(
+            tzinfo=datetime.timezone.utc).timestamp())
+    except (ValueError, KeyError):
+        ts.set(0)
+    return reg
+
+
+def host_prometheus_registry(record, now=None):
+    """One host's own series, for that host's node_exporter textfile directory (the role
+    writes it there when ``fleetqual_node_exporter_textfile_dir`` names one): Prometheus
+    adds the host's own labels when it scrapes them.  Base units: operations and bytes per
+    second, seconds, a 0..1 ratio."""
+    from prometheus_client import CollectorRegistry, Gauge  # pylint: disable=import-outside-toplevel
+
+    reg = CollectorRegistry()
+    labels = ["workload", "mode", "threads"]       # workload: <id>@<target> on a host with targets
+    g = {
+        "ops": Gauge("fleetqual_workload_operations_per_second", "Reads and writes per second of a workload.",
+                     labels, registry=reg),
+        "bytes": Gauge("fleetqual_workload_throughput_bytes_per_second", "Bytes read and written per second.",
+                       labels, registry=reg),
+        "lat": Gauge("fleetqual_workload_latency_seconds", "Latency percentile of the workload's latency operation.",
+                     labels + ["op", "percentile"], registry=reg),
+        "util": Gauge("fleetqual_workload_device_utilization_ratio",
+                      "Share of the measured window the test device was busy (iostat %util / 100).", labels,
+                      registry=reg),
+        "await": Gauge("fleetqual_workload_device_await_seconds", "Average device request time (iostat await).",
+                       labels, registry=reg),
+    }
+    record = record if isinstance(record, dict) else {}
+    for w in record.get("workloads") or []:
+        if not isinstance(w, dict):
+            continue
+        row = summarize_workload(w, keep_metrics=False)
+        lab = {"workload": row_key(row), "mode": row["mode"] or "", "threads": "" if row["threads"] is None
+               else str(row["threads"])}
+        for key, gauge, factor in (("iops", "ops", 1.0), ("mibps", "bytes", 1048576.0), ("util_pct", "util", 0.01),
+                                   ("await_ms", "await", 0.001)):
+            if row[key] is not None:
+                g[gauge].labels(**lab).set(row[key] * factor)
+        for pct in PCT_KEYS:
+            if row["%s_ms" % pct] is not None:
+                g["lat"].labels(op=row["latency_op"] or "", percentile=pct, **lab).set(row["%s_ms" % pct] / 1000.0)
+    Gauge("fleetqual_host_pass", "1 when this host's last qualification verdict (the judge's) was PASS.",
+          registry=reg).set(1 if str(record.get("verdict")).upper() == "PASS" else 0)
+    Gauge("fleetqual_last_run_timestamp_seconds", "When this host's record was assembled.",
+          registry=reg).set((now or utc_now()).timestamp())
+    return reg
+
+
+def host_prometheus_text(record, now=None):
+    """A host's own textfile content (host_prometheus_registry)."""
+    from prometheus_client import generate_latest  # pylint: disable=import-outside-toplevel
+    return generate_latest(host_prometheus_registry(record, now)).decode("utf-8")
+
+
+def prometheus_text(fleet):
+    """The textfile content (prometheus_client's exposition format)."""
+    from prometheus_client import generate_latest  # pylint: disable=import-outside-toplevel
+    return generate_latest(prometheus_registry(fleet)).decode("utf-8")
+
+
+def write_prometheus(path, fleet):
+    """Write the textfile atomically with prometheus_client's write_to_textfile."""
+    from prometheus_client import write_to_textfile  # pylint: disable=import-outside-toplevel
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with gc_paused():
+        write_to_textfile(path, prometheus_registry(fleet))
+    return path

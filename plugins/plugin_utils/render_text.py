@@ -1,0 +1,156 @@
+# Copyright: fleetqual.storage developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The fleet report for the terminal (and AWX's and CI logs): the fleet table and the
+drive table at most ``width`` columns, and the short lines under them (reasons, outliers,
+regressions, notes, diagnostics)."""
+
+from __future__ import annotations
+
+import textwrap
+
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import truncate
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.outliers import JUDGED_METRICS
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.report_rows import DRIVE_COLUMNS, TABLE_COLUMNS, diagnostic_items, drive_table, table_rows
+
+
+def _fit_widths(rows, width):
+    """Natural column widths capped per column; the rule column takes what is left, and
+    when that is too little the workload, then the host column give way.
+
+    Ours rather than a table library's: the rule is specific (which column yields first,
+    the reasons column's floor, truncation with an ellipsis at a hard width for AWX's and
+    CI logs), and tabulate/rich would still need it written around them."""
+    cols = TABLE_COLUMNS
+    widths = []
+    for header, key, _align, lo, hi in cols:
+        natural = max([len(header)] + [len(r[key]) for r in rows]) if rows else len(header)
+        widths.append(max(lo, min(hi, natural)))
+    budget = width - (len(cols) - 1)
+    rule_min = 14
+    fixed = sum(widths[:-1])
+    for idx, floor in ((1, 14), (0, 10), (1, cols[1][3]), (0, cols[0][3])):
+        while fixed + rule_min > budget and widths[idx] > floor:
+            widths[idx] -= 1
+            fixed -= 1
+    widths[-1] = max(cols[-1][3], min(widths[-1], budget - fixed))
+    return widths
+
+
+def render_table(fleet, width=110, rows=None):
+    """The fleet table for the terminal, every line at most ``width`` columns."""
+    rows = table_rows(fleet) if rows is None else rows
+    widths = _fit_widths(rows, width)
+    out = []
+
+    def line(values):
+        cells = []
+        for (header, key, align, _lo, _hi), w, val in zip(TABLE_COLUMNS, widths, values):
+            val = truncate(val, w)
+            cells.append(val.ljust(w) if align == "<" else val.rjust(w))
+        return " ".join(cells).rstrip()[:width]
+
+    out.append(line([c[0] for c in TABLE_COLUMNS]))
+    out.append(line(["-" * w for w in widths]))
+    for r in rows:
+        out.append(line([r[c[1]] for c in TABLE_COLUMNS]))
+    if not rows:
+        out.append("(no hosts)")
+    return "\n".join(out)
+
+
+def render_drive_table(fleet, width=110, limit=50):
+    """The drive table for the terminal (host, device, model, serial, firmware, health,
+    verdict, reasons), at most ``width`` columns; beyond ``limit`` drives only the flagged."""
+    rows, omitted = drive_table(fleet, limit)
+    if not rows and not omitted:
+        return ""
+    widths = []
+    for header, key, lo, hi in DRIVE_COLUMNS:
+        natural = max([len(header)] + [len(r[key]) for r in rows])
+        widths.append(max(lo, min(hi, natural)))
+    budget = width - (len(DRIVE_COLUMNS) - 1)
+    for idx in (2, 0, 3):           # model, host, serial give way to the reasons
+        while sum(widths[:-1]) + 20 > budget and widths[idx] > DRIVE_COLUMNS[idx][2]:
+            widths[idx] -= 1
+    widths[-1] = max(DRIVE_COLUMNS[-1][2], min(widths[-1], budget - sum(widths[:-1])))
+
+    def line(values):
+        return " ".join(truncate(v, w).ljust(w) for v, w in zip(values, widths)).rstrip()[:width]
+
+    out = [line([c[0] for c in DRIVE_COLUMNS]), line(["-" * w for w in widths])]
+    out.extend(line([r[c[1]] for c in DRIVE_COLUMNS]) for r in rows)
+    if omitted:
+        out.append("... %d more drives without findings (see fleet.json)" % omitted)
+    return "\n".join(out)
+
+
+def detail_lines(fleet, width=110, limit=20):
+    """Short lines under the table: reasons of non-passing hosts, outliers, regressions, notes."""
+    lines = []
+    bad = [h for h in fleet["hosts"] if h["verdict"] != "PASS"]
+    for h in bad[:limit]:
+        reason = h["reasons"][0] if h["reasons"] else "(no reason recorded)"
+        lines.append(truncate("%s %s: %s" % (h["verdict"], h["host"], reason), width))
+    if len(bad) > limit:
+        lines.append("... and %d more non-passing hosts (see fleet.json)" % (len(bad) - limit))
+    mode = fleet["options"]["outliers"]
+    per_host = {}
+    for o in fleet["outliers"]:
+        per_host.setdefault(o["host"], []).append(o)
+    for host, items in list(per_host.items())[:limit]:
+        parts = []
+        for metric in JUDGED_METRICS:
+            for direction in ("low", "high"):
+                sel = [o for o in items if o["metric"] == metric and o["direction"] == direction]
+                if not sel:
+                    continue
+                pcts = [o["pct_from_median"] for o in sel if o["pct_from_median"] is not None]
+                worst = max(pcts, key=abs) if pcts else None
+                parts.append("%s %s in %d workload(s) (%smax score %.1f)" % (
+                    metric, direction, len(sel), "" if worst is None else "up to %+.0f %%, " % worst,
+                    max(o["score"] for o in sel)))
+        lines.append(truncate("outlier (%s) %s [%s]: %s" % (mode, host, items[0]["group"], "; ".join(parts)),
+                              width))
+    if len(per_host) > limit:
+        lines.append("... and %d more hosts with outliers (see fleet.json)" % (len(per_host) - limit))
+    base = fleet.get("baseline")
+    if base:
+        regs = base["regressions"]
+        lines.append(truncate("baseline %s: %d workload(s) compared, %d regression(s) (%s)"
+                              % (base.get("run_id") or base.get("path"), base["compared_workloads"], len(regs),
+                                 fleet["options"]["regressions"]), width))
+        for r in regs[:limit]:
+            lines.append(truncate("regression %s: %s" % (r["host"], r["text"]), width))
+    for n in fleet["notes"][:limit]:
+        lines.append(truncate("note: %s" % n, width))
+    lines.extend(diagnostic_lines(fleet, width, limit))
+    return lines
+
+
+DIAG_MARK = {"pass": "ok", "warn": "warn", "fail": "FAIL", "unproven": "unproven", "info": "info", "n/a": "n/a"}
+
+_DIAG_RANK = {"fail": 0, "warn": 1, "unproven": 2, "info": 3, "pass": 4, "n/a": 5}
+
+
+def diagnostic_lines(fleet, width=110, limit=20):
+    """Under the table: each host's diagnostic sentences (n/a left out), wrapped to ``width``.
+    Hosts with a failed or warning diagnostic come first; at most ``limit`` hosts."""
+    hosts = []
+    for h in fleet["hosts"]:
+        items = diagnostic_items(h)
+        if items:
+            hosts.append((min(_DIAG_RANK.get(i["status"], 5) for i in items), h["host"], items))
+    if not hosts:
+        return []
+    hosts.sort(key=lambda x: x[0])         # stable: fleet order within a rank
+    lines = []
+    for _rank, host, items in hosts[:limit]:
+        lines.append(truncate("diagnostics %s:" % host, width))
+        for i in items:
+            lines.extend(textwrap.wrap("[%s] %s" % (DIAG_MARK.get(i["status"], i["status"]), i["sentence"]),
+                                       width=max(20, width), initial_indent="  ", subsequent_indent="      ",
+                                       break_long_words=True, break_on_hyphens=False))
+    if len(hosts) > limit:
+        lines.append("... diagnostics of %d more hosts in report.html, report.md and fleet.json"
+                     % (len(hosts) - limit))
+    return lines
