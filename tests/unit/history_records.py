@@ -12,19 +12,13 @@ import os
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import workload_record
 
-FIX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "controller")
-WORKLOADS = ("nvme_cache-rndrd-t1.json", "nvme_over_cache-rndrd-t64.json", "nvme_over_cache-rndwr-t64.json")
+IDS = ("cache-rndrd-t1", "over_cache-rndrd-t64", "over_cache-rndwr-t64")
 
 
 @functools.lru_cache(maxsize=1)
 def _records():
-    out = []
-    for name in WORKLOADS:
-        with open(os.path.join(FIX, name), encoding="utf-8") as f:
-            w = json.load(f)
-        result = w.pop("result")
-        out.append(workload_record(w, result))
-    return out
+    from test_merge import _fixture_workloads       # the real controller fixtures, read once
+    return [workload_record(w, result) for w, result in _fixture_workloads() if w["id"] in IDS]
 
 
 def drive(name="nvme0n1", serial="S64GNE0R600001", firmware="GDC5602Q", size=1920383410176, used=2,
