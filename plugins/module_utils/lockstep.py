@@ -126,7 +126,7 @@ def clock_check(host, uncertainty_s, steps, max_ms=None, warn_share=0.01, refuse
     (``max_clock_uncertainty_ms``; default ``refuse_share`` of the shortest step's measured
     time), ``warn`` when it is over ``warn_share`` of it, else ``(None, None)``."""
     shortest = min([float(s["time"]) for s in steps if s.get("time")] or [0.0])
-    unc_ms = uncertainty_s * 1000.0
+    unc_ms = round(uncertainty_s * 1000.0, 6)
     limit_ms = float(max_ms) if max_ms is not None else refuse_share * shortest * 1000.0
     if limit_ms and unc_ms > limit_ms:
         return "refuse", ("host %s: clock offset uncertainty %.1f ms is over max_clock_uncertainty_ms %.1f "
