@@ -54,6 +54,6 @@ _value:
   elements: str
 """
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.filters import filter_module
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.filter_wrappers import filter_module
 
 FilterModule = filter_module("validate_arrays")

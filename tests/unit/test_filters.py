@@ -1,4 +1,4 @@
-"""plugins/filter/<name>.py over plugins/plugin_utils/filters.py: wiring through Ansible's templar, docs, and one
+"""plugins/filter/<name>.py over plugins/plugin_utils/filter_wrappers.py: wiring through Ansible's templar, docs, and one
 ad-hoc run."""
 import importlib
 import json
@@ -20,7 +20,7 @@ FIX = os.path.join(ROOT, "tests", "unit", "fixtures", "controller")
 BIN = os.path.dirname(sys.executable)
 FILTERS = ["plan", "plan_summary", "largest_working_set", "required_space", "expected_duration_s", "iobench_args",
            "validate_profile", "validate_rules", "validate_inputs", "workload_metrics", "workload_record", "judge",
-           "first_failing_rule", "human_size", "diagnostics", "host_prometheus"]
+           "first_failing_rule", "human_size", "diagnostics", "host_prometheus", "validate_arrays"]
 
 
 def load(name):
@@ -64,8 +64,8 @@ def render():
 
 def test_filter_module_exports_every_documented_filter():
     """One plugin file per filter (Galaxy lists filters by file), its docs inside, its function
-    the one in plugin_utils/filters.py; no other file under plugins/filter."""
-    from ansible_collections.fleetqual.storage.plugins.plugin_utils.filters import FILTERS as TABLE
+    the one in plugin_utils/filter_wrappers.py; no other file under plugins/filter."""
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.filter_wrappers import FILTERS as TABLE
     assert sorted(TABLE) == sorted(FILTERS)
     files = sorted(f for f in os.listdir(os.path.join(ROOT, "plugins", "filter")) if f != "__pycache__")
     assert files == sorted(name + ".py" for name in FILTERS)
