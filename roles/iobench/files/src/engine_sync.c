@@ -6,8 +6,6 @@
 #include <unistd.h>
 #include "iobench.h"
 
-int stop_requested(const bench_t *b);
-
 void *engine_sync_thread(thread_t *t)
 {
     bench_t *b = t->b;

@@ -23,8 +23,6 @@
 #include <unistd.h>
 #include "iobench.h"
 
-int stop_requested(const bench_t *b);
-
 typedef struct ring {
     int fd;
     unsigned *sq_head, *sq_tail, *sq_mask, *sq_array;

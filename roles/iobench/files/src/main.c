@@ -15,6 +15,32 @@ static void on_signal(int sig)
     atomic_store(&g_stop, 1);
 }
 
+/* The target: a directory of test files (files.c) or a raw block device (dev.c). The one
+ * place that tells them apart; main() picks the table once. */
+typedef struct target_ops {
+    const char *flag;                                                  /* "--dir" | "--device" */
+    int (*setup)(options_t *o, envinfo_t *env);                        /* exists, environment; exit code */
+    int (*prepare)(const options_t *o, envinfo_t *env, prep_result_t *pr);
+    int (*open)(const options_t *o, int **fds);
+    int (*cleanup)(const options_t *o, report_t *rep);                 /* fills rep->cleaned or rep->zeroed */
+} target_ops_t;
+
+static int dir_setup(options_t *o, envinfo_t *env) { return env_check_dir(o, env); }
+static int dir_prepare(const options_t *o, envinfo_t *env, prep_result_t *pr)
+{
+    if (o->command == CMD_RUN && o->direct) {          /* run --prepare --direct: refuse before writing */
+        int rc = check_direct_support(o, env, 1);
+        if (rc) return rc;
+    }
+    return do_prepare(o, env, pr);
+}
+static int dir_cleanup(const options_t *o, report_t *rep) { return do_cleanup(o, &rep->cleaned); }
+static int device_prepare(const options_t *o, envinfo_t *env, prep_result_t *pr) { (void)env; return dev_prepare(o, pr); }
+static int device_cleanup(const options_t *o, report_t *rep) { return dev_cleanup(o, &rep->zeroed); }
+
+static const target_ops_t DIR_TARGET = {"--dir", dir_setup, dir_prepare, open_test_files, dir_cleanup};
+static const target_ops_t DEVICE_TARGET = {"--device", dev_setup, device_prepare, dev_open, device_cleanup};
+
 static FILE *g_out;   /* --output, opened before any work so a bad path fails fast */
 static int g_out_existed;
 static const char *g_out_path;
@@ -63,13 +89,13 @@ static int real_main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
+    const target_ops_t *target = o.device ? &DEVICE_TARGET : &DIR_TARGET;
     envinfo_t env;
-    int rc = o.device ? dev_setup(&o, &env) : env_check_dir(&o, &env);
+    int rc = target->setup(&o, &env);
     if (rc) return rc;
     if (o.direct && o.command != CMD_CLEANUP && o.block_size % env.logical_block_size != 0) {
         err_msg("--block-size %llu is not a multiple of the logical block size %u of the device under %s %s (needed by --direct)",
-                (unsigned long long)o.block_size, env.logical_block_size, o.device ? "--device" : "--dir",
-                o.device ? o.device : o.dir);
+                (unsigned long long)o.block_size, env.logical_block_size, target->flag, o.device ? o.device : o.dir);
         return EXIT_USAGE;
     }
     if (o.direct && o.command == CMD_RUN && o.mode == MODE_DBPATTERN && o.db_log_block % env.logical_block_size != 0) {
@@ -97,10 +123,8 @@ static int real_main(int argc, char **argv)
     rep.prep = &pr;
 
     if (o.command == CMD_CLEANUP) {
-        uint64_t removed = 0;
-        rc = o.device ? dev_cleanup(&o, &rep.zeroed) : do_cleanup(&o, &removed);
+        rc = target->cleanup(&o, &rep);
         if (rc) return rc;
-        rep.cleaned = removed;
         rep.cleanup_done = 1;
         rep.exit_code = 0;
         return emit(&o, &rep) ? EXIT_INTERNAL : 0;
@@ -109,12 +133,8 @@ static int real_main(int argc, char **argv)
         char msg[512];
         if (uring_probe(msg, sizeof msg) != 0) { err_msg("%s", msg); return EXIT_ENV; }
     }
-    if (o.command == CMD_RUN && o.do_prepare && o.direct && !o.device) {
-        rc = check_direct_support(&o, &env, 1);
-        if (rc) return rc;
-    }
     if (o.command == CMD_PREPARE || o.do_prepare) {
-        rc = o.device ? dev_prepare(&o, &pr) : do_prepare(&o, &env, &pr);
+        rc = target->prepare(&o, &env, &pr);
         if (rc == EXIT_ENV || rc == EXIT_INTERNAL) return rc;
         if (rc) {
             rep.exit_code = rc;
@@ -131,7 +151,7 @@ static int real_main(int argc, char **argv)
 
     /* run */
     int *fds = NULL;
-    rc = o.device ? dev_open(&o, &fds) : open_test_files(&o, &fds);
+    rc = target->open(&o, &fds);
     if (rc) return rc;
     if (o.command == CMD_PRECONDITION) {
         static precond_res_t pcr;
@@ -201,9 +221,8 @@ static int real_main(int argc, char **argv)
                                               (unsigned long long)errs, b->th[i].first_err); break; }
     }
     if (o.do_cleanup) {
-        uint64_t removed = 0;
-        int crc = o.device ? dev_cleanup(&o, &rep.zeroed) : do_cleanup(&o, &removed);
-        if (!crc) { rep.cleaned = removed; rep.cleanup_done = 1; }
+        int crc = target->cleanup(&o, &rep);
+        if (!crc) rep.cleanup_done = 1;
         else if (rep.exit_code == 0) rep.exit_code = crc;
     }
     if (emit(&o, &rep) != 0) return EXIT_INTERNAL;
