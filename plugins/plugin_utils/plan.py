@@ -344,10 +344,28 @@ def _size_working_set(spec, cache_bytes, mem_total_mb, path, names, errors, requ
 
 def _build(profile_or_matrix, cache_size, mem_total_mb, overrides, profiles, matrix, names,
            require_ram=True, seed=None):
+    """``(specs, errors)``: the steps below, in order; each appends the problems it finds."""
     names = dict(VAR_NAMES, **(names or {}))
     errors = []
+    cache_bytes, mem_total_mb, seed = _host_inputs(cache_size, mem_total_mb, seed, names, errors)
+    defaults, entries = _plan_entries(profile_or_matrix, profiles, matrix, names, errors)
+    over, per_id = _split_overrides(overrides, names, errors)
+    sizing = (cache_bytes, mem_total_mb, names, require_ram)
+    workloads, explicit_ids = [], {}
+    for entry, path in entries:
+        merged, checked = _merged_entry(entry, path, defaults, over, seed, errors)
+        if merged is not None:
+            workloads.extend(_expand(merged, checked, path, sizing, explicit_ids, errors))
+    out = _unique_ids(workloads, explicit_ids, errors)
+    _apply_per_id(out, per_id, names, errors)
+    _check_rules(out, errors)
+    return _ordered(out), errors
 
-    # cache size
+
+def _host_inputs(cache_size, mem_total_mb, seed, names, errors):
+    """The declared cache in bytes, the host RAM in MiB (0 or None: unknown, e.g. facts not
+    gathered) and the default seed, checked: ``(cache_bytes, mem_total_mb, seed)``, None
+    where unusable."""
     cache_bytes = None
     try:
         cache_bytes = parse_size(DEFAULT_CACHE_SIZE if cache_size is None else cache_size)
@@ -356,8 +374,6 @@ def _build(profile_or_matrix, cache_size, mem_total_mb, overrides, profiles, mat
             cache_bytes = None
     except ValueError as exc:
         errors.append("%s: %s" % (names["cache_size"], exc))
-
-    # RAM (0 or None: unknown, e.g. facts not gathered)
     if mem_total_mb is not None:
         if isinstance(mem_total_mb, str) and mem_total_mb.strip().isdigit():
             mem_total_mb = int(mem_total_mb)
@@ -366,13 +382,16 @@ def _build(profile_or_matrix, cache_size, mem_total_mb, overrides, profiles, mat
             mem_total_mb = None
         elif mem_total_mb == 0:
             mem_total_mb = None
-
     # seed: a default for every workload (an entry's own seed wins)
     if seed is not None and (not is_int(seed) or seed < 0):
         errors.append("%s: must be an integer >= 0, got %r" % (names["seed"], seed))
         seed = None
+    return cache_bytes, mem_total_mb, seed
 
-    # profile -> defaults + entries
+
+def _plan_entries(profile_or_matrix, profiles, matrix, names, errors):
+    """The profile's defaults and its matrix entries ``[(entry, path), ...]``; a non-empty
+    ``matrix`` replaces the entries (not the defaults)."""
     defaults, entries = {}, []
     if isinstance(profile_or_matrix, str):
         if not isinstance(profiles, dict) or profile_or_matrix not in profiles:
@@ -387,16 +406,19 @@ def _build(profile_or_matrix, cache_size, mem_total_mb, overrides, profiles, mat
     else:
         errors.append("%s: must be a profile name, a profile mapping or a list of workloads, got %s"
                       % (names["profile"], type_name(profile_or_matrix)))
-
     if matrix is not None and matrix != [] and matrix != "":
         if not isinstance(matrix, list):
             errors.append("%s: must be a list of workload specs, got %s" % (names["matrix"], type_name(matrix)))
         else:
             entries = [(e, "%s[%d]" % (names["matrix"], i)) for i, e in enumerate(matrix)]
-
     if not entries and not errors:
         errors.append("%s: the plan is empty (no workloads)" % names["matrix"])
+    return defaults, entries
 
+
+def _split_overrides(overrides, names, errors):
+    """``(over, per_id)``: the settings for every workload and, under a workload id, those of
+    that workload only, checked."""
     over, per_id = {}, {}
     if overrides:
         start = len(errors)
@@ -412,86 +434,97 @@ def _build(profile_or_matrix, cache_size, mem_total_mb, overrides, profiles, mat
         _fix_list_paths(errors, start)
     if over.get("total_size") is not None:
         over["working_set"] = None  # an explicit size replaces any keyword
+    return over, per_id
 
-    workloads = []
-    explicit_ids = {}
-    for entry, path in entries:
-        start = len(errors)
-        checked = _check_entry(entry, path, errors, allow_lists=True)
-        _fix_list_paths(errors, start)
-        if checked is None or len(errors) > start:
-            continue
-        merged = dict(BUILTIN_DEFAULTS)
-        if seed is not None:
-            merged["seed"] = seed
-        merged.update(defaults)
-        merged.update(checked)
-        for k, v in over.items():
-            if v is None:
-                merged.pop(k, None)
-            else:
-                merged[k] = v
-        missing = [k for k in ("workload", "mode") if k not in merged]
-        if missing:
-            errors.append("%s: missing %s" % (path, " and ".join(missing)))
-            continue
-        if "working_set" in merged and "total_size" in merged and "total_size" not in over:
-            if "working_set" in checked and "total_size" in checked:
-                errors.append("%s: give either working_set or total_size, not both" % path)
-                continue
-            # one came from defaults: the entry's own choice wins
-            if "total_size" in checked:
-                merged.pop("working_set")
-            else:
-                merged.pop("total_size")
-        if "working_set" not in merged and "total_size" not in merged:
-            errors.append("%s: missing working_set (cache | over_cache) or total_size" % path)
-            continue
-        if "search" in merged:
-            # a search runs steps of search_step_time; iobench refuses --time/--requests
-            if "requests" in checked:
-                errors.append("%s.requests: a search is bounded by its steps; remove requests" % path)
-                continue
-            merged.pop("time", None)
-            merged.pop("requests", None)
-            for k, v in SEARCH_DEFAULTS.items():
-                merged.setdefault(k, v)
-        # every other rule between options: iobench_options.rule_errors, once the spec is whole
-        if "rw_ratio" in merged and merged["mode"] != "rndrw":
-            errors.append("%s.rw_ratio: only meaningful with mode rndrw (mode is %s)" % (path, merged["mode"]))
-            continue
-        threads = merged["threads"] if isinstance(merged["threads"], list) else [merged["threads"]]
-        ratios = merged.get("rw_ratio")
-        ratios = ratios if isinstance(ratios, list) else [ratios]
-        expanded = len(threads) > 1 or len(ratios) > 1
-        for t in threads:
-            for r in ratios:
-                spec = dict(merged)
-                spec["threads"] = t
-                if r is None:
-                    spec.pop("rw_ratio", None)
-                else:
-                    spec["rw_ratio"] = r
-                spec["_path"] = path
-                if "total_size" in spec:
-                    spec.pop("working_set", None)
-                _size_working_set(spec, cache_bytes, mem_total_mb, path, names, errors, require_ram)
-                if "id" in checked:
-                    wid = checked["id"]
-                    if expanded:
-                        wid += "-t%d" % t if len(threads) > 1 else ""
-                        wid += ("-r%d" % _read_pct(r)) if len(ratios) > 1 else ""
-                    if wid in explicit_ids:
-                        errors.append("%s.id: duplicate id %r (also %s)" % (path, wid, explicit_ids[wid]))
-                        continue
-                    explicit_ids[wid] = path
-                    spec["id"] = wid
-                    spec["_explicit"] = True
-                else:
-                    spec["id"] = derive_id(spec)
-                workloads.append(spec)
 
-    # dedupe / uniquify derived ids
+def _merged_entry(entry, path, defaults, over, seed, errors):
+    """``(merged, checked)``: one matrix entry checked and laid over the built-in and profile
+    defaults, under the overrides; ``merged`` is None when the entry cannot be used."""
+    start = len(errors)
+    checked = _check_entry(entry, path, errors, allow_lists=True)
+    _fix_list_paths(errors, start)
+    if checked is None or len(errors) > start:
+        return None, checked
+    merged = dict(BUILTIN_DEFAULTS)
+    if seed is not None:
+        merged["seed"] = seed
+    merged.update(defaults)
+    merged.update(checked)
+    for k, v in over.items():
+        if v is None:
+            merged.pop(k, None)
+        else:
+            merged[k] = v
+    missing = [k for k in ("workload", "mode") if k not in merged]
+    if missing:
+        errors.append("%s: missing %s" % (path, " and ".join(missing)))
+        return None, checked
+    if "working_set" in merged and "total_size" in merged and "total_size" not in over:
+        if "working_set" in checked and "total_size" in checked:
+            errors.append("%s: give either working_set or total_size, not both" % path)
+            return None, checked
+        # one came from defaults: the entry's own choice wins
+        merged.pop("working_set" if "total_size" in checked else "total_size")
+    if "working_set" not in merged and "total_size" not in merged:
+        errors.append("%s: missing working_set (cache | over_cache) or total_size" % path)
+        return None, checked
+    if "search" in merged:
+        # a search runs steps of search_step_time; iobench refuses --time/--requests
+        if "requests" in checked:
+            errors.append("%s.requests: a search is bounded by its steps; remove requests" % path)
+            return None, checked
+        merged.pop("time", None)
+        merged.pop("requests", None)
+        for k, v in SEARCH_DEFAULTS.items():
+            merged.setdefault(k, v)
+    # the rules between iobench options: _check_rules, once the spec is whole
+    if "rw_ratio" in merged and merged["mode"] != "rndrw":
+        errors.append("%s.rw_ratio: only meaningful with mode rndrw (mode is %s)" % (path, merged["mode"]))
+        return None, checked
+    return merged, checked
+
+
+def _expand(merged, checked, path, sizing, explicit_ids, errors):
+    """One spec per value of the entry's ``threads`` and ``rw_ratio`` lists (threads outer),
+    its working set sized and its id given (explicit ids suffixed, derived ones derived)."""
+    cache_bytes, mem_total_mb, names, require_ram = sizing
+    threads = merged["threads"] if isinstance(merged["threads"], list) else [merged["threads"]]
+    ratios = merged.get("rw_ratio")
+    ratios = ratios if isinstance(ratios, list) else [ratios]
+    expanded = len(threads) > 1 or len(ratios) > 1
+    specs = []
+    for t in threads:
+        for r in ratios:
+            spec = dict(merged)
+            spec["threads"] = t
+            if r is None:
+                spec.pop("rw_ratio", None)
+            else:
+                spec["rw_ratio"] = r
+            spec["_path"] = path
+            if "total_size" in spec:
+                spec.pop("working_set", None)
+            _size_working_set(spec, cache_bytes, mem_total_mb, path, names, errors, require_ram)
+            if "id" in checked:
+                wid = checked["id"]
+                if expanded:
+                    wid += "-t%d" % t if len(threads) > 1 else ""
+                    wid += ("-r%d" % _read_pct(r)) if len(ratios) > 1 else ""
+                if wid in explicit_ids:
+                    errors.append("%s.id: duplicate id %r (also %s)" % (path, wid, explicit_ids[wid]))
+                    continue
+                explicit_ids[wid] = path
+                spec["id"] = wid
+                spec["_explicit"] = True
+            else:
+                spec["id"] = derive_id(spec)
+            specs.append(spec)
+    return specs
+
+
+def _unique_ids(workloads, explicit_ids, errors):
+    """Derived ids made unique: a spec equal to an earlier one with its id is dropped, a
+    different one gets ``-2``, ``-3``, ...; an explicit id may not be a derived one."""
     out, by_id = [], {}
     for spec in workloads:
         explicit = spec.pop("_explicit", False)
@@ -510,6 +543,12 @@ def _build(profile_or_matrix, cache_size, mem_total_mb, overrides, profiles, mat
                 errors.append("id %r is both explicit and derived; rename the explicit id" % wid)
             by_id.setdefault(wid, []).append(spec)
         out.append(spec)
+    return out
+
+
+def _apply_per_id(out, per_id, names, errors):
+    """The overrides of one workload id, applied last; an id no workload has is an error
+    with the closest id."""
     known_ids = [spec["id"] for spec in out]
     for wid, values in per_id.items():
         if wid not in known_ids:
@@ -517,14 +556,21 @@ def _build(profile_or_matrix, cache_size, mem_total_mb, overrides, profiles, mat
             errors.append("%s.%s: no workload of the plan has this id%s; ids: %s" % (
                 names["overrides"], wid, " (did you mean %s?)" % close[0] if close else "", ", ".join(known_ids)))
             continue
-        spec = out[known_ids.index(wid)]
-        for k, v in values.items():
-            spec[k] = v
+        out[known_ids.index(wid)].update(values)
+
+
+def _check_rules(out, errors):
+    """The rules between iobench options (``iobench_options.rule_errors``, the binary's own)
+    on every whole spec, each error naming the entry's path, the option and the workload."""
     start = len(errors)
     for spec in out:
         for key, msg in iobench_options.rule_errors(spec):
             errors.append("%s.%s (workload %s): %s" % (spec["_path"], key, spec["id"], msg))
     errors[start:] = list(dict.fromkeys(errors[start:]))
+
+
+def _ordered(out):
+    """The specs with ``dataset``, ``index``/``of`` and their keys in the documented order."""
     ordered = []
     for i, spec in enumerate(out):
         spec.pop("_path", None)
@@ -535,7 +581,7 @@ def _build(profile_or_matrix, cache_size, mem_total_mb, overrides, profiles, mat
         keys += [k for k in spec if k not in _OUTPUT_ORDER and k not in _OUTPUT_TAIL]
         keys += [k for k in _OUTPUT_TAIL if k in spec]
         ordered.append({k: spec[k] for k in keys})
-    return ordered, errors
+    return ordered
 
 
 _OUTPUT_ORDER = ("id", "workload", "description", "mode", "threads", "file_num", "total_size", "block_size",
