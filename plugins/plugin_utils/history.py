@@ -297,6 +297,7 @@ def summarize(record, verdict=None, accepted=None):
         "schema": SUMMARY_SCHEMA, "schema_version": SUMMARY_VERSION,
         "host": record.get("host"), "run_id": str(record.get("run_id")), "profile": record.get("profile"),
         "record_verdict": rec_verdict, "verdict": verdict, "accepted": bool(accepted),
+        "accept": drift.get("accept") is True,
         "plan": plan_fingerprint(record), "workloads": workloads,
         "drives": None if not isinstance(drives, list) else [_drive(d) for d in drives if isinstance(d, dict)],
     }
@@ -464,7 +465,10 @@ def _finding(kind, host, severity, message, **extra):
                  "target": None, "workload": None, "metric": None}, **extra)
 
 
-def _drift(current, base, settings, replaced_note):
+def _drift(current, base, settings, replaced_note, compared=None):
+    """Drift findings of ``current`` against ``base``; every compared workload and metric is
+    appended to ``compared`` as ``{workload, target, metric: iops|p99, ratio, limit_ratio}``
+    (ratio: the change in the worse direction, 0.25 = 25 % worse, negative = better)."""
     out = []
     host = current.get("host")
     for key, w in sorted(current.get("workloads", {}).items()):
@@ -474,6 +478,10 @@ def _drift(current, base, settings, replaced_note):
         rules = (("iops", settings["iops_drop_pct"], -1, "down"), ("p99_ms", settings["p99_rise_pct"], 1, "up"))
         for metric, limit, worse_sign, what in rules:
             pct = _pct(w.get(metric), bw.get(metric))
+            if pct is not None and compared is not None:
+                compared.append({"workload": key, "target": w.get("target"), "metric": metric.replace("_ms", ""),
+                                 "ratio": round(pct * worse_sign / 100.0, 6), "limit_ratio": limit / 100.0,
+                                 "baseline_run_id": base.get("run_id")})
             if pct is None or pct * worse_sign <= limit:
                 continue
             out.append(_finding(
@@ -574,11 +582,12 @@ def drift_findings(current, history, settings=None):
     settings: :func:`drift_settings` (default: the defaults for the current profile)
 
     Returns ``{baselines: {target: {run_id, ...}}, findings: [...], identity: [...],
-    inconclusive_streak: n}``; ``findings`` holds drift, trend, wear and identity findings.
+    compared: [...], inconclusive_streak: n}``; ``findings`` holds drift, trend, wear and
+    identity findings, ``compared`` every workload and metric compared with its baseline.
     """
     settings = settings or drift_settings(None, current.get("profile"))
     host = current.get("host")
-    findings, baselines = [], {}
+    findings, baselines, compared = [], {}, []
     identity = identity_changes(current, history[0]) if history else []
     for change in identity:
         findings.append(_finding("identity", host, "warn", change["message"], drive=change["drive"],
@@ -599,12 +608,12 @@ def drift_findings(current, history, settings=None):
                     % "; ".join(c["message"] for c in changed)) if changed else ""
             cur_t = dict(current, workloads={k: v for k, v in current.get("workloads", {}).items()
                                              if str(v.get("target") or "") == target})
-            findings.extend(_drift(cur_t, base, settings, note))
+            findings.extend(_drift(cur_t, base, settings, note, compared))
     same = [current] + [s for s in history if s.get("plan") == current.get("plan")]
     series = list(reversed(same[:settings["trend_runs"]]))
     findings.extend(_trends(series, settings))
     findings.extend(_wear(list(reversed(([current] + list(history))[:settings["trend_runs"]])), settings))
-    return {"baselines": baselines, "findings": findings, "identity": identity,
+    return {"baselines": baselines, "findings": findings, "identity": identity, "compared": compared,
             "inconclusive_streak": inconclusive_streak(current, history)}
 
 
@@ -637,6 +646,110 @@ def host_drift(root, record, verdict=None, settings=None):
     return drift_findings(current, history, settings)
 
 
+# --------------------------------------------------------------------------- report time
+
+def judge_entry(h, record, root):
+    """At report time: judge the fleet host entry ``h`` (built from ``record``) against the
+    host's history under the results directory ``root``, into ``h["history"]``:
+    ``{baselines, findings, compared, inconclusive_streak, summary}`` (``error`` instead
+    when the record's ``drift`` settings are invalid).  Nothing when ``root`` is not given
+    or holds no directory of the record's run (a report of records not stored there)."""
+    if not root or not is_record(record) or not os.path.isdir(os.path.join(str(root), str(record.get("run_id")))):
+        return None
+    try:
+        out = host_drift(str(root), record)
+    except ValueError as exc:
+        h["history"] = {"error": str(exc), "findings": [], "compared": [], "baselines": {},
+                        "inconclusive_streak": 0, "summary": None}
+        return h["history"]
+    out.pop("identity", None)
+    out["summary"] = summarize(record)
+    h["history"] = out
+    return out
+
+
+def findings_of(h):
+    """The history findings of a fleet host entry (for verdict.final_verdict)."""
+    return (h.get("history") or {}).get("findings") or ()
+
+
+def store_entry(h, root):
+    """After the final verdict: store the host's summary of this run with that verdict
+    (``<root>/<run_id>/history.d/<host>.json``), so that only an accepted run serves as a
+    later run's baseline.  Returns the path, or None when the entry has no summary."""
+    summary = (h.get("history") or {}).get("summary")
+    if not root or not summary:
+        return None
+    verdict = str(h.get("verdict") or summary.get("verdict")).upper()
+    accepted = verdict in ACCEPTED or (summary.get("record_verdict") in ACCEPTED and summary.get("accept") is True)
+    run_dir = os.path.join(str(root), str(summary.get("run_id")))
+    if not os.path.isdir(run_dir):
+        return None
+    return _write_json_atomic(summary_path(run_dir, summary["host"]), dict(summary, verdict=verdict, accepted=accepted))
+
+
+def text_lines(h):
+    """One line per history finding of a fleet host entry, and where its baseline is: the
+    lines every report format shows for the host (``[severity] kind: message``)."""
+    hist = h.get("history") or {}
+    if not hist:
+        return []
+    lines = []
+    if hist.get("error"):
+        lines.append("history not judged: %s" % hist["error"])
+    for target, base in sorted((hist.get("baselines") or {}).items()):
+        lines.append("history baseline%s: %s" % (" (%s)" % target if target else "",
+                                                 "run %s" % base["run_id"] if base else "none accepted yet"))
+    for f in hist.get("findings") or ():
+        lines.append("[%s] %s: %s" % (f.get("severity"), f.get("kind"), f.get("message")))
+    if hist.get("inconclusive_streak", 0) > 1:
+        lines.append("INCONCLUSIVE %d runs in a row" % hist["inconclusive_streak"])
+    return lines
+
+
+def add_prometheus(reg, hosts):
+    """The history series of the fleet textfile (docs/compliance.md, "Alerting"), added to
+    the prometheus_client registry ``reg`` from the fleet's host entries."""
+    from prometheus_client import Gauge  # pylint: disable=import-outside-toplevel
+
+    hg = ["host", "group"]
+    streak = Gauge("fleetqual_host_inconclusive_streak_runs",
+                   "Runs in a row, the last one included, whose verdict was INCONCLUSIVE.", hg, registry=reg)
+    ratio = Gauge("fleetqual_host_drift_ratio",
+                  "Change against the host's accepted baseline in the worse direction (0.25 = 25 % worse).",
+                  hg + ["workload", "metric"], registry=reg)
+    limit = Gauge("fleetqual_host_drift_limit_ratio", "The host's fleetqual_drift limit as a ratio.",
+                  hg + ["metric"], registry=reg)
+    count = Gauge("fleetqual_host_drift_findings", "History findings of the host in the last run, per kind.",
+                  hg + ["kind"], registry=reg)
+    wear = Gauge("fleetqual_drive_wear_ratio", "The drive's percentage_used / 100.", hg + ["drive", "serial"],
+                 registry=reg)
+    events = Gauge("fleetqual_drive_health_events", "The drive's media errors, reallocated or pending sectors.",
+                   hg + ["drive", "serial", "counter"], registry=reg)
+    for h in hosts:
+        lab = {"host": h["host"], "group": h.get("group") or ""}
+        hist = h.get("history") or {}
+        streak.labels(**lab).set(hist.get("inconclusive_streak") or (1 if h.get("verdict") == "INCONCLUSIVE" else 0))
+        if not hist:
+            continue
+        for c in hist.get("compared") or ():
+            ratio.labels(workload=c["workload"], metric=c["metric"], **lab).set(c["ratio"])
+            limit.labels(metric=c["metric"], **lab).set(c["limit_ratio"])
+        for kind in ("drift", "trend", "wear", "identity"):
+            count.labels(kind=kind, **lab).set(sum(1 for f in hist.get("findings") or () if f.get("kind") == kind))
+        for d in ((hist.get("summary") or {}).get("drives") or ()):
+            dl = dict(lab, drive=str(d.get("name") or ""), serial=str(d.get("serial") or ""))
+            used = to_float(d.get("percentage_used"))
+            if used is not None:
+                wear.labels(**dl).set(used / 100.0)
+            for counter in HEALTH_COUNTERS:
+                v = to_float(d.get(counter))
+                if v is not None:
+                    events.labels(counter=counter, **dl).set(v)
+    return reg
+
+
 __all__ = ["DEFAULTS", "validate_drift", "drift_settings", "list_runs", "run_time", "is_run_dir", "is_record",
            "plan_fingerprint", "summarize", "store_summary", "load_summary", "host_history", "baseline_for",
-           "identity_changes", "drift_findings", "inconclusive_streak", "host_drift", "HISTORY_DIR"]
+           "identity_changes", "drift_findings", "inconclusive_streak", "host_drift", "HISTORY_DIR", "judge_entry",
+           "findings_of", "store_entry", "text_lines", "add_prometheus"]

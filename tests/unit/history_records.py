@@ -12,13 +12,19 @@ import os
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import workload_record
 
+FIX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "controller")
 IDS = ("cache-rndrd-t1", "over_cache-rndrd-t64", "over_cache-rndwr-t64")
+
+
+def _fixture_record(wid):
+    with open(os.path.join(FIX, "nvme_%s.json" % wid), encoding="utf-8") as f:
+        doc = json.load(f)
+    return workload_record(doc, doc.pop("result"))
 
 
 @functools.lru_cache(maxsize=1)
 def _records():
-    from test_merge import _fixture_workloads       # the real controller fixtures, read once
-    return [workload_record(w, result) for w, result in _fixture_workloads() if w["id"] in IDS]
+    return [_fixture_record(wid) for wid in IDS]
 
 
 def drive(name="nvme0n1", serial="S64GNE0R600001", firmware="GDC5602Q", size=1920383410176, used=2,

@@ -89,3 +89,53 @@ def test_rules_file_ships_in_the_collection_tarball():
     parts = rel.split(os.sep)
     prefixes = [os.sep.join(parts[:i]) for i in range(1, len(parts) + 1)]
     assert not [p for p in ignore for x in prefixes if fnmatch.fnmatch(x, p)]
+
+
+def test_rules_fire_on_the_series_the_collection_writes(tmp_path):
+    """End to end: hosts judged against their stored history (history.judge_entry), their
+    series written by history.add_prometheus, fed to promtool: the drifted host's IOPS and
+    the worn drive alert, the steady host and the healthy drive do not."""
+    import sys
+    from prometheus_client import CollectorRegistry, Gauge, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils import history
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from history_records import drive, make_record, run_id, store
+
+    root = tmp_path / "results"
+    hosts = []
+    for host, iops, used in (("db01", 0.5, 10), ("db02", 0.98, 10), ("db03", 1.0, 85)):
+        store(root, make_record(host, run_id(0), drives=[drive(used=used - 1)]))
+        cur = make_record(host, run_id(1), iops=iops, drives=[drive(used=used)])
+        store(root, cur)
+        h = {"host": host, "group": "db", "verdict": "PASS"}
+        history.judge_entry(h, cur, str(root))
+        hosts.append(h)
+    reg = CollectorRegistry()
+    passed = Gauge("fleetqual_host_pass", "pass", ["host", "group"], registry=reg)
+    for h in hosts:
+        passed.labels(host=h["host"], group="db").set(1)
+    history.add_prometheus(reg, hosts)
+    series = []
+    for fam in text_string_to_metric_families(generate_latest(reg).decode()):
+        for s in fam.samples:
+            labels = ",".join('%s="%s"' % kv for kv in sorted(s.labels.items()))
+            series.append({"series": "%s{%s}" % (s.name, labels), "values": "%rx15" % s.value})
+    with open(RULES, encoding="utf-8") as f:
+        rules = yaml.safe_load(f)
+    for g in rules["groups"]:
+        for r in g["rules"]:
+            r.pop("annotations", None)                   # compare the labels of what fires
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump(rules), encoding="utf-8")
+    wear = {"host": "db03", "group": "db", "drive": "nvme0n1", "serial": "S64GNE0R600001", "severity": "warning"}
+    test = {"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m", "input_series": series, "alert_rule_test": [
+            {"eval_time": "10m", "alertname": "FleetqualDrift", "exp_alerts": [
+                {"exp_labels": {"host": "db01", "group": "db", "workload": w, "metric": "iops", "severity": "warning"}}
+                for w in ("cache-rndrd-t1", "over_cache-rndrd-t64", "over_cache-rndwr-t64")]},
+            {"eval_time": "10m", "alertname": "FleetqualDriveWear", "exp_alerts": [{"exp_labels": wear}]},
+            {"eval_time": "10m", "alertname": "FleetqualHostFailing", "exp_alerts": []},
+            {"eval_time": "10m", "alertname": "FleetqualInconclusive", "exp_alerts": []}]}]}
+    (tmp_path / "t.yml").write_text(yaml.safe_dump(test), encoding="utf-8")
+    proc = run("test", "rules", "t.yml", cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -197,3 +197,26 @@ def test_final_verdict_fails_a_pass_host_on_a_failing_drift_only(tmp_path):
     inc = dict(cur, verdict="INCONCLUSIVE")
     assert final_verdict(inc, history_findings=[f for f in found if f["kind"] != "wear"])["verdict"] == "INCONCLUSIVE"
     assert final_verdict(inc, history_findings=found)["verdict"] == "FAIL"
+
+
+def test_report_time_entry_judged_stored_with_its_final_verdict_and_rendered(tmp_path):
+    store(tmp_path, make_record("db01", run_id(0)))
+    cur = make_record("db01", run_id(1), iops=0.5)
+    store(tmp_path, cur)
+    h = {"host": "db01", "group": "db", "verdict": "PASS"}
+    hist = history.judge_entry(h, cur, str(tmp_path))
+    assert hist is h["history"] and [f["kind"] for f in history.findings_of(h)] == ["drift"] * 3
+    assert {c["metric"] for c in hist["compared"]} == {"iops", "p99"}
+    assert all(abs(c["ratio"] - 0.5) < 1e-6 for c in hist["compared"] if c["metric"] == "iops")
+    lines = history.text_lines(h)
+    assert lines[0] == "history baseline: run %s" % run_id(0)
+    assert any(line.startswith("[fail] drift: db01 ") for line in lines)
+    # the final verdict FAIL is stored: this run is no baseline for the next one
+    h["verdict"] = "FAIL"
+    path = history.store_entry(h, str(tmp_path))
+    assert path == str(tmp_path / run_id(1) / "history.d" / "db01.json")
+    nxt = make_record("db01", run_id(2), iops=0.5)
+    assert history.host_drift(str(tmp_path), nxt)["baselines"][""]["run_id"] == run_id(0)
+    # a report of records not stored under that root judges nothing
+    assert history.judge_entry({}, cur, str(tmp_path / "elsewhere")) is None
+    assert history.judge_entry({}, cur, None) is None
