@@ -37,6 +37,7 @@ workload runs, and how the workload keeps out of its way. Used by ``workload.run
 
 import ctypes
 import ctypes.util
+import difflib
 import json
 import os
 import platform
@@ -75,12 +76,33 @@ def options(given, defaults):
     """``given`` over ``defaults`` (None values take the default); ``(options, errors)``."""
     out = dict(defaults)
     errors = []
+    if given is not None and not isinstance(given, dict):
+        return out, ["must be a mapping, got %s" % type(given).__name__]
     for k, v in (given or {}).items():
         if k not in defaults:
-            errors.append("unknown key %s; known: %s" % (k, ", ".join(sorted(defaults))))
+            close = difflib.get_close_matches(str(k), sorted(defaults), n=1)
+            errors.append("%s: unknown key%s; known: %s" % (k, " (did you mean %s?)" % close[0] if close else "",
+                                                             ", ".join(sorted(defaults))))
         elif v is not None:
             out[k] = v
     return out, errors
+
+
+def settings_errors(foreign_io, impact, host=None):
+    """Every problem of the role's ``fleetqual_foreign_io`` / ``fleetqual_impact`` (after the
+    profile's), as sentences naming the host and the variable, for the controller's
+    validation before any host is contacted."""
+    fopts, ferr = options(foreign_io, FOREIGN_DEFAULTS)
+    iopts, ierr = options(impact, IMPACT_DEFAULTS)
+    errors = ["fleetqual_foreign_io.%s" % e if ":" in e else "fleetqual_foreign_io %s" % e for e in ferr]
+    errors += ["fleetqual_impact.%s" % e if ":" in e else "fleetqual_impact %s" % e for e in ierr]
+    if not errors:
+        try:
+            errors = [e.replace("foreign_io.", "fleetqual_foreign_io.").replace("impact.", "fleetqual_impact.")
+                      for e in validate(fopts, iopts)]
+        except (TypeError, ValueError) as e:
+            errors = ["fleetqual_foreign_io / fleetqual_impact: a value is not a number: %s" % e]
+    return ["host %s: %s" % (host, e) if host else e for e in errors]
 
 
 def validate(foreign, impact):
@@ -572,8 +594,8 @@ class Run:
         notes = []
         left = self.budget_left(params)
         if left is not None and left <= 0:
-            self.section["skipped"] = "the host's time budget (%s s) was spent before this workload" % (
-                self.iopts["budget_s"])
+            self.section["skipped"] = ("no time left for this workload: the host's time budget (budget_s %s) or the "
+                                       "job's deadline came first" % (self.iopts["budget_s"] or "-"))
             return params, self.section["skipped"], notes
         if self.fopts["enabled"] and self.devices:
             f = dict(self.fopts)
@@ -672,15 +694,28 @@ class Run:
         return self.section
 
 
-def job_params(spec, params, started_epoch):
-    """One workload's run parameters with the job's ``foreign_io`` / ``impact`` settings
-    (the module's parameters of the same names) and the end of the host's time budget."""
+def job_params(spec, params, started_epoch, wl=None, index=None):
+    """One workload's run parameters with the ``foreign_io`` / ``impact`` settings (the
+    job module's parameters of those names; the plan workload's own keys of those names
+    win, which is how the role passes them) and ``budget_end_epoch``: the end of the
+    host's time budget, and never later than the latest start that lets this workload and
+    the rest of the plan finish before the job's deadline (a quiet wait must not make the
+    job expire)."""
     p = dict(params)
-    if spec.get("foreign_io") is not None:
-        p["foreign_io"] = spec["foreign_io"]
-    if spec.get("impact") is not None:
-        p["impact"] = spec["impact"]
-        budget = (spec["impact"] or {}).get("budget_s")
-        if budget:
-            p["budget_end_epoch"] = float(started_epoch) + float(budget)
+    wl = wl or {}
+    for key in ("foreign_io", "impact"):
+        value = wl.get(key) if wl.get(key) is not None else spec.get(key)
+        if value is not None:
+            p[key] = value
+    if p.get("foreign_io") is None and p.get("impact") is None:
+        return p
+    ends = []
+    budget = (p.get("impact") or {}).get("budget_s")
+    if budget:
+        ends.append(float(started_epoch) + float(budget))
+    if index is not None and spec.get("deadline_s") and spec.get("planned"):
+        rest = sum(int(x) for x in spec["planned"][index:])
+        ends.append(float(started_epoch) + float(spec["deadline_s"]) - rest - 30)
+    if ends:
+        p["budget_end_epoch"] = min(ends)
     return p

@@ -363,6 +363,7 @@ class Job:
                           workload_planned_s=int(self.spec["planned"][i]))
                 self.save()
                 params = self.params_for(wl, timeout)
+                params = _foreign.job_params(self.spec, params, st["started_epoch"], wl, i)   # issue 17
                 params = _foreign.job_params(self.spec, params, st["started_epoch"])   # issue 17
                 pre = None
                 if wl.get("precondition"):

@@ -349,6 +349,6 @@ def test_impact_limits_are_applied_and_recorded(iobench_binary, loop_ext4):
 def test_the_budget_skips_what_it_cannot_start(iobench_binary, loop_ext4):
     p = params(iobench_binary, loop_ext4, time=2, impact={"budget_s": 1}, budget_end_epoch=time.time() - 1)
     res, failed, _msg, warnings = workload.run_workload(p)
-    assert not failed and "budget" in res["foreign"]["skipped"] and warnings
+    assert not failed and "time budget" in res["foreign"]["skipped"] and warnings
     rec = workload_record(SPEC, dict(res, failed=False))
     assert judge([rec], RULES, expected_ids=[SPEC["id"]])["verdict"] == "INCONCLUSIVE"

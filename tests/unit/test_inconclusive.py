@@ -166,3 +166,17 @@ def test_counts_and_the_exit_code_policy():
     assert verdictmod.exit_fails("INCONCLUSIVE", {"inconclusive": "warn"}) is False
     assert verdictmod.exit_fails("FAIL", {"inconclusive": "warn"}) is True
     assert verdictmod.exit_fails("PASS") is False
+
+
+@settings(max_examples=60, deadline=None)
+@given(key=st.sampled_from(sorted(__import__(
+    "ansible_collections.fleetqual.storage.plugins.module_utils.foreign", fromlist=["x"]).FOREIGN_DEFAULTS)),
+    cut=st.integers(0, 1))
+def test_settings_errors_name_the_host_the_variable_and_the_closest_key(key, cut):
+    from ansible_collections.fleetqual.storage.plugins.module_utils.foreign import settings_errors
+    typo = key[:-1] if cut else key + "x"
+    errs = settings_errors({typo: 1}, {}, "db01")
+    assert len(errs) == 1 and errs[0].startswith("host db01: fleetqual_foreign_io.%s: unknown key" % typo)
+    assert "did you mean %s?" % key in errs[0] or len(key) <= 4
+    assert settings_errors({"max_share": 0.2, "on_busy": "warn"}, {"ioprio": "idle", "nice": 10}, "db01") == []
+    assert "between 0 and 1" in settings_errors({"max_share": 1.5}, {}, "db01")[0]
