@@ -346,7 +346,12 @@ class ActionModule(ActionBase):
         def make_doc(samples):
             return self._start_doc(host, array, t0doc, samples)
 
-        argv = self._stream_argv(path)
+        try:
+            argv = self._stream_argv(path)
+        except (AttributeError, TypeError, KeyError) as e:   # another connection plugin's internals
+            display.warning("fleetqual array %s: host %s: no channel for the clock exchange (%s); one command per "
+                            "exchange instead" % (array["name"], host, e))
+            argv = None
         written = None
         if argv:
             try:

@@ -30,13 +30,13 @@ import os
 import shutil
 import signal
 import statistics
-import subprocess
 import threading
 import time
 
 import pytest
 
 from fleetrun import run_playbook
+from test_fleet_targets import _run
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import arrays as arrays_mod
 
@@ -51,10 +51,6 @@ ARRAY = {"initiators": [1, 3], "threads": [2], "modes": ["rndrd", "rndwr"], "tim
 # the host's own plan after the array: one tiny workload
 TINY = [{"workload": "cache", "mode": "rndrd", "threads": 1, "file_num": 1, "total_size": "4M", "block_size": "16K",
          "direct": True, "time": 1, "warmup": 0}]
-
-
-def _run(argv):
-    return subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
 
 
 @pytest.fixture(scope="module")

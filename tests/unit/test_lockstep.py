@@ -8,9 +8,7 @@ lock-step step on a host clock 5 s off whose window opens at the scheduled contr
 """
 import json
 import os
-import shutil
 import sys
-import tempfile
 import threading
 import time
 
@@ -27,7 +25,8 @@ from ansible_collections.fleetqual.storage.plugins.module_utils import job as _j
 from ansible_collections.fleetqual.storage.plugins.module_utils import lockstep as ls  # noqa: E402
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import arrays  # noqa: E402
 
-iobench_binary = test_module_iobench.iobench_binary   # the fixture
+iobench_binary = test_module_iobench.iobench_binary   # the fixtures
+adir = test_module_iobench.testdir
 
 exchange = st.tuples(st.floats(0, 100), st.floats(0.0001, 2.0), st.floats(0, 1))   # (sent, rtt, where in it)
 
@@ -164,13 +163,6 @@ def _hand_start(d, make):
     t = threading.Thread(target=run, daemon=True)
     t.start()
     return t
-
-
-@pytest.fixture
-def adir():
-    d = tempfile.mkdtemp(prefix="fq-lockstep-", dir="/var/tmp")
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def test_steps_whose_start_passed_are_not_ready_and_never_run(iobench_binary, adir):
