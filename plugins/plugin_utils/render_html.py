@@ -14,7 +14,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet_rows impor
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.outliers import JUDGED_METRICS
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.plain import natural_key
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.render_svg import STRIP_MAX_DOTS, esc, svg_line_chart, svg_strip_chart, svg_timeseries
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.report_rows import diagnostic_items, drive_table, summary_line, table_rows
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.report_rows import columns, diagnostic_items, drive_table, summary_line, table_rows
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import median
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.templating import render_template
 
@@ -105,29 +105,43 @@ def fleet_distribution_charts(fleet, limit=None):
     return charts
 
 
-def html_table_body(rows):
+def html_table_head(cols=None):
+    """The heading row of the fleet table (report_rows.COLUMNS shown in report.html)."""
+    cols = columns("html") if cols is None else cols
+    return Markup("<tr>%s</tr>" % "".join(
+        "<th%s%s>%s</th>" % (' class="n"' if c.align == ">" else "", ' title="%s"' % esc(c.title) if c.title else "",
+                             esc(c.html)) for c in cols))
+
+
+def _badge(verdict):
+    return '<span class="badge %s">%s</span>' % (esc(verdict), esc(verdict))
+
+
+# report.html's own way to show a cell of these columns (the others: the row's text)
+HTML_CELLS = {"host": lambda r: "<strong>%s</strong>" % esc(r["_host"]), "verdict": lambda r: _badge(r["_verdict"])}
+
+
+def html_table_body(rows, cols=None):
     """The <tbody> rows of the fleet table, from table_rows() (built here, not in Jinja:
-    16 000 rows through the template engine cost about a second)."""
-    e = esc
+    16 000 rows through the template engine cost about a second). A host's first row
+    spans its per-host cells (host, group, verdict) over its workload rows; a host shown
+    in one row (no workloads, or a summary) spans nothing and flags nothing."""
+    cols = columns("html") if cols is None else cols
+    plan = [(c.html_key, "n" if c.align == ">" else "", c.flag, c.per_host, HTML_CELLS.get(c.key)) for c in cols]
     out = []
     for r in rows:
         span = r["_span"]
-        badge = '<span class="badge %s">%s</span>' % (e(r["_verdict"]), e(r["_verdict"]))
-        if span == 0:           # host without workloads, or one summary row for a host
-            cells = "".join('<td class="n">%s</td>' % e(r[k])
-                            for k in ("threads", "iops", "mibps", "p95", "p99", "op", "_util1", "await"))
-            out.append('<tr class="first"><td><strong>%s</strong></td><td>%s</td><td>%s</td>%s<td>%s</td><td>%s</td></tr>'
-                       % (e(r["_host"]), e(r["_group"]), e(r["workload"]), cells, badge, e(r["rule"])))
-            continue
-        flags = r["_flags"]
-        head = ('<tr class="first"><td rowspan="%d"><strong>%s</strong></td><td rowspan="%d">%s</td>'
-                % (span, e(r["_host"]), span, e(r["_group"]))) if span > 0 else "<tr>"
-        out.append('%s<td>%s</td><td class="n">%s</td><td class="n%s">%s</td><td class="n">%s</td>'
-                   '<td class="n">%s</td><td class="n%s">%s</td><td>%s</td><td class="n">%s</td><td class="n">%s</td>%s'
-                   '<td>%s</td></tr>'
-                   % (head, e(r["workload"]), r["threads"], " flag" if "iops" in flags else "", r["iops"],
-                      r["mibps"], r["p95"], " flag" if "p99_ms" in flags else "", r["p99"], e(r["op"]), r["_util1"],
-                      r["await"], ('<td rowspan="%d">%s</td>' % (span, badge)) if span > 0 else "", e(r["rule"])))
+        flags = r["_flags"] if span else ()
+        cells = []
+        for key, cls, flag, per_host, show in plan:
+            if per_host and span < 0:
+                continue
+            if flag and flag in flags:
+                cls = (cls + " flag").strip()
+            cells.append("<td%s%s>%s</td>" % (' class="%s"' % cls if cls else "",
+                                              ' rowspan="%d"' % span if per_host and span > 0 else "",
+                                              show(r) if show else esc(r[key])))
+        out.append('%s%s</tr>' % ('<tr class="first">' if span >= 0 else "<tr>", "".join(cells)))
     return Markup("\n".join(out))
 
 
@@ -156,6 +170,7 @@ def html_context(fleet, records=None, detail_hosts=100, rows=None):
     return {
         "fleet": fleet,
         "summary": summary_line(fleet),
+        "table_head": html_table_head(),
         "table_body": html_table_body(table_rows(fleet) if rows is None else rows),
         "verdict_colours": VERDICT_COLOURS,
         "distribution": fleet_distribution_charts(fleet),

@@ -5,16 +5,20 @@ GitHub-flavoured Markdown (templates/report.md.j2), from the fleet dict alone.""
 
 from __future__ import annotations
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.report_rows import DRIVE_COLUMNS, diagnostic_items, drive_table, summary_line, table_rows
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.report_rows import (
+    DRIVE_COLUMNS, columns, diagnostic_items, drive_table, summary_line, table_rows)
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.templating import md_cell, render_template
 
 
-MD_KEYS = ("host", "workload", "threads", "iops", "mibps", "p95", "p99", "op", "util", "await", "verdict", "rule")
+def table_head_md(cols):
+    """The heading and alignment lines of a Markdown table of ``cols``."""
+    return "| %s |\n|%s|" % (" | ".join(c.md for c in cols), "|".join("---:" if c.align == ">" else "---" for c in cols))
 
 
 def render_markdown(fleet, rows=None):
     rows = table_rows(fleet) if rows is None else rows
-    table_md = "\n".join("| " + " | ".join(md_cell(r[k]) for k in MD_KEYS) + " |" for r in rows)
+    cols = columns("md")
+    table_md = "\n".join("| " + " | ".join(md_cell(r[c.key]) for c in cols) + " |" for r in rows)
     diag = []
     for h in fleet["hosts"]:
         if h.get("detail") is None:       # the hosts drawn in detail; the others' are in fleet.json
@@ -25,5 +29,6 @@ def render_markdown(fleet, rows=None):
             diag.extend("- **%s** (%s): %s" % (i["title"], i["status"], md_cell(i["sentence"])) for i in items)
     drives, drives_omitted = drive_table(fleet)
     drives_md = "\n".join("| " + " | ".join(md_cell(r[c[1]]) for c in DRIVE_COLUMNS) + " |" for r in drives)
-    return render_template("md", "report.md.j2", fleet=fleet, summary=summary_line(fleet), rows=rows, table_md=table_md,
-                   diagnostics_md="\n".join(diag), drives_md=drives_md, drives_omitted=drives_omitted)
+    return render_template("md", "report.md.j2", fleet=fleet, summary=summary_line(fleet), rows=rows,
+                           table_head_md=table_head_md(cols), table_md=table_md, diagnostics_md="\n".join(diag),
+                           drives_md=drives_md, drives_omitted=drives_omitted)

@@ -10,49 +10,50 @@ import textwrap
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import truncate
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.outliers import JUDGED_METRICS
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.report_rows import DRIVE_COLUMNS, TABLE_COLUMNS, diagnostic_items, drive_table, table_rows
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.report_rows import DRIVE_COLUMNS, columns, diagnostic_items, drive_table, table_rows
 
 
-def _fit_widths(rows, width):
-    """Natural column widths capped per column; the rule column takes what is left, and
-    when that is too little the workload, then the host column give way.
+def _fit_widths(cols, rows, width):
+    """Natural column widths capped per column; the last (rule) column takes what is left,
+    and when that is too little the workload (second), then the host (first) column give way.
 
     Ours rather than a table library's: the rule is specific (which column yields first,
     the reasons column's floor, truncation with an ellipsis at a hard width for AWX's and
     CI logs), and tabulate/rich would still need it written around them."""
-    cols = TABLE_COLUMNS
     widths = []
-    for header, key, _align, lo, hi in cols:
-        natural = max([len(header)] + [len(r[key]) for r in rows]) if rows else len(header)
+    for c in cols:
+        lo, hi = c.width
+        natural = max([len(c.header)] + [len(r[c.key]) for r in rows]) if rows else len(c.header)
         widths.append(max(lo, min(hi, natural)))
     budget = width - (len(cols) - 1)
     rule_min = 14
     fixed = sum(widths[:-1])
-    for idx, floor in ((1, 14), (0, 10), (1, cols[1][3]), (0, cols[0][3])):
+    for idx, floor in ((1, 14), (0, 10), (1, cols[1].width[0]), (0, cols[0].width[0])):
         while fixed + rule_min > budget and widths[idx] > floor:
             widths[idx] -= 1
             fixed -= 1
-    widths[-1] = max(cols[-1][3], min(widths[-1], budget - fixed))
+    widths[-1] = max(cols[-1].width[0], min(widths[-1], budget - fixed))
     return widths
 
 
 def render_table(fleet, width=110, rows=None):
     """The fleet table for the terminal, every line at most ``width`` columns."""
     rows = table_rows(fleet) if rows is None else rows
-    widths = _fit_widths(rows, width)
+    cols = columns("table")
+    widths = _fit_widths(cols, rows, width)
     out = []
 
     def line(values):
         cells = []
-        for (header, key, align, _lo, _hi), w, val in zip(TABLE_COLUMNS, widths, values):
+        for c, w, val in zip(cols, widths, values):
             val = truncate(val, w)
-            cells.append(val.ljust(w) if align == "<" else val.rjust(w))
+            cells.append(val.ljust(w) if c.align == "<" else val.rjust(w))
         return " ".join(cells).rstrip()[:width]
 
-    out.append(line([c[0] for c in TABLE_COLUMNS]))
+    out.append(line([c.header for c in cols]))
     out.append(line(["-" * w for w in widths]))
     for r in rows:
-        out.append(line([r[c[1]] for c in TABLE_COLUMNS]))
+        out.append(line([r[c.key] for c in cols]))
     if not rows:
         out.append("(no hosts)")
     return "\n".join(out)

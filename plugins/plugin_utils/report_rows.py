@@ -3,8 +3,9 @@
 """What every format of the fleet report shows, as rows of text cells (controller side):
 the fleet table (one row per host and workload, ``table_rows``), the drive table
 (``drive_table``), the diagnostics of a host (``diagnostic_items``) and the summary line.
-The terminal table, report.md and report.html render these rows; the columns are
-``TABLE_COLUMNS`` / ``DRIVE_COLUMNS``."""
+The terminal table, report.md and report.html render these rows; their columns come from
+one table, ``COLUMNS`` (a column added there shows in all three), the drive table's from
+``DRIVE_COLUMNS``."""
 
 from __future__ import annotations
 
@@ -20,21 +21,52 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.plain import gc_
 
 VERDICT_SHORT = {"PASS": "PASS", "FAIL": "FAIL", "ERROR": "ERROR", "UNREACHABLE": "UNREACH"}
 
-TABLE_COLUMNS = (
-    # header, key, align, min width, max width (None = natural)
-    ("host", "host", "<", 6, 24),
-    ("workload", "workload", "<", 8, 26),
-    ("thr", "threads", ">", 3, 4),
-    ("IOPS", "iops", ">", 5, 7),
-    ("MiB/s", "mibps", ">", 5, 7),
-    ("p95ms", "p95", ">", 5, 6),
-    ("p99ms", "p99", ">", 5, 6),
-    ("op", "op", "<", 2, 6),          # the operation the latency columns are (metrics.latency_op)
-    ("%util", "util", ">", 5, 5),
-    ("await", "await", ">", 5, 6),
-    ("verdict", "verdict", "<", 7, 7),
-    ("first failing rule", "rule", "<", 6, 60),
-)
+class Column:
+    """One column of the fleet table, in every format that shows it.
+
+    ``key``: the row's cell; ``header`` (terminal), ``md`` (report.md) and ``html``
+    (report.html) its heading; ``align`` ``<`` or ``>`` (numbers: right-aligned everywhere);
+    ``width``: (min, max) in the terminal; ``cell(host entry, workload row)``: the cell of a
+    workload row (None: the row builder fills it, as for host, verdict and rule);
+    ``formats``: where it is shown (``table``, ``md``, ``html``); ``title``: the HTML
+    heading's tooltip; ``html_key``: the row key report.html shows instead of ``key``;
+    ``flag``: the outlier metric whose flag marks the cell in report.html; ``per_host``: one
+    cell per host (report.html spans it over the host's rows)."""
+
+    def __init__(self, key, header, md=None, html=None, align="<", width=(1, 60), cell=None,
+                 formats=("table", "md", "html"), title=None, html_key=None, flag=None, per_host=False):
+        self.key, self.header, self.align, self.width = key, header, align, width
+        self.md = header if md is None else md
+        self.html = self.md if html is None else html
+        self.cell, self.formats, self.title = cell, tuple(formats), title
+        self.html_key, self.flag, self.per_host = html_key or key, flag, per_host
+
+
+COLUMNS = [
+    Column("host", "host", width=(6, 24), per_host=True),
+    Column("group", "group", formats=("html",), per_host=True),
+    Column("workload", "workload", width=(8, 26), cell=lambda h, w: row_key(w)),   # <id>@<target>
+    Column("threads", "thr", "threads", align=">", width=(3, 4),
+           cell=lambda h, w: DASH if w["threads"] is None else str(w["threads"])),
+    Column("iops", "IOPS", align=">", width=(5, 7), cell=lambda h, w: fmt_num(w["iops"]), flag="iops"),
+    Column("mibps", "MiB/s", align=">", width=(5, 7), cell=lambda h, w: fmt_num(w["mibps"])),
+    Column("p95", "p95ms", "p95 ms", align=">", width=(5, 6), cell=lambda h, w: fmt_ms(w["p95_ms"])),
+    Column("p99", "p99ms", "p99 ms", align=">", width=(5, 6), cell=lambda h, w: fmt_ms(w["p99_ms"]), flag="p99_ms"),
+    # the operation the latency columns are (metrics.latency_op)
+    Column("op", "op", width=(2, 6), cell=lambda h, w: w.get("latency_op") or DASH,
+           title="the operation the latency columns are: read, write, commit (write + the fsync that makes it "
+                 "durable) or fsync"),
+    Column("util", "%util", align=">", width=(5, 5), html_key="_util1",
+           cell=lambda h, w: fmt_pct(w["util_pct"], 0) if w["util_pct"] is not None else DASH),
+    Column("await", "await", "await ms", align=">", width=(5, 6), cell=lambda h, w: fmt_ms(w["await_ms"])),
+    Column("verdict", "verdict", width=(7, 7), per_host=True),
+    Column("rule", "first failing rule", width=(6, 60)),
+]
+
+
+def columns(fmt):
+    """The columns a format shows (``table``, ``md`` or ``html``), in order."""
+    return [c for c in COLUMNS if fmt in c.formats]
 
 
 def table_rows(fleet):
@@ -43,10 +75,19 @@ def table_rows(fleet):
         return _table_rows(fleet)
 
 
+def _blank_row(h, verdict, rule, flags=()):
+    row = {c.key: DASH for c in COLUMNS}
+    row.update({"host": h["host"], "group": h["group"], "verdict": verdict, "rule": rule, "_util1": DASH,
+                # for the HTML table
+                "_host": h["host"], "_group": h["group"], "_verdict": h["verdict"], "_span": 0, "_flags": flags})
+    return row
+
+
 def _table_rows(fleet):
     """Hosts with detail in fleet.json get one row per workload; the others (the passing
     hosts beyond ``html_detail_hosts`` in a large fleet) one summary row each."""
     rows = []
+    cells = [c for c in COLUMNS if c.cell is not None]
     for h in fleet["hosts"]:
         v = VERDICT_SHORT.get(h["verdict"], h["verdict"])
         if h["workloads"] and h.get("detail") is None:
@@ -56,22 +97,14 @@ def _table_rows(fleet):
                 rule = h["reasons"][0]
             iops = [w["iops"] for w in h["workloads"] if w["iops"] is not None]
             p99 = [w["p99_ms"] for w in h["workloads"] if w["p99_ms"] is not None]
-            rows.append({"host": h["host"], "workload": "%d workloads" % len(h["workloads"]), "threads": DASH,
-                         "iops": "min " + fmt_num(min(iops)) if iops else DASH, "mibps": DASH, "p95": DASH,
-                         "p99": "max " + fmt_ms(max(p99)) if p99 else DASH, "op": DASH, "util": DASH,
-                         "await": DASH,
-                         "verdict": v, "rule": rule,
-                         "_host": h["host"], "_group": h["group"], "_verdict": h["verdict"], "_span": 0,
-                         "_flags": tuple(flagged), "_util1": DASH})
+            row = _blank_row(h, v, rule, tuple(flagged))
+            row.update({"workload": "%d workloads" % len(h["workloads"]),
+                        "iops": "min " + fmt_num(min(iops)) if iops else DASH,
+                        "p99": "max " + fmt_ms(max(p99)) if p99 else DASH})
+            rows.append(row)
             continue
         if not h["workloads"]:
-            rule = h["first_failing_rule"] or short_reason(h)
-            rows.append({"host": h["host"], "workload": DASH, "threads": DASH, "iops": DASH, "mibps": DASH,
-                         "p95": DASH, "p99": DASH, "op": DASH, "util": DASH, "await": DASH, "verdict": v,
-                         "rule": rule,
-                         # for the HTML table
-                         "_host": h["host"], "_group": h["group"], "_verdict": h["verdict"], "_span": 0,
-                         "_flags": (), "_util1": DASH})
+            rows.append(_blank_row(h, v, h["first_failing_rule"] or short_reason(h)))
             continue
         span = len(h["workloads"])
         for i, w in enumerate(h["workloads"]):
@@ -84,19 +117,15 @@ def _table_rows(fleet):
                 rule = "interrupted"
             if not rule and i == 0 and h["verdict"] != "PASS" and not h["first_failing_rule"] and h["reasons"]:
                 rule = h["reasons"][0]
-            rows.append({
-                "host": h["host"] if i == 0 else "",
-                "workload": row_key(w),          # <id>@<target>: a row per host and target
-                "threads": DASH if w["threads"] is None else str(w["threads"]),
-                "iops": fmt_num(w["iops"]), "mibps": fmt_num(w["mibps"]),
-                "p95": fmt_ms(w["p95_ms"]), "p99": fmt_ms(w["p99_ms"]), "op": w.get("latency_op") or DASH,
-                "util": fmt_pct(w["util_pct"], 0) if w["util_pct"] is not None else DASH,
-                "await": fmt_ms(w["await_ms"]),
+            row = {c.key: c.cell(h, w) for c in cells}
+            row.update({
+                "host": h["host"] if i == 0 else "", "group": h["group"],
                 "verdict": v if i == 0 else "",
                 "rule": rule or DASH,
                 "_host": h["host"], "_group": h["group"], "_verdict": h["verdict"], "_span": span if i == 0 else -1,
                 "_flags": w["outliers"], "_util1": fmt_pct(w["util_pct"]),
             })
+            rows.append(row)
     return rows
 
 

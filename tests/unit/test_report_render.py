@@ -466,3 +466,36 @@ def test_ansible_doc_renders_the_callback():
                    "outlier_pct_below", "regression_tolerance_pct", "history", "prometheus_textfile"):
         assert option in res.stdout
     assert "FLEETQUAL_REPORT_DIR" in res.stdout and "fleetqual_report" in res.stdout
+
+
+# --------------------------------------------------------------------------- one column table
+
+def test_a_column_added_to_the_column_table_shows_in_every_format(monkeypatch):
+    """report_rows.COLUMNS is the one place the fleet table's columns are defined: a column
+    added there is in the terminal table, report.md and report.html, heading and cells."""
+    f, _records = sample_fleet()
+    before = (render_text.render_table(f, width=200), render_markdown.render_markdown(f), render_html.render_html(f))
+    assert not any("queue depth" in text or "qdep" in text for text in before)
+    qd = report_rows.Column("qd", "qdep", "queue depth", "queue depth (aqu-sz)", align=">", width=(4, 6),
+                            cell=lambda h, w: fmt.cell_num((w.get("metrics") or {}).get("dev_aqu_sz")))
+    cols = list(report_rows.COLUMNS)
+    cols.insert([c.key for c in cols].index("verdict"), qd)
+    monkeypatch.setattr(report_rows, "COLUMNS", cols)
+
+    lines = render_text.render_table(f, width=200).splitlines()
+    header = lines[0].split()
+    assert header[header.index("await") + 1] == "qdep"
+    db1 = [line for line in lines if line.startswith("db1 ")][0].split()
+    assert db1[db1.index("PASS") - 1] == "1.00"          # synth's dev_aqu_sz 1.0, left of the verdict
+
+    md = render_markdown.render_markdown(f).splitlines()
+    head = [line for line in md if line.startswith("| host | workload")][0]
+    assert "| await ms | queue depth | verdict |" in head
+    align = md[md.index(head) + 1].strip("|").split("|")
+    assert len(align) == head.count("|") - 1 and align[head.strip("|").split("|").index(" queue depth ")] == "---:"
+    assert any(line.startswith("| db1 | cache-rndrd-t1 |") and line.endswith("| 1.00 | PASS | - |") for line in md)
+
+    page = render_html.render_html(f)
+    assert '<th class="n">await ms</th><th class="n">queue depth (aqu-sz)</th><th>verdict</th>' in page
+    row = re.search(r'<tr class="first"><td rowspan="4"><strong>db1</strong></td>.*?</tr>', page).group(0)
+    assert '<td class="n">1.00</td><td rowspan="4"><span class="badge PASS">' in row
