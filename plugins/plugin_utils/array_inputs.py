@@ -22,10 +22,12 @@ problem as one string naming the variable, the host(s) and the closest valid val
 
 import difflib
 
+from ansible_collections.fleetqual.storage.plugins.module_utils.iobench_options import BY_NAME as _OPTIONS
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import arrays as _arrays
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import plan as _plan
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import validate as _validate
-from ansible_collections.fleetqual.storage.plugins.plugin_utils._common import MODES, human_size, parse_size, type_name
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.vocabulary import MODES, human_size, parse_size, type_name
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.plain import natural_key
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import is_int, is_number
 
 ARRAY_VAR = _arrays.ARRAY_VAR
@@ -33,6 +35,7 @@ ARRAYS_VAR = _arrays.ARRAYS_VAR
 CONFIG_KEYS = ("description", "groups", "initiators", "threads", "modes", "time", "warmup", "block_size", "rw_ratio",
                "direct", "iodepth", "engine", "file_num", "total_size", "working_set", "cache_size", "capacity",
                "target", "latency_bound_ms", "max_clock_uncertainty_ms", "thresholds")
+ENGINES = tuple(_OPTIONS["engine"]["choices"])   # the option table's (the binary's own)
 SIZE_KEYS = ("block_size", "total_size", "cache_size", "capacity")
 # host rule names a user may carry over to an array rule
 RULE_ALIASES = {"min_iops": "min_aggregate_iops", "min_mibps": "min_aggregate_mibps", "max_read_p99_ms": "max_p99_ms",
@@ -52,7 +55,7 @@ def _hosts_text(hosts, limit=4):
     return "%s and %d more" % (", ".join(hosts[:limit]), len(hosts) - limit)
 
 
-def _closest(value, choices):
+def _nearest(value, choices):
     return min(choices, key=lambda c: (abs(c - value), c)) if choices else None
 
 
@@ -118,9 +121,9 @@ def _check_config(name, cfg, hosts, errors):
             errors.append("%s.%s: must be a number > 0, got %r" % (where, key, cfg[key]))
     if "direct" in cfg and not isinstance(cfg["direct"], bool):
         errors.append("%s.direct: must be true or false, got %s %r" % (where, type_name(cfg["direct"]), cfg["direct"]))
-    if "engine" in cfg and cfg["engine"] not in _plan.ENGINES:
-        errors.append("%s.engine: unknown engine %r%s; known: %s" % (where, cfg["engine"], _guess(cfg["engine"], _plan.ENGINES),
-                                                                  ", ".join(_plan.ENGINES)))
+    if "engine" in cfg and cfg["engine"] not in ENGINES:
+        errors.append("%s.engine: unknown engine %r%s; known: %s"
+                      % (where, cfg["engine"], _guess(cfg["engine"], ENGINES), ", ".join(ENGINES)))
     if is_int(cfg.get("iodepth")) and cfg["iodepth"] > 1 and cfg.get("engine", "sync") != "io_uring":
         errors.append("%s.iodepth: %d needs engine: io_uring (the sync engine has one request in flight per thread); "
                       "closest valid value: 1" % (where, cfg["iodepth"]))
@@ -177,7 +180,7 @@ def _check_rule_values(rule, path, errors):
 
 def _rule_vs_plan(rule, path, steps, errors):
     """A rule whose selectors name a step the sweep does not plan."""
-    label = rule.get("name") or _arrays.rule_name(rule, (_arrays.rule_limits(rule) or [("rule",)])[0][0])
+    label = rule.get("name") or _arrays.array_rule_name(rule, (_arrays.array_rule_limits(rule) or [("rule",)])[0][0])
     bad = False
     for key in _arrays.RULE_SELECTORS:
         if key not in rule:
@@ -191,15 +194,15 @@ def _rule_vs_plan(rule, path, steps, errors):
                 hint = _guess(want, planned) or "; planned modes: %s" % ", ".join(planned)
             else:
                 hint = "; planned: %s; closest valid value: %s" % (", ".join(map(str, sorted(planned))),
-                                                                   _closest(want, planned))
+                                                                   _nearest(want, planned))
             errors.append("%s (%s): %s %r is not a planned step%s" % (path, label, key, want, hint))
-    if not bad and not any(_arrays.rule_matches(rule, s) for s in steps):
+    if not bad and not any(_arrays.array_rule_matches(rule, s) for s in steps):
         errors.append("%s (%s): no planned step has all of its selectors at once" % (path, label))
     if any(k in rule for k in _arrays.ARRAY_LIMITS) and any(k in rule for k in ("initiators", "threads")):
         errors.append("%s (%s): min_bounded_iops judges a mode's whole sweep; select it by mode only" % (path, label))
 
 
-def validate_rules(rules, where, steps=None, bound=None):
+def validate_array_rules(rules, where, steps=None, bound=None):
     """Errors of an array's ``thresholds``; with ``steps`` (the planned steps), a rule that
     names a step that is not planned is an error too."""
     if rules is None:
@@ -214,7 +217,7 @@ def validate_rules(rules, where, steps=None, bound=None):
             continue
         start = len(errors)
         _check_rule_values(rule, path, errors)
-        if not _arrays.rule_limits(rule):
+        if not _arrays.array_rule_limits(rule):
             errors.append("%s: rule sets no limit; give one of %s" % (path, ", ".join(_arrays.RULE_LIMITS)))
         if isinstance(rule.get("name"), str):
             if rule["name"] in names:
@@ -251,7 +254,7 @@ def _target_of(cfg, host, host_vars, errors, where):
 def _size_problems(name, cfg, hosts, hosts_vars, default_cache, errors):
     where = "%s.%s" % (ARRAYS_VAR, name)
     per_host, how = _arrays.data_set_per_host(cfg, len(hosts), default_cache)
-    unit = max(1, cfg.get("file_num", _arrays.DEFAULTS["file_num"]) * parse_size(cfg.get("block_size", _arrays.DEFAULTS["block_size"])))
+    unit = max(1, cfg.get("file_num", _arrays.ARRAY_DEFAULTS["file_num"]) * parse_size(cfg.get("block_size", _arrays.ARRAY_DEFAULTS["block_size"])))
     if "total_size" in cfg and per_host < unit:
         errors.append("%s.total_size: %s holds no whole block in each of its %s file(s); closest valid value: %s"
                       % (where, human_size(per_host), cfg.get("file_num", 1), human_size(unit)))
@@ -275,13 +278,13 @@ def _size_problems(name, cfg, hosts, hosts_vars, default_cache, errors):
         if per_host > size:
             fit = size // unit * unit
             errors.append("host %s: %s: the data set per initiator %s (%s) exceeds target %s's size %s; "
-                          "closest valid value: total_size: %s" % (host, where, human_size(per_host), how,
-                                                                 target.get("name"), human_size(size), human_size(fit)))
+                          "closest valid value: total_size: %s"
+                          % (host, where, human_size(per_host), how, target.get("name"), human_size(size), human_size(fit)))
 
 
 # --------------------------------------------------------------------------- all arrays
 
-def _describe_join(name, host_vars, cfg):
+def _describe_join(name, host_vars):
     if name in _arrays.array_names_of(host_vars):
         return "%s (%s)" % (name, ARRAY_VAR)
     return "%s (%s.%s.groups)" % (name, ARRAYS_VAR, name)
@@ -313,7 +316,7 @@ def validate_arrays(hosts_inputs, group_names=None, defaults=None):
     errors = []
     # the definitions: one per array name (they must agree across the hosts)
     defs, where_def = {}, {}
-    for host in sorted(hv, key=_arrays.host_key):
+    for host in sorted(hv, key=natural_key):
         arrays_var = hv[host].get(ARRAYS_VAR)
         if arrays_var in (None, ""):
             continue
@@ -324,10 +327,10 @@ def validate_arrays(hosts_inputs, group_names=None, defaults=None):
         for name, cfg in arrays_var.items():
             if name not in defs:
                 defs[name], where_def[name] = cfg, host
-    known = sorted(defs, key=_arrays.host_key)
+    known = sorted(defs, key=natural_key)
     # each host: the arrays it names exist, and it is in one array at most
     joined = {}
-    for host in sorted(hv, key=_arrays.host_key):
+    for host in sorted(hv, key=natural_key):
         named = hv[host].get(ARRAY_VAR)
         if named not in (None, "") and not isinstance(named, (str, list)):
             errors.append("host %s: %s: must be an array name, got %s" % (host, ARRAY_VAR, type_name(named)))
@@ -340,14 +343,14 @@ def validate_arrays(hosts_inputs, group_names=None, defaults=None):
         if len(ins) > 1:
             errors.append("host %s: in %d arrays, %s; a host belongs to one array (its initiator is measured with that "
                           "array's steps): remove it from all but one" % (host, len(ins), " and ".join(
-                              _describe_join(n, hv[host], defs[n]) for n in ins)))
+                              _describe_join(n, hv[host]) for n in ins)))
         for n in ins:
             joined.setdefault(n, []).append(host)
     all_groups = sorted({g for v in hv.values() for g in v["group_names"]})
     for name in known:
         where = "%s.%s" % (ARRAYS_VAR, name)
         cfg = defs[name]
-        hosts = sorted(joined.get(name, []), key=_arrays.host_key)
+        hosts = sorted(joined.get(name, []), key=natural_key)
         if isinstance(cfg, dict) and cfg.get("groups"):
             groups = cfg["groups"] if isinstance(cfg["groups"], list) else [cfg["groups"]]
             for i, g in enumerate(groups):
@@ -372,9 +375,9 @@ def validate_arrays(hosts_inputs, group_names=None, defaults=None):
         first = hv[hosts[0]]
         bound = checked.get("latency_bound_ms", first.get("fleetqual_latency_bound_ms"))
         steps = _arrays.plan_steps(checked, len(hosts), first.get("fleetqual_cache_size"))
-        errors.extend(validate_rules(checked.get("thresholds"), "%s.thresholds" % where, steps, bound))
+        errors.extend(validate_array_rules(checked.get("thresholds"), "%s.thresholds" % where, steps, bound))
         _size_problems(name, checked, hosts, hv, first.get("fleetqual_cache_size"), errors)
     return errors
 
 
-__all__ = ["validate_arrays", "validate_rules", "CONFIG_KEYS"]
+__all__ = ["validate_arrays", "validate_array_rules", "CONFIG_KEYS"]

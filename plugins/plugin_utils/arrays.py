@@ -20,10 +20,15 @@ a common start ``T0`` (the controller's clock), so no controller round trip is n
 """
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import histogram as histmod
-from ansible_collections.fleetqual.storage.plugins.plugin_utils._common import dig, human_size, parse_size
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import metrics as _metrics
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.diagnostics import knee as _sweep_knee
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import _compare
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.plain import natural_key, rounded
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.rules import _sel_match, _sel_text
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.vocabulary import dig, human_size, parse_size
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import fmt_num
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.plan import DEFAULT_CACHE_SIZE
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import as_number, median, ratio
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.plan import DEFAULT_CACHE_SIZE, MIB
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import as_number, is_int, median, ratio
 
 ARRAY_VAR = "fleetqual_array"
 ARRAYS_VAR = "fleetqual_arrays"
@@ -32,7 +37,7 @@ ARRAYS_VAR = "fleetqual_arrays"
 LEAD_S = 0.0
 STEP_GAP_S = 2.0
 
-DEFAULTS = {
+ARRAY_DEFAULTS = {
     "initiators": None,    # default: [all members]
     "threads": [1],
     "modes": ["rndrd", "rndwr", "rndrw"],
@@ -45,12 +50,6 @@ DEFAULTS = {
     "engine": "sync",
     "file_num": 1,
 }
-
-
-def host_key(text):
-    # one natural sort in the collection: fleet.natural_key (imported late: fleet imports this module)
-    from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet as fleetmod
-    return fleetmod.natural_key(text)
 
 
 def array_names_of(host_vars):
@@ -90,7 +89,7 @@ def members(name, hosts_vars, arrays=None):
     cfg = arrays.get(name) if isinstance(arrays, dict) else None
     cfg = cfg if isinstance(cfg, dict) else {}
     return sorted((h for h, v in (hosts_vars or {}).items() if joins(name, v if isinstance(v, dict) else {}, cfg)),
-                  key=host_key)
+                  key=natural_key)
 
 
 def _as_list(value):
@@ -113,8 +112,8 @@ def data_set_per_host(cfg, n_members=None, cache_size=None):
 
     Rounded up to whole blocks of every file (``file_num x block_size``)."""
     cfg = cfg or {}
-    block = parse_size(cfg.get("block_size", DEFAULTS["block_size"]))
-    file_num = cfg.get("file_num", DEFAULTS["file_num"])
+    block = parse_size(cfg.get("block_size", ARRAY_DEFAULTS["block_size"]))
+    file_num = cfg.get("file_num", ARRAY_DEFAULTS["file_num"])
     if cfg.get("total_size") is not None:
         n = parse_size(cfg["total_size"])
         return n, "total_size %s per initiator (given)" % human_size(n)
@@ -126,8 +125,8 @@ def data_set_per_host(cfg, n_members=None, cache_size=None):
         how = "cache / 2 / %d initiators (cache %s)" % (max(counts), human_size(cache))
     else:
         raw = -(-4 * cache // min(counts))
-        how = "4 x cache / %d initiator%s (cache %s)" % (min(counts), "" if min(counts) == 1 else "s",
-                                                        human_size(cache))
+        plural = "" if min(counts) == 1 else "s"
+        how = "4 x cache / %d initiator%s (cache %s)" % (min(counts), plural, human_size(cache))
     unit = max(1, file_num * block)
     n = max(unit, -(-raw // unit) * unit)
     return n, "%s per initiator: %s" % (human_size(n), how)
@@ -146,16 +145,16 @@ def plan_steps(cfg, n_members=None, cache_size=None):
         if n_members is None:
             raise ValueError("plan_steps: the config has no initiators and n_members is not given")
         initiators = [n_members]
-    threads = _as_list(cfg.get("threads")) or DEFAULTS["threads"]
-    modes = _as_list(cfg.get("modes")) or DEFAULTS["modes"]
-    time_s = cfg.get("time", DEFAULTS["time"])
-    warmup = cfg.get("warmup", DEFAULTS["warmup"])
-    block_size = parse_size(cfg.get("block_size", DEFAULTS["block_size"]))
-    rw_ratio = cfg.get("rw_ratio", DEFAULTS["rw_ratio"])
-    direct = cfg.get("direct", DEFAULTS["direct"])
-    iodepth = cfg.get("iodepth", DEFAULTS["iodepth"])
-    engine = cfg.get("engine", DEFAULTS["engine"])
-    file_num = cfg.get("file_num", DEFAULTS["file_num"])
+    threads = _as_list(cfg.get("threads")) or ARRAY_DEFAULTS["threads"]
+    modes = _as_list(cfg.get("modes")) or ARRAY_DEFAULTS["modes"]
+    time_s = cfg.get("time", ARRAY_DEFAULTS["time"])
+    warmup = cfg.get("warmup", ARRAY_DEFAULTS["warmup"])
+    block_size = parse_size(cfg.get("block_size", ARRAY_DEFAULTS["block_size"]))
+    rw_ratio = cfg.get("rw_ratio", ARRAY_DEFAULTS["rw_ratio"])
+    direct = cfg.get("direct", ARRAY_DEFAULTS["direct"])
+    iodepth = cfg.get("iodepth", ARRAY_DEFAULTS["iodepth"])
+    engine = cfg.get("engine", ARRAY_DEFAULTS["engine"])
+    file_num = cfg.get("file_num", ARRAY_DEFAULTS["file_num"])
     total_size = data_set_per_host(dict(cfg, initiators=initiators), n_members, cache_size)[0]
     steps = []
     start = LEAD_S   # warm-up start of the next step, seconds from T0
@@ -205,13 +204,7 @@ RULE_LIMITS = tuple(STEP_LIMITS) + tuple(ARRAY_LIMITS)
 RULE_KEYS = ("name", "description") + RULE_SELECTORS + RULE_LIMITS
 
 
-def _sel_text(value, prefix=""):
-    if isinstance(value, list):
-        return ",".join("%s%s" % (prefix, v) for v in value)
-    return "%s%s" % (prefix, value)
-
-
-def rule_name(rule, limit):
+def array_rule_name(rule, limit):
     """A rule's ``name``, else ``<limit>@<mode>/i<initiators>/t<threads>`` (``*`` = any,
     trailing ``*`` dropped), e.g. ``min_aggregate_iops@rndrd/i16/t16``."""
     if rule.get("name"):
@@ -224,16 +217,12 @@ def rule_name(rule, limit):
     return "%s@%s" % (limit, "/".join(parts))
 
 
-def _sel_match(want, have):
-    return have in want if isinstance(want, list) else have == want
-
-
-def rule_matches(rule, step):
+def array_rule_matches(rule, step):
     """True when every selector of an array rule matches the step."""
     return all(_sel_match(rule[k], step.get(k)) for k in RULE_SELECTORS if k in rule)
 
 
-def rule_limits(rule):
+def array_rule_limits(rule):
     """``[(limit, op, value)]`` of an array rule in canonical order."""
     out = []
     for key in RULE_LIMITS:
@@ -252,7 +241,6 @@ def step_label(step):
 
 # --------------------------------------------------------------------------- figures per step
 
-MIB = 1024 ** 2
 KNEE_FRACTION = 0.9      # the knee: fewest outstanding requests reaching 90 % of the best IOPS
 OUTLIER_TOL = 0.25       # least tolerance of the outlier test (fraction); 3 x the step's own CV when larger
 LAT_OPS = ("read", "write")
@@ -301,13 +289,16 @@ def host_intervals(entry, clock_offset_s=None):
 
 def count_in(intervals, start, end):
     """``(ops, bytes)`` of the intervals within ``[start, end]``; an interval cut by an edge
-    counts for the fraction of it inside (its I/O spread evenly over it)."""
+    counts for the fraction of it inside (its I/O spread evenly over it); an interval too
+    short to have a width at epoch resolution counts whole when its instant is inside."""
     ops = nbytes = 0.0
     for a, b, o, by in intervals:
-        inside = min(b, end) - max(a, start)
-        if inside <= 0 or b <= a:
+        if b <= a:
+            f = 1.0 if start <= a <= end else 0.0
+        else:
+            f = min(1.0, max(0.0, min(b, end) - max(a, start)) / (b - a))
+        if f <= 0:
             continue
-        f = min(1.0, inside / (b - a))
         ops += o * f
         nbytes += by * f
     return ops, nbytes
@@ -360,13 +351,10 @@ def merged_latency(benches):
             "mean_ms": mean_ms, "count": histmod.count(buckets), "histogram": merged}
 
 
-def _concurrency(bench, step):
-    threads = as_number(dig(bench, "config", "threads"))
-    iodepth = as_number(dig(bench, "config", "iodepth"))
-    threads = threads if threads is not None else as_number(step.get("threads")) or 0
-    iodepth = iodepth if iodepth is not None else as_number(step.get("iodepth")) or 1
-    engine = dig(bench, "config", "engine") or step.get("engine")
-    return threads * (iodepth if engine == "io_uring" else 1)
+def _issued(bench):
+    """Requests the host kept in flight: threads x iodepth (metrics.py's concurrency)."""
+    c = _metrics.workload_metrics({"result": {"bench": bench}}).get("concurrency") or {}
+    return (c.get("threads") or 0) * (c.get("iodepth") or 1)
 
 
 def entry_problem(entry):
@@ -406,10 +394,6 @@ def _series_cv(per_host_intervals, start, end):
     return (sum((x - avg) ** 2 for x in bins) / n) ** 0.5 / avg
 
 
-def _r(value, digits=4):
-    return None if value is None else round(value, digits)
-
-
 def step_figures(step, entries, expected, clock_offsets=None, rank_of=None):
     """The array's figures of one step (docs/report.md, ``arrays[].steps[]``).
 
@@ -429,9 +413,9 @@ def step_figures(step, entries, expected, clock_offsets=None, rank_of=None):
         else:
             used[host] = entries[host]
     extra = sorted((h for h, e in entries.items() if h not in expected and isinstance(e, dict) and e.get("active")),
-                   key=host_key)
+                   key=natural_key)
     out = {k: step.get(k) for k in ("index", "initiators", "threads", "mode", "time", "warmup", "offset_s", "end_s")}
-    out.update({"complete": bool(used) and not missing, "missing_hosts": sorted(missing, key=host_key),
+    out.update({"complete": bool(used) and not missing, "missing_hosts": sorted(missing, key=natural_key),
                 "missing": missing, "problem": None, "outlier": False, "extra_hosts": extra,
                 "aggregate": dict.fromkeys(("iops", "mib_per_sec", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "mean_ms",
                                             "outstanding", "issued", "littles_ratio", "cv")),
@@ -449,29 +433,29 @@ def step_figures(step, entries, expected, clock_offsets=None, rank_of=None):
     end = min(w[1] for w in windows.values())
     earliest = min(w[0] for w in windows.values())
     overlap = max(0.0, end - start)
-    out["window"] = {"start": start, "end": end, "overlap_s": _r(overlap, 6),
-                     "start_spread_ms": _r((start - earliest) * 1000.0, 3),
-                     "end_spread_ms": _r((max(w[1] for w in windows.values()) - end) * 1000.0, 3)}
+    out["window"] = {"start": start, "end": end, "overlap_s": rounded(overlap, 6),
+                     "start_spread_ms": rounded((start - earliest) * 1000.0, 3),
+                     "end_spread_ms": rounded((max(w[1] for w in windows.values()) - end) * 1000.0, 3)}
     counts = {h: count_in(ivs[h], start, end) for h in used}
     for h, e in used.items():
         lat = merged_latency([_bench(e)]) or {}
         iops = counts[h][0] / overlap if overlap > 0 else None
-        out["hosts"][h] = {"rank": rank_of.get(h), "iops": _r(iops, 3),
-                           "mib_per_sec": _r(counts[h][1] / MIB / overlap, 4) if overlap > 0 else None,
-                           "p99_ms": _r(lat.get("p99_ms"), 4),
+        out["hosts"][h] = {"rank": rank_of.get(h), "iops": rounded(iops, 3),
+                           "mib_per_sec": rounded(counts[h][1] / MIB / overlap, 4) if overlap > 0 else None,
+                           "p99_ms": rounded(lat.get("p99_ms"), 4),
                            "window_start": windows[h][0], "window_end": windows[h][1],
-                           "start_offset_ms": _r((windows[h][0] - earliest) * 1000.0, 3),
-                           "outstanding_issued": _concurrency(_bench(e), step), "share_pct": None}
+                           "start_offset_ms": rounded((windows[h][0] - earliest) * 1000.0, 3),
+                           "outstanding_issued": _issued(_bench(e)), "share_pct": None}
     host_iops = [out["hosts"][h]["iops"] for h in used if out["hosts"][h]["iops"] is not None]
     med = median(host_iops)
     for h in used:
         v = out["hosts"][h]["iops"]
-        out["hosts"][h]["share_pct"] = _r(100.0 * v / med, 2) if v is not None and med else None
+        out["hosts"][h]["share_pct"] = rounded(100.0 * v / med, 2) if v is not None and med else None
     if host_iops:
         low = min(host_iops)
-        out["fairness"] = {"jain": _r(jain(host_iops), 6), "min_share": _r(low / med, 6) if med else None,
-                           "min_share_pct": _r(100.0 * low / med, 3) if med else None,
-                           "min_iops": low, "median_iops": _r(med, 3), "max_iops": max(host_iops)}
+        out["fairness"] = {"jain": rounded(jain(host_iops), 6), "min_share": rounded(low / med, 6) if med else None,
+                           "min_share_pct": rounded(100.0 * low / med, 3) if med else None,
+                           "min_iops": low, "median_iops": rounded(med, 3), "max_iops": max(host_iops)}
     if overlap <= 0:
         out["complete"] = False
         out["problem"] = ("the hosts' measured windows do not overlap (start spread %.0f ms)"
@@ -486,11 +470,11 @@ def step_figures(step, entries, expected, clock_offsets=None, rank_of=None):
     outstanding = iops * mean_ms / 1000.0 if mean_ms is not None else None
     issued = sum(out["hosts"][h]["outstanding_issued"] for h in used)
     out["aggregate"] = {
-        "iops": _r(iops, 3), "mib_per_sec": _r(total_bytes / MIB / overlap, 4), "count": _r(total_ops, 3),
-        "p50_ms": _r(lat.get("p50_ms")), "p90_ms": _r(lat.get("p90_ms")), "p99_ms": _r(lat.get("p99_ms")),
-        "p999_ms": _r(lat.get("p999_ms")), "mean_ms": _r(mean_ms, 6), "outstanding": _r(outstanding, 4),
-        "issued": issued, "littles_ratio": _r(ratio(outstanding, issued), 4),
-        "cv": _r(_series_cv(list(ivs.values()), start, end), 4)}
+        "iops": rounded(iops, 3), "mib_per_sec": rounded(total_bytes / MIB / overlap, 4), "count": rounded(total_ops, 3),
+        "p50_ms": rounded(lat.get("p50_ms")), "p90_ms": rounded(lat.get("p90_ms")), "p99_ms": rounded(lat.get("p99_ms")),
+        "p999_ms": rounded(lat.get("p999_ms")), "mean_ms": rounded(mean_ms, 6), "outstanding": rounded(outstanding, 4),
+        "issued": issued, "littles_ratio": rounded(ratio(outstanding, issued), 4),
+        "cv": rounded(_series_cv(list(ivs.values()), start, end), 4)}
     return out
 
 
@@ -536,18 +520,20 @@ def curve(steps):
             for s in pts]
 
 
-def knee(steps):
+def array_knee(steps):
     """The knee of one mode: the trusted step with the fewest outstanding requests reaching
-    ``KNEE_FRACTION`` of the best aggregate IOPS; None without trusted steps."""
-    pts = [s for s in _trusted(steps) if s["aggregate"]["outstanding"] is not None]
-    if not pts:
+    ``KNEE_FRACTION`` of the best aggregate IOPS (diagnostics.knee, the one knee rule, with
+    outstanding I/O for threads); None without trusted steps."""
+    pts = sorted(({"threads": s["aggregate"]["outstanding"], "iops": s["aggregate"]["iops"], "step": s}
+                  for s in _trusted(steps) if s["aggregate"]["outstanding"] is not None),
+                 key=lambda p: (p["threads"], p["step"]["index"]))
+    hit, top = _sweep_knee(pts, KNEE_FRACTION)
+    if hit is None:
         return None
-    best = max(s["aggregate"]["iops"] for s in pts)
-    hit = min((s for s in pts if s["aggregate"]["iops"] >= KNEE_FRACTION * best),
-              key=lambda s: (s["aggregate"]["outstanding"], s["index"]))
-    return {"index": hit["index"], "initiators": hit["initiators"], "threads": hit["threads"],
-            "outstanding": hit["aggregate"]["outstanding"], "iops": hit["aggregate"]["iops"],
-            "best_iops": best, "fraction": KNEE_FRACTION}
+    s = hit["step"]
+    return {"index": s["index"], "initiators": s["initiators"], "threads": s["threads"],
+            "outstanding": s["aggregate"]["outstanding"], "iops": s["aggregate"]["iops"],
+            "best_iops": top["iops"], "fraction": KNEE_FRACTION}
 
 
 def bounded_max(steps, bound_ms):
@@ -567,9 +553,6 @@ def bounded_max(steps, bound_ms):
 
 # --------------------------------------------------------------------------- rules and verdict
 
-def _compare(value, op, limit):
-    return value >= limit if op == ">=" else value <= limit
-
 
 def judge_array(steps, rules, bounded):
     """``(checks, verdict, reasons, notes)`` of an array from its step figures, its rules
@@ -584,12 +567,18 @@ def judge_array(steps, rules, bounded):
     for rule in rules or []:
         if not isinstance(rule, dict):
             continue
-        for limit, op, value_limit in rule_limits(rule):
-            name = rule_name(rule, limit)
+        for limit, op, value_limit in array_rule_limits(rule):
+            name = array_rule_name(rule, limit)
             if limit in ARRAY_LIMITS:
                 modes = [m for m in bounded if "mode" not in rule or _sel_match(rule["mode"], m)]
                 for mode in modes:
                     b = bounded[mode]
+                    if b["bound_ms"] is None:
+                        checks.append({"rule": name, "limit": limit, "op": op, "value_limit": value_limit, "step": None,
+                                       "mode": mode, "value": None, "passed": None,
+                                       "text": "%s: no latency bound is known for %s (set latency_bound_ms on the array)"
+                                       % (name, ARRAY_LIMITS[limit])})
+                        continue
                     value = b["iops"] if b["iops"] is not None else 0.0
                     passed = _compare(value, op, value_limit)
                     text = ("%s: %s of %s under p99 %s ms: %s (step %s), limit %s %s"
@@ -597,14 +586,14 @@ def judge_array(steps, rules, bounded):
                                b["index"] if b["index"] is not None else "none", op, fmt_num(value_limit)))
                     if not passed and b["steps_incomplete"]:
                         passed = None
-                        text += "; %d step(s) of %s incomplete, so the maximum is not known" % (b["steps_incomplete"],
-                                                                                                  mode)
+                        text += "; %d step(s) of %s incomplete, so the maximum is not known" % (
+                            b["steps_incomplete"], mode)
                     checks.append({"rule": name, "limit": limit, "op": op, "value_limit": value_limit, "step": b["index"],
                                    "mode": mode, "value": value, "passed": passed, "text": text})
                 continue
             path, _op, what = STEP_LIMITS[limit]
             for s in steps:
-                if not rule_matches(rule, s):
+                if not array_rule_matches(rule, s):
                     continue
                 needed.add(s["index"])
                 value = dig(s, *path)
@@ -617,7 +606,7 @@ def judge_array(steps, rules, bounded):
                 else:
                     passed = _compare(value, op, value_limit)
                     text = "%s: %s: %s %s, limit %s %s" % (name, step_label(s), what, fmt_num(value), op,
-                                                          fmt_num(value_limit))
+                                                           fmt_num(value_limit))
                     if s["outlier"]:
                         text += " (an outlier against its neighbours)"
                 checks.append({"rule": name, "limit": limit, "op": op, "value_limit": value_limit, "step": s["index"],
@@ -666,7 +655,7 @@ def _planned(cfg, n_members, runs):
     by_index = {}
     for run in runs.values():
         for e in run.get("steps") or []:
-            if isinstance(e, dict) and is_int_like(e.get("index")):
+            if isinstance(e, dict) and is_int(e.get("index")):
                 cur = by_index.setdefault(int(e["index"]), {"index": int(e["index"])})
                 for key in ("initiators", "threads", "mode", "time", "warmup", "offset_s", "end_s"):
                     if cur.get(key) is None and e.get(key) is not None:
@@ -683,10 +672,6 @@ def _planned(cfg, n_members, runs):
     return steps
 
 
-def is_int_like(value):
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def build_array(name, runs, latency_bound_ms=None):
     """The fleet.json entry of array ``name`` from its member hosts' ``array_run``
     (``{host: array_run}``, one run: the hosts whose ``t0`` is the most common one;
@@ -696,16 +681,16 @@ def build_array(name, runs, latency_bound_ms=None):
     (``fleetqual_latency_bound_ms``)."""
     runs = {h: r for h, r in (runs or {}).items() if isinstance(r, dict)}
     t0 = _majority([as_number(r.get("t0")) for r in runs.values()])
-    other_run = sorted((h for h, r in runs.items() if as_number(r.get("t0")) != t0), key=host_key)
+    other_run = sorted((h for h, r in runs.items() if as_number(r.get("t0")) != t0), key=natural_key)
     same = {h: r for h, r in runs.items() if h not in other_run}
     cfg = next((r.get("config") for r in same.values() if isinstance(r.get("config"), dict)), None) or {}
     listed = next((r.get("members") for r in same.values() if isinstance(r.get("members"), list)), None)
     if listed:
         hosts = [str(h) for h in listed]
-        hosts += sorted((h for h in runs if h not in hosts), key=host_key)
+        hosts += sorted((h for h in runs if h not in hosts), key=natural_key)
     else:
         hosts = sorted(runs, key=lambda h: (as_number(runs[h].get("rank")) if as_number(runs[h].get("rank")) is not None
-                                            else 1e9, host_key(h)))
+                                            else 1e9, natural_key(h)))
     rank_of = {h: i for i, h in enumerate(hosts)}
     offsets = {h: as_number(dig(r, "clock", "offset_s")) for h, r in same.items()}
     bound = as_number(cfg.get("latency_bound_ms"))
@@ -728,18 +713,18 @@ def build_array(name, runs, latency_bound_ms=None):
     for mode in modes:
         flag_outliers([s for s in steps if s["mode"] == mode])
     curves = {m: curve([s for s in steps if s["mode"] == m]) for m in modes}
-    knees = {m: knee([s for s in steps if s["mode"] == m]) for m in modes}
+    knees = {m: array_knee([s for s in steps if s["mode"] == m]) for m in modes}
     bounded = {m: bounded_max([s for s in steps if s["mode"] == m], bound) for m in modes}
     checks, verdict, reasons, notes = judge_array(steps, cfg.get("thresholds"), bounded)
     clocks = {h: {k: dig(r, "clock", k) for k in ("offset_s", "uncertainty_s", "method", "synchronized", "source")}
-              for h, r in sorted(same.items(), key=lambda kv: host_key(kv[0]))}
+              for h, r in sorted(same.items(), key=lambda kv: natural_key(kv[0]))}
     spreads = [s["window"]["start_spread_ms"] for s in steps if s["window"]["start_spread_ms"] is not None]
     return {
         "name": str(name), "verdict": verdict, "reasons": reasons, "notes": notes, "hosts": hosts, "t0": t0,
         "config": {k: cfg.get(k) for k in ("initiators", "threads", "modes", "time", "warmup", "block_size", "target")
                    if k in cfg},
         "latency_bound_ms": bound, "clocks": clocks,
-        "start_spread_ms": {"median": _r(median(spreads), 3), "max": max(spreads) if spreads else None},
+        "start_spread_ms": {"median": rounded(median(spreads), 3), "max": max(spreads) if spreads else None},
         "steps_total": len(steps), "steps_complete": sum(1 for s in steps if s["complete"]),
         "steps": steps, "curves": curves, "knee": knees, "bounded_max": bounded, "checks": checks,
     }
@@ -749,7 +734,7 @@ def fleet_arrays(records, latency_bound_ms=None):
     """fleet.json's ``arrays``: one entry per array found in the hosts' records
     (``{host: record}``), by name."""
     return [build_array(name, runs, latency_bound_ms)
-            for name, runs in sorted(array_runs(records).items(), key=lambda kv: host_key(kv[0]))]
+            for name, runs in sorted(array_runs(records).items(), key=lambda kv: natural_key(kv[0]))]
 
 
 def host_arrays(arrays, host):

@@ -143,7 +143,7 @@ def test_a_rule_is_refused_exactly_when_it_matches_no_planned_step(inits, thread
            "thresholds": [{"initiators": want_i, "threads": want_t, "mode": mode, "min_aggregate_iops": 1}]}
     errors = check(fleet(n=8, cfg=cfg))
     steps = arrays.plan_steps(cfg, 8)
-    planned = any(arrays.rule_matches(cfg["thresholds"][0], s) for s in steps)
+    planned = any(arrays.array_rule_matches(cfg["thresholds"][0], s) for s in steps)
     assert planned == (want_i in inits and want_t in threads and mode != "rndrw")
     assert (errors == []) == planned, errors
 

@@ -50,8 +50,7 @@ MODULE_UTILS = os.path.join(ROOT, "plugins", "module_utils")
 # removed by them: the test below fails on any other, and on an entry here that is no
 # longer a duplicate (so the list only shrinks).
 KNOWN_CONSTANTS = {
-    "DEFAULTS": ["arrays.py", "diagnostics.py", "history.py", "retention.py"],
-    "MIB": ["arrays.py", "plan.py"],
+    "DEFAULTS": ["diagnostics.py", "history.py", "retention.py"],
     "MODES": ["history.py", "iobench_options.py", "workload.py"],
     "PLAN_KEYS": ["history.py", "iobench_options.py"],
     "VAR_NAME": ["history.py", "retention.py"],
