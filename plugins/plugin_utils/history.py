@@ -50,8 +50,8 @@ import json
 import os
 import re
 import statistics
-import tempfile
 
+from ansible_collections.fleetqual.storage.plugins.module_utils.atomic import write_json_atomic
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import is_number, to_float
 
 VAR_NAME = "fleetqual_drift"
@@ -307,27 +307,11 @@ def summary_path(run_dir, host):
     return os.path.join(run_dir, HISTORY_DIR, "%s.json" % host)
 
 
-def _write_json_atomic(path, doc):
-    directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f, sort_keys=True, allow_nan=False)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
-
-
 def store_summary(run_dir, record, verdict=None, accepted=None):
     """Write the host's summary into ``<run_dir>/history.d/<host>.json`` (atomically) and
     return it: called at report time with the host's final verdict."""
     summary = summarize(record, verdict=verdict, accepted=accepted)
-    _write_json_atomic(summary_path(run_dir, summary["host"]), summary)
+    write_json_atomic(summary_path(run_dir, summary["host"]), summary)
     return summary
 
 
@@ -358,7 +342,7 @@ def load_summary(run_dir, host, cache=True):
     summary = summarize(rec)
     if cache:
         try:
-            _write_json_atomic(spath, summary)
+            write_json_atomic(spath, summary)
         except OSError:
             pass
     return summary
@@ -685,7 +669,7 @@ def store_entry(h, root):
     run_dir = os.path.join(str(root), str(summary.get("run_id")))
     if not os.path.isdir(run_dir):
         return None
-    return _write_json_atomic(summary_path(run_dir, summary["host"]), dict(summary, verdict=verdict, accepted=accepted))
+    return write_json_atomic(summary_path(run_dir, summary["host"]), dict(summary, verdict=verdict, accepted=accepted))
 
 
 def text_lines(h):

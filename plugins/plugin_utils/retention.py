@@ -32,9 +32,9 @@ import difflib
 import json
 import os
 import re
-import tempfile
 import time as _time
 
+from ansible_collections.fleetqual.storage.plugins.module_utils.atomic import write_atomic
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import history as _history
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import is_number, to_float
 
@@ -204,12 +204,7 @@ def _trim_history_file(path, pruned, dry_run):
             keep.append(line)
     dropped = len(lines) - len(keep)
     if dropped and not dry_run:
-        st = os.stat(path)
-        fd, tmp = tempfile.mkstemp(prefix=".history.jsonl.", dir=os.path.dirname(path))
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.writelines(keep)
-        os.chmod(tmp, st.st_mode & 0o7777)
-        os.replace(tmp, path)
+        write_atomic(path, keep, mode=os.stat(path).st_mode & 0o7777)
     return dropped
 
 
