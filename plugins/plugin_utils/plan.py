@@ -51,6 +51,12 @@ Each resolved spec has the shape of docs/contracts.md section 4: ``id``, ``workl
 ``index`` (1-based), ``of``, plus ``working_set`` (cache | over_cache | explicit) and
 ``sizing`` (one line saying how ``total_size`` was obtained). Use :func:`module_args`
 to keep only the ``fleetqual.storage.iobench`` parameters.
+
+Issue 19: the checks of an option's value and the rules between options come from the
+option table (``module_utils/iobench_options.py``: ``value_error``, ``rule_errors``, the
+binary's own ranges); the targets a plan runs on live in ``targets.py`` and what a plan
+costs and how it reads (durations, space, summary lines) in ``plan_summary.py``; this
+module re-exports their public names.
 """
 
 import copy
@@ -59,13 +65,36 @@ import math
 import re
 
 from ansible_collections.fleetqual.storage.plugins.module_utils import iobench_options
-from ansible_collections.fleetqual.storage.plugins.plugin_utils._common import (
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.vocabulary import (
     MODES,
     human_size,
     parse_size,
     type_name,
 )
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import fmt_num
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.plan_summary import (  # noqa: F401 - re-exported
+    DB_LOG_SIZE_DEFAULT,
+    SEARCH_DEFAULTS,
+    SS_DEFAULTS,
+    WORKING_SETS,
+    dataset_name,
+    expected_duration_s,
+    largest_working_set,
+    plan_summary,
+    read_pct,
+    required_space,
+    search_steps,
+    workload_duration_s,
+    workload_line,
+)
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.targets import (  # noqa: F401 - re-exported
+    DEVICE_ALIGN,
+    PlanError,
+    TARGET_SPEC_KEYS,
+    TARGET_VAR,
+    plan_targets,
+    target_args,
+    workload_key,
+)
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import is_int, is_number
 
 MIB = 1024 ** 2
@@ -87,7 +116,6 @@ VAR_NAMES = {
 
 BUILTIN_DEFAULTS = {"threads": 1, "block_size": 16384, "direct": True, "time": 60, "warmup": 5}
 DEFAULT_FILE_NUM = {"cache": 1, "over_cache": 128, "explicit": 1}
-WORKING_SETS = ("cache", "over_cache")
 _OPT = iobench_options.BY_NAME
 MAX_THREADS = _OPT["threads"]["max"]     # every range: the option table (the binary's own)
 
@@ -95,7 +123,6 @@ MAX_THREADS = _OPT["threads"]["max"]     # every range: the option table (the bi
 # validated here; passed to the module once the option table has their rows (H1/H3).
 STEADY_STATE_KEYS = ("steady_state", "ss_round_time", "ss_window", "ss_range_pct", "ss_slope_pct",
                      "ss_max_rounds", "ss_metric")
-SS_DEFAULTS = {k: iobench_options.BINARY_DEFAULTS[k] for k in STEADY_STATE_KEYS if k != "steady_state"}
 # keys of the option table the role sets itself, never a workload entry
 RUNNER_KEYS = ("prepare",)
 
@@ -103,8 +130,6 @@ RUNNER_KEYS = ("prepare",)
 # plan keys (plugins/module_utils/iobench_options.py), in command-line order
 MODULE_PARAMS = tuple(k for k in iobench_options.PLAN_KEYS if k not in RUNNER_KEYS) + tuple(
     k for k in STEADY_STATE_KEYS if k not in iobench_options.PLAN_KEYS)
-SEARCH_DEFAULTS = {k: iobench_options.BINARY_DEFAULTS[k] for k in ("search_max", "search_step_time")}
-DB_LOG_SIZE_DEFAULT = iobench_options.BINARY_DEFAULTS["db_log_size"]
 RANDOM_MODES = iobench_options.RANDOM_MODES
 SPEC_KEYS = ("id", "workload", "description", "working_set", "precondition") + MODULE_PARAMS
 PROFILE_KEYS = ("description", "extends", "defaults", "matrix")
@@ -117,14 +142,6 @@ LIST_KEYS = ("threads", "rw_ratio")
 
 _ID_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 _LABEL_RE = re.compile(r"^[A-Za-z0-9_.]+$")
-
-
-class PlanError(ValueError):
-    """Raised by :func:`plan` with every problem found; ``errors`` holds the list."""
-
-    def __init__(self, errors):
-        self.errors = list(errors)
-        ValueError.__init__(self, "; ".join(self.errors))
 
 
 # --------------------------------------------------------------------------- validation
@@ -293,16 +310,12 @@ def _resolve_profile_dict(prof, path, profiles, names, errors, seen):
 
 # --------------------------------------------------------------------------- building
 
-def _read_pct(ratio):
-    return int(round(100.0 * ratio / (ratio + 1.0)))
-
-
 def derive_id(spec):
     """The workload id of a spec without an explicit one, derived here only:
     ``<workload>-<mode>-t<threads>``, plus ``-r<read %>`` for an rndrw mix with rw_ratio."""
     wid = "%s-%s-t%d" % (spec["workload"], spec["mode"], spec["threads"])
     if spec["mode"] == "rndrw" and "rw_ratio" in spec:
-        wid += "-r%d" % _read_pct(spec["rw_ratio"])
+        wid += "-r%d" % read_pct(spec["rw_ratio"])
     return wid
 
 
@@ -509,7 +522,7 @@ def _expand(merged, checked, path, sizing, explicit_ids, errors):
                 wid = checked["id"]
                 if expanded:
                     wid += "-t%d" % t if len(threads) > 1 else ""
-                    wid += ("-r%d" % _read_pct(r)) if len(ratios) > 1 else ""
+                    wid += ("-r%d" % read_pct(r)) if len(ratios) > 1 else ""
                 if wid in explicit_ids:
                     errors.append("%s.id: duplicate id %r (also %s)" % (path, wid, explicit_ids[wid]))
                     continue
@@ -589,23 +602,6 @@ _OUTPUT_ORDER = ("id", "workload", "description", "mode", "threads", "file_num",
 _OUTPUT_TAIL = ("working_set", "sizing", "dataset", "index", "of")
 
 
-def _compact_size(n):
-    for suffix, mult in (("T", 1024 ** 4), ("G", 1024 ** 3), ("M", 1024 ** 2), ("K", 1024)):
-        if n >= mult and n % mult == 0:
-            return "%d%s" % (n // mult, suffix)
-    return str(n)
-
-
-def dataset_name(spec):
-    """Name of the data set (the files) a workload runs on: ``<working set or workload
-    label>-<file_num>x<file size>``, e.g. ``over_cache-128x32M``. Workloads with the same
-    name use the same files, so the role can prepare them once in
-    ``<fleetqual_test_dir>/<dataset>``; it is a plain directory name."""
-    label = spec.get("working_set") if spec.get("working_set") in WORKING_SETS else spec.get("workload")
-    fn = int(spec.get("file_num") or 1)
-    return "%s-%dx%s" % (label, fn, _compact_size(int(spec.get("total_size") or 0) // fn))
-
-
 def _same(a, b):
     ignore = ("id", "index", "of", "description", "_path")
     return {k: v for k, v in a.items() if k not in ignore} == {k: v for k, v in b.items() if k not in ignore}
@@ -648,277 +644,8 @@ def module_args(spec):
     return {k: copy.deepcopy(v) for k, v in spec.items() if k in MODULE_PARAMS and k not in skip}
 
 
-def largest_working_set(plan_list):
-    """Largest ``total_size`` (bytes) in the plan: the free space the test dir needs."""
-    sizes = [int(w.get("total_size") or 0) for w in plan_list or []]
-    return max(sizes) if sizes else 0
-
-
-def required_space(plan_list):
-    """Bytes of all distinct data sets of the plan: the free space needed when data sets
-    are kept until the end of the run (prepared once, shared by their workloads). A
-    dbpattern workload adds its log file (db_log_size, iobench's default 64 MiB). Device
-    targets need no free space and are not counted; with several path targets, call it on
-    each target's workloads (``selectattr('target', 'equalto', name)``)."""
-    sizes = {}
-    for w in plan_list or []:
-        if w.get("target_kind") == "device":
-            continue
-        name = w.get("dataset") or dataset_name(w)
-        log = int(w.get("db_log_size") or DB_LOG_SIZE_DEFAULT) if w.get("mode") == "dbpattern" else 0
-        sizes[name] = max(sizes.get(name, 0), int(w.get("total_size") or 0) + log)
-    return sum(sizes.values())
-
-
-def search_steps(w):
-    """Number of steps a search runs: 1, 2, 4, ... up to search_max, plus max itself."""
-    top = int(w.get("search_max") or SEARCH_DEFAULTS["search_max"])
-    steps, k = 0, 1
-    while k < top:
-        steps, k = steps + 1, k * 2
-    return steps + 1
-
-
-def workload_duration_s(w):
-    """Planned seconds of one workload: warmup + time, or warmup + steps x step time, or
-    for steady state at most warmup + max rounds x round time (preconditioning not included)."""
-    if w.get("steady_state"):
-        return int(w.get("warmup") or 0) + int(w.get("ss_max_rounds") or SS_DEFAULTS["ss_max_rounds"]) * float(
-            w.get("ss_round_time") or SS_DEFAULTS["ss_round_time"])
-    if w.get("search"):
-        return int(w.get("warmup") or 0) + search_steps(w) * int(w.get("search_step_time") or 0)
-    return int(w.get("time") or 0) + int(w.get("warmup") or 0)
-
-
-def expected_duration_s(plan_list):
-    """Sum of ``warmup + time`` over the plan, in seconds (prepare/cleanup not included;
-    a workload bounded by ``requests`` with ``time: 0`` counts its warmup only)."""
-    return sum(workload_duration_s(w) for w in plan_list or [])
-
-
-def _duration_text(seconds):
-    seconds = int(seconds)
-    if seconds < 60:
-        return "%d s" % seconds
-    h, rest = divmod(seconds, 3600)
-    m, s = divmod(rest, 60)
-    if h:
-        return "%d h %02d min" % (h, m)
-    return "%d min %02d s" % (m, s) if s else "%d min" % m
-
-
-def workload_line(w):
-    """One human line for a workload spec."""
-    parts = ["%s, %d thread%s" % (w["mode"], w["threads"], "" if w["threads"] == 1 else "s")]
-    fn = int(w.get("file_num") or 1)
-    total = int(w.get("total_size") or 0)
-    if w.get("target_kind") == "device":
-        parts.append("device %s, %s" % (w.get("target_device"), "the first %s" % human_size(w["device_size"])
-                                        if w.get("device_size") else "the whole device"))
-    elif fn == 1:
-        parts.append("1 file of %s" % human_size(total))
-    else:
-        parts.append("%d files x %s = %s" % (fn, human_size(total // fn), human_size(total)))
-    if w.get("working_set") in WORKING_SETS:
-        parts[-1] += " (%s)" % w["working_set"]
-    parts.append("%s blocks" % human_size(w.get("block_size")))
-    parts.append("O_DIRECT" if w.get("direct") else "buffered")
-    if w.get("rw_ratio") is not None:
-        pct = _read_pct(w["rw_ratio"])
-        parts.append("%d/%d read/write" % (pct, 100 - pct))
-    if w.get("precondition"):
-        parts.append("preconditioned (%d pass%s)" % (w["precondition"], "" if w["precondition"] == 1 else "es"))
-    if w.get("fsync_freq"):
-        parts.append("%s every %d write%s" % (w.get("fsync_mode", "fsync"), w["fsync_freq"],
-                                              "" if w["fsync_freq"] == 1 else "s"))
-    if w.get("engine") and w["engine"] != "sync":
-        parts.append("%s iodepth %s" % (w["engine"], w.get("iodepth", 1)))
-    if w.get("search"):
-        parts.append("search %s 1..%s for p%s <= %s ms, %d steps x %s s + %s s warmup" % (
-            w["search"], w.get("search_max"), str(w.get("search_percentile", "p99"))[1:],
-            fmt_num(w.get("search_bound_ms", 50)), search_steps(w), w.get("search_step_time"),
-            w.get("warmup", 0)))
-    elif w.get("steady_state"):
-        parts.append("steady state: rounds of %s s, up to %s, + %s s warmup" % (
-            w.get("ss_round_time") or SS_DEFAULTS["ss_round_time"],
-            w.get("ss_max_rounds") or SS_DEFAULTS["ss_max_rounds"], w.get("warmup", 0)))
-    elif w.get("time"):
-        parts.append("%s s + %s s warmup" % (w["time"], w.get("warmup", 0)))
-    else:
-        parts.append("%s requests + %s s warmup" % (w.get("requests"), w.get("warmup", 0)))
-    where = " on %s" % w["target"] if w.get("target") else ""
-    return "[%s/%s] %s%s: %s" % (w.get("index", "?"), w.get("of", "?"), w["id"], where, ", ".join(parts))
-
-
-def plan_summary(plan_list):
-    """Printable lines: one per workload, then a total line."""
-    lines = [workload_line(w) for w in plan_list or []]
-    n = len(plan_list or [])
-    lines.append("%d workload%s, about %s of measurement and warmup (prepare not included), "
-                 "largest working set %s" % (n, "" if n == 1 else "s",
-                                             _duration_text(expected_duration_s(plan_list)),
-                                             human_size(largest_working_set(plan_list))))
-    return lines
-
-
 __all__ = ["plan", "resolve", "derive_id", "module_args", "largest_working_set",
            "required_space", "dataset_name", "expected_duration_s",
            "plan_summary", "workload_line", "workload_duration_s", "search_steps", "human_size", "PlanError",
            "MODULE_PARAMS",
            "plan_targets", "TARGET_SPEC_KEYS", "workload_key", "target_args"]
-
-
-# --------------------------------------------------------------------------- targets (issue 11)
-#
-# ``fleetqual_targets``: where a host's plan runs, one target after the other. Checked and
-# resolved by ``validate.resolve_targets`` (validation before any host is contacted, and
-# the filter before the plan is expanded here):
-#
-#   {name, kind: path, path, shorthand}                              a directory
-#   {name, kind: device, device, destroy_data: true, serial, size}   a whole block device
-#
-# An empty list is the shorthand: one path target, ``fleetqual_test_dir``; the plan of a
-# shorthand target is the plan as it always was (no target keys at all).
-
-TARGET_VAR = "fleetqual_targets"
-DEVICE_ALIGN = 512
-# keys plan_targets adds to a spec (and so to its record)
-TARGET_SPEC_KEYS = ("target", "target_kind", "target_path", "target_device", "target_serial", "key", "device_size")
-
-
-def _capacity_map(capacities):
-    """``{device path: bytes}`` from a mapping, or from the drives module's result
-    (``guard`` entries' ``device``/``resolved``/``size_bytes``, ``drives``' paths)."""
-    if not isinstance(capacities, dict):
-        return {}
-    if not any(k in capacities for k in ("guard", "drives")):
-        return {k: v for k, v in capacities.items() if is_int(v) and v > 0}
-    out = {}
-    for d in capacities.get("drives") or []:
-        if isinstance(d, dict) and is_int(d.get("size_bytes")):
-            for p in [d.get("path"), d.get("id_path")] + list(d.get("by_id") or []):
-                if p:
-                    out[p] = d["size_bytes"]
-    for g in capacities.get("guard") or []:
-        if isinstance(g, dict) and is_int(g.get("size_bytes")):
-            for p in (g.get("device"), g.get("resolved")):
-                if p:
-                    out[p] = g["size_bytes"]
-    return out
-
-
-def _device_spec(spec, target, region, region_text, where, errors):
-    """A workload spec on a device target: one region from offset 0 (iobench --device
-    --size), no files. Over-cache working sets use the whole region; cache and explicit
-    ones keep their size and must fit in it."""
-    s = dict(spec)
-    planned = int(spec.get("total_size") or 0)
-    s["file_num"] = 1
-    if not s.get("direct"):
-        s["direct"] = True
-        note = "; O_DIRECT (a block device is always measured with O_DIRECT)"
-    else:
-        note = ""
-    if spec.get("working_set") == "over_cache":
-        if region is None:
-            s["total_size"] = None
-            s["device_size"] = 0
-            s["sizing"] = "the whole device %s (capacity not known to the plan; at least %s for over_cache)%s" % (
-                target["device"], human_size(planned), note)
-        else:
-            usable = region - region % int(spec["block_size"])
-            if usable < planned:
-                errors.append("%s: %s is smaller than workload %s's over_cache working set %s (%s); give a larger "
-                              "size: (at least %s) or a smaller fleetqual_cache_size"
-                              % (where, region_text, spec["id"], human_size(planned), spec.get("sizing"),
-                                 _compact_size(-(-planned // DEVICE_ALIGN) * DEVICE_ALIGN)))
-                return None
-            s["total_size"] = usable
-            s["device_size"] = usable
-            s["sizing"] = "%s -> %s%s" % (region_text, human_size(usable), note)
-    else:
-        if region is not None and planned > region:
-            errors.append("%s: %s is smaller than workload %s's working set %s; give a larger size: (at least %s)"
-                          % (where, region_text, spec["id"], human_size(planned),
-                             _compact_size(-(-planned // DEVICE_ALIGN) * DEVICE_ALIGN)))
-            return None
-        s["device_size"] = planned
-        s["sizing"] = "%s, the first %s of %s%s" % (spec.get("sizing"), human_size(planned), target["device"], note)
-    s["dataset"] = "%s@0+%s" % (target["name"], _compact_size(int(s["device_size"])) if s["device_size"] else "all")
-    return s
-
-
-def plan_targets(plan_list, targets, capacities=None, host=None, names=None):
-    """The host's plan run on each of its targets, one target after the other.
-
-    ``plan_list``: the resolved plan (:func:`plan`); ``targets``: the resolved targets
-    (``validate.resolve_targets``; empty or the one shorthand target: the plan as it is);
-    ``capacities``: device sizes from the host's facts (a mapping ``{device path: bytes}``
-    or the ``fleetqual.storage.drives`` result).
-
-    With the shorthand target the plan is returned unchanged. Otherwise every spec gains
-    ``target`` (name), ``target_kind`` (path | device), ``target_path`` or
-    ``target_device`` (+ ``target_serial`` when given), ``key`` (``<id>@<target>``: unique
-    in the expanded plan; the record key is (host, target, id)) and new ``index``/``of``.
-    Device specs also get ``device_size`` (iobench ``--size``, 0 = the whole device),
-    ``file_num: 1``, ``direct: true`` and a ``dataset`` naming the region
-    (``<target>@0+<size>``: offsets, not files). Raises :class:`PlanError`.
-    """
-    resolved, errors = list(targets or []), []
-    if not resolved or (len(resolved) == 1 and resolved[0].get("shorthand")):
-        return list(plan_list or [])
-    caps = _capacity_map(capacities)
-    var = dict(VAR_NAMES, **(names or {})).get("targets", TARGET_VAR)
-    out = []
-    for ti, target in enumerate(resolved):
-        where = "%s%s[%d] (%s)" % ("host %s: " % host if host else "", var, ti, target["name"])
-        if target["kind"] == "device":
-            cap = caps.get(target["device"])
-            if target.get("size") is not None:
-                if cap is not None and target["size"] > cap:
-                    errors.append("%s.size: %s is larger than the device (%s); at most %s"
-                                  % (where, human_size(target["size"]), human_size(cap), _compact_size(cap)))
-                    continue
-                region, region_text = target["size"], "size: %s" % human_size(target["size"])
-            elif cap is not None:
-                region, region_text = cap, "the whole device (%s)" % human_size(cap)
-            else:
-                region, region_text = None, None
-        for spec in plan_list or []:
-            if target["kind"] == "device":
-                s = _device_spec(spec, target, region, region_text, where, errors)
-                if s is None:
-                    continue
-                s["target_device"] = target["device"]
-                if target.get("serial"):
-                    s["target_serial"] = target["serial"]
-            else:
-                s = dict(spec)
-                s["target_path"] = target["path"]
-            s["target"] = target["name"]
-            s["target_kind"] = target["kind"]
-            s["key"] = workload_key(s)
-            out.append(s)
-    if errors:
-        raise PlanError(errors)
-    for i, s in enumerate(out):
-        s["index"] = i + 1
-        s["of"] = len(out)
-    return out
-
-
-def workload_key(spec):
-    """The key of a workload in the host's expanded plan and of its record: ``<id>@<target>``,
-    or the ``id`` alone for the shorthand target (the record key is (host, target, id))."""
-    return "%s@%s" % (spec["id"], spec["target"]) if spec.get("target") else spec["id"]
-
-
-def target_args(spec):
-    """Where the benchmark of a spec runs, as module parameters: ``{dir: <path>/<dataset>}``
-    for a path target, ``{device, size}`` for a device target, ``{}`` for the shorthand
-    (the role passes ``fleetqual_test_dir`` as it always did)."""
-    if spec.get("target_kind") == "device":
-        return {"device": spec["target_device"], "size": int(spec.get("device_size") or 0)}
-    if spec.get("target_kind") == "path":
-        return {"dir": "%s/%s" % (spec["target_path"].rstrip("/"), spec["dataset"])}
-    return {}
