@@ -348,13 +348,13 @@ def load_summary(run_dir, host, cache=True):
     return summary
 
 
-def host_history(root, host, before=None, limit=None, stop=None):
+def host_history(root, host, before=None, limit=None, stop=None, runs=None):
     """The host's summaries newest first, from the runs under ``root`` (those older than run
     id ``before`` when given: the current run and any newer are skipped).  Reads one small
     file per run that holds the host; stops after ``limit`` summaries, or when
-    ``stop(summaries)`` is true."""
+    ``stop(summaries)`` is true.  ``runs``: list_runs(root) made once for many hosts."""
     out = []
-    runs = list_runs(root)
+    runs = list_runs(root) if runs is None else runs
     if before is not None:
         idx = [i for i, r in enumerate(runs) if r[1] == before]
         if idx:
@@ -611,7 +611,7 @@ def inconclusive_streak(current, history):
     return n
 
 
-def host_drift(root, record, verdict=None, settings=None):
+def host_drift(root, record, verdict=None, settings=None, runs=None):
     """Judge a host record against its own history under ``root`` (the results directory):
     reads only this host's summaries of earlier runs, newest first, until it has
     ``trend_runs`` of them and an accepted run of the same plan for each target (or none
@@ -626,28 +626,32 @@ def host_drift(root, record, verdict=None, settings=None):
         if len(found) < settings["trend_runs"]:
             return False
         return all(baseline_for(found, t, fp) is not None for t, fp in plan.items())
-    history = host_history(root, current["host"], before=current["run_id"], stop=enough)
+    history = host_history(root, current["host"], before=current["run_id"], stop=enough, runs=runs)
     return drift_findings(current, history, settings)
 
 
 # --------------------------------------------------------------------------- report time
 
-def judge_entry(h, record, root):
+def judge_entry(h, record, root, runs=None):
     """At report time: judge the fleet host entry ``h`` (built from ``record``) against the
     host's history under the results directory ``root``, into ``h["history"]``:
     ``{baselines, findings, compared, inconclusive_streak, summary}`` (``error`` instead
     when the record's ``drift`` settings are invalid).  Nothing when ``root`` is not given
-    or holds no directory of the record's run (a report of records not stored there)."""
+    or holds no directory of the record's run (a report of records not stored there).
+    ``runs``: list_runs(root), made once per report.  The record's ``retention``
+    (fleetqual_retention) is kept as ``h["history"]["retention"]`` for the report's
+    retention step (retention.fleet_policy)."""
     if not root or not is_record(record) or not os.path.isdir(os.path.join(str(root), str(record.get("run_id")))):
         return None
     try:
-        out = host_drift(str(root), record)
+        out = host_drift(str(root), record, runs=runs)
     except ValueError as exc:
         h["history"] = {"error": str(exc), "findings": [], "compared": [], "baselines": {},
                         "inconclusive_streak": 0, "summary": None}
         return h["history"]
     out.pop("identity", None)
     out["summary"] = summarize(record)
+    out["retention"] = record.get("retention") if isinstance(record.get("retention"), dict) else None
     h["history"] = out
     return out
 

@@ -258,4 +258,31 @@ def prune(root, policy=None, now=None, dry_run=False, current_run=None):
     return out
 
 
-__all__ = ["validate_retention", "prune", "run_dirs", "baseline_runs", "DEFAULTS"]
+def fleet_policy(hosts):
+    """The retention policy of a report: the hosts' ``fleetqual_retention`` (carried by
+    their records, history.judge_entry), the most permissive one where they differ (a run
+    directory holds every host: for each key the largest value, null = no limit, wins);
+    None when no host carries one or a value is invalid (nothing is pruned)."""
+    policies = [(h.get("history") or {}).get("retention") for h in hosts]
+    policies = [p for p in policies if isinstance(p, dict)]
+    if not policies or any(validate_retention(p) for p in policies):
+        return None
+    out = {}
+    for key in DEFAULTS:
+        values = [p.get(key) for p in policies]
+        out[key] = None if any(v is None for v in values) else max(values)
+    return out if any(v is not None for v in out.values()) else None
+
+
+def after_report(fleet, run_dir):
+    """The report step's retention: prune the results directory holding ``run_dir`` with
+    the fleet's policy (fleet_policy), keeping this run.  Returns prune's result, or None
+    when there is no policy."""
+    policy = fleet_policy(fleet.get("hosts") or ())
+    if policy is None:
+        return None
+    root = os.path.dirname(os.path.abspath(run_dir))
+    return prune(root, policy, current_run=fleet.get("run_id"))
+
+
+__all__ = ["validate_retention", "prune", "run_dirs", "baseline_runs", "DEFAULTS", "fleet_policy", "after_report"]

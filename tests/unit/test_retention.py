@@ -197,3 +197,19 @@ def test_property_keeps_exactly_the_policy_and_every_baseline(tmp_path_factory, 
         assert sorted(os.listdir(os.path.join(root, rid))) == sorted(["%s.json" % h for h in hosts] + ["history.d"])
     assert tree(os.path.join(root, user_dir_name)) == foreign_before
     assert user_dir_name in out["foreign"]
+
+
+def test_the_report_step_prunes_with_the_most_permissive_policy_of_its_hosts(tmp_path):
+    root = str(tmp_path)
+    for day in range(6):
+        store(root, make_record("h1", run_id(day), slim=True))
+    hosts = [{"host": "h1", "history": {"retention": {"keep_runs": 2, "keep_days": None}}},
+             {"host": "h2", "history": {"retention": {"keep_runs": 3, "keep_days": None}}},
+             {"host": "h3"}]
+    assert retention.fleet_policy(hosts) == {"keep_runs": 3, "keep_days": None}
+    assert retention.fleet_policy(hosts + [{"host": "h4", "history": {"retention": {"keep_runs": None}}}]) is None
+    assert retention.fleet_policy(hosts + [{"host": "h5", "history": {"retention": {"keep_run": 1}}}]) is None
+    assert retention.after_report({"run_id": run_id(5), "hosts": [{"host": "h3"}]}, os.path.join(root, run_id(5))) is None
+    out = retention.after_report({"run_id": run_id(5), "hosts": hosts}, os.path.join(root, run_id(5)))
+    assert out["kept"] == [run_id(5), run_id(4), run_id(3)]
+    assert sorted(os.listdir(root)) == [run_id(3), run_id(4), run_id(5)]
