@@ -357,8 +357,8 @@ def rule_errors(params, sizes=None, device=False):
         time_s = params["time"] if given("time") else (0 if params.get("requests") else BINARY_DEFAULTS["time"])
         if time_s == 0 and not params.get("requests"):
             out.append(("time", "time 0 (no limit) needs requests, or the run would never end"))
-    if not device and (mode in SEQUENTIAL_MODES) and all(_is_int(v(k)) and v(k) > 0 for k in
-                                                          ("total_size", "file_num", "block_size", "threads")):
+    sized = all(_is_int(v(k)) and v(k) > 0 for k in ("total_size", "file_num", "block_size", "threads"))
+    if not device and mode in SEQUENTIAL_MODES and sized:
         blocks = v("total_size") // v("file_num") // bs * v("file_num")
         if blocks < v("threads"):
             out.append(("threads", "threads %d is more than the %d blocks of the working set (each thread of a "

@@ -87,8 +87,8 @@ def validate(params):
     if params["timeout"] is not None and params["timeout"] < 1:
         errors.append("timeout must be at least 1 second, got %d" % params["timeout"])
     good = {k: v for k, v in params.items() if k not in bad}     # a bad value is reported once, above
-    errors.extend(msg for _name, msg in opts.rule_errors(good, {k: v for k, v in sizes.items() if k not in bad},
-                                                          device=bool(device)))
+    good_sizes = {k: v for k, v in sizes.items() if k not in bad}
+    errors.extend(msg for _name, msg in opts.rule_errors(good, good_sizes, device=bool(device)))
     return errors, sizes
 
 

@@ -11,8 +11,8 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.vocabulary impor
 
 WORKING_SETS = ("cache", "over_cache")
 # the binary's defaults of the options a duration depends on (the option table)
-SS_DEFAULTS = {k: iobench_options.BINARY_DEFAULTS[k] for k in ("ss_round_time", "ss_window", "ss_range_pct",
-                                                                  "ss_slope_pct", "ss_max_rounds")}
+SS_DEFAULTS = {k: iobench_options.BINARY_DEFAULTS[k]
+               for k in ("ss_round_time", "ss_window", "ss_range_pct", "ss_slope_pct", "ss_max_rounds")}
 SEARCH_DEFAULTS = {k: iobench_options.BINARY_DEFAULTS[k] for k in ("search_max", "search_step_time")}
 DB_LOG_SIZE_DEFAULT = iobench_options.BINARY_DEFAULTS["db_log_size"]
 

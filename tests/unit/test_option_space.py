@@ -123,8 +123,8 @@ def named(errors, name):
     return any(pat.search(e) for e in errors)
 
 
-@settings(max_examples=600, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                   HealthCheck.too_slow])
+@settings(max_examples=600, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(entry=workloads())
 def test_controller_and_binary_agree(iobench_binary, entry):  # noqa: F811
     specs, errors = P.resolve([entry], cache_size="16M")
