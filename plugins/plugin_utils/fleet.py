@@ -16,6 +16,7 @@ Nothing here imports Ansible; every function is testable on synthetic dicts."""
 from __future__ import annotations
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import drive_consistency
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import history as historymod
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import verdict as verdictmod
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.baseline import baseline_deltas
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet_hosts import apply_verdict, attach_detail, build_host, compact_host, detail_rank
@@ -36,7 +37,7 @@ DEFAULT_OPTIONS = {
 
 
 def aggregate(records, play=None, inventory=None, options=None, baseline=None, now=None, run_id=None,
-              loader=None, detail_hosts=100, entries=(), entry_sink=None, hist=None):
+              loader=None, detail_hosts=100, entries=(), entry_sink=None, hist=None, results_root=None):
     """Build the fleet dict (fleet.json content).
 
     records:   {host: record}, or an iterable of (host, record) pairs consumed one at a
@@ -55,10 +56,22 @@ def aggregate(records, play=None, inventory=None, options=None, baseline=None, n
     hist:      a HistogramAccumulator already holding the histograms of ``entries``
     entry_sink: called with every host entry built here (before its histograms are
                merged), to store it (``EntryWriter``)
+    results_root: the results directory holding the run (default: from the records'
+               ``results_file``); each host built here is judged against its own history
+               there (plugin_utils/history.py, ``history`` of the entry) and this run's
+               summary of each host is stored there with its final verdict
     """
     with gc_paused():
         return _aggregate(records, play, inventory, options, baseline, now, run_id, loader, detail_hosts,
-                          entries, entry_sink, hist)
+                          entries, entry_sink, hist, results_root)
+
+
+def _records_root(mapping):
+    """The results directory of a mapping of records (run_store.results_root), or None."""
+    if not mapping:
+        return None
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.run_store import results_root  # pylint: disable=import-outside-toplevel
+    return results_root(mapping)
 
 
 def fleet_options(options):
@@ -73,7 +86,7 @@ def fleet_options(options):
 
 
 def _aggregate(records, play, inventory, options, baseline, now, run_id, loader, detail_hosts, entries,
-               entry_sink, hist):
+               entry_sink, hist, results_root=None):
     opts = fleet_options(options)
     play = play or {}
     inventory = inventory or {}
@@ -86,6 +99,8 @@ def _aggregate(records, play, inventory, options, baseline, now, run_id, loader,
         mapping = None
         pairs = iter(records or ())
     hist = hist or HistogramAccumulator()
+    root = results_root if results_root is not None else _records_root(mapping)
+    runs = historymod.list_runs(root) if root else None      # each host against its history (issue 17)
     hosts = {}
     run_ids = {}
 
@@ -103,8 +118,9 @@ def _aggregate(records, play, inventory, options, baseline, now, run_id, loader,
     for name, rec in pairs:
         name = str(name)
         if isinstance(rec, dict):
-            take(build_host(name, rec, play.get(name), inventory.get(name), keep_detail=False, histograms=True),
-                 True)
+            entry = build_host(name, rec, play.get(name), inventory.get(name), keep_detail=False, histograms=True)
+            historymod.judge_entry(entry, rec, root, runs)
+            take(entry, True)
     others = set(inventory) | {h for h, p in play.items()
                                if (p.get("counts") or {}).get("failures")
                                or (p.get("counts") or {}).get("unreachable")
@@ -137,6 +153,10 @@ def _aggregate(records, play, inventory, options, baseline, now, run_id, loader,
     findings, drive_rows = judge_drives(hosts, opts)
     for h in hosts:
         apply_verdict(h, opts)
+
+    if root:
+        for h in hosts:
+            historymod.store_entry(h, root)          # this run's history summary, with the final verdict
 
     # full detail for the hosts a reader looks at first: read their records again
     ranked = sorted(hosts, key=detail_rank)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import diagnostics as diagmod
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import drive_consistency
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import history as historymod
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import verdict as verdictmod
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet_latency import latency_histogram
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet_rows import clean_metrics, host_detail, row_key, spec_key, summarize_workload
@@ -166,7 +167,8 @@ def apply_verdict(h, opts):
     """Final verdict of a fleet host (verdict.final_verdict with its fleet judgements)."""
     play = h["play"]
     decided = verdictmod.final_verdict(h["_record"], play.get("failed_task"), play.get("unreachable_task"),
-                                       h["outliers"], h["regressions"], opts, h.get("drive_findings") or ())
+                                       h["outliers"], h["regressions"], opts, h.get("drive_findings") or (),
+                                       history_findings=historymod.findings_of(h))
     h["verdict"] = decided["verdict"]
     h["reasons"] = decided["reasons"]
     h["notes"] = decided["notes"]
