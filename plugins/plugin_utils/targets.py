@@ -18,6 +18,7 @@ keep working there.
 import difflib
 import re
 
+from ansible_collections.fleetqual.storage.plugins.module_utils import iobench_options
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.vocabulary import human_size, parse_size, type_name
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import is_int
 
@@ -288,6 +289,12 @@ def _device_spec(spec, target, region, region_text, where, errors):
             s["device_size"] = usable
             s["sizing"] = "%s -> %s%s" % (region_text, human_size(usable), note)
     else:
+        if planned % DEVICE_ALIGN:
+            closest = compact_size(max(DEVICE_ALIGN, planned // DEVICE_ALIGN * DEVICE_ALIGN))
+            errors.append("%s: workload %s's working set %s (%d bytes) is not a multiple of %d bytes, which a device "
+                          "region needs; closest: total_size: %s"
+                          % (where, spec["id"], human_size(planned), planned, DEVICE_ALIGN, closest))
+            return None
         if region is not None and planned > region:
             errors.append("%s: %s is smaller than workload %s's working set %s; give a larger size: (at least %s)"
                           % (where, region_text, spec["id"], human_size(planned),
@@ -339,6 +346,12 @@ def plan_targets(plan_list, targets, capacities=None, host=None, names=None):
             if target["kind"] == "device":
                 s = _device_spec(spec, target, region, region_text, where, errors)
                 if s is None:
+                    continue
+                # what iobench --device refuses (dbpattern needs files, sizes for O_DIRECT)
+                problems = iobench_options.rule_errors(s, device=True)
+                for _key, msg in problems:
+                    errors.append("%s: workload %s on a device target: %s" % (where, s["id"], msg))
+                if problems:
                     continue
                 s["target_device"] = target["device"]
                 if target.get("serial"):

@@ -10,6 +10,9 @@ and just outside the ranges of the option table, and the rules between options i
 * every workload the binary refuses was refused by the controller first, with the option the
   binary names in its error named in one of the controller's errors.
 
+A second property does the same on a raw device target (``targets.plan_targets``), where
+it found an explicit working set off the 512-byte sector passing the controller.
+
 The edges come from the Python table; if a row drifts from the C table, its edge values are
 where the binary and the controller disagree (tests/unit/test_iobench_options.py says which
 row)."""
@@ -179,3 +182,36 @@ def test_drifted_options_agree_at_their_edges(iobench_binary, extra, ok):  # noq
     if not ok:
         name = re.search(r"--([a-z][a-z0-9-]*)", err).group(1).replace("-", "_")
         assert named(errors, name), (err, errors)
+
+
+DEVICE = "/dev/disk/by-id/nvme-FLEETQUAL_OPTION_SPACE"     # --check opens nothing
+
+
+@settings(max_examples=200, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(entry=workloads(), size=st.sampled_from([None, 512, 64 << 20, 1 << 30, (64 << 20) + 512]))
+def test_controller_and_binary_agree_on_a_device_target(iobench_binary, entry, size):  # noqa: F811
+    """The same on a raw device target (plan.plan_targets: the region, O_DIRECT, no files):
+    what the controller accepts, the module and ``iobench run --device ... --check`` accept."""
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils import targets as T
+    target = dict({"device": DEVICE, "destroy_data": True}, **({"size": size} if size else {}))
+    resolved, problems = T.resolve_targets([target])
+    assert problems == []
+    specs, errors = P.resolve([entry], cache_size="16M")
+    if errors:
+        return
+    try:
+        specs = T.plan_targets(specs, resolved, capacities={DEVICE: 8 << 30})
+    except T.PlanError as exc:
+        event("refused on the device target")
+        note("device errors=%r" % exc.errors)
+        return
+    event("accepted on the device target")
+    for spec in specs:
+        params = workload.defaults()
+        params.update(opts.workload_params(P.module_args(spec)))
+        params.update(T.target_args(spec), binary=iobench_binary)
+        merrors, sizes = workload.validate(params)
+        assert merrors == [], (spec, merrors)
+        rc, err, argv = check(iobench_binary, params, sizes)
+        assert rc == 0, ("the controller accepted on a device what the binary refuses", spec, argv, err)

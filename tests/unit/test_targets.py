@@ -259,3 +259,28 @@ def test_target_logic_lives_in_one_module():
         path = mod.__file__
         with open(path) as fh:
             assert sum(1 for _ in fh) <= 700, path
+
+
+def test_a_workload_iobench_refuses_on_a_device_is_refused_before_any_host():
+    """dbpattern needs a directory (its redo log): refused on a device target, naming the
+    target, the workload and the option, not mid-run by iobench --device."""
+    plan = P.plan([{"workload": "db", "mode": "dbpattern", "working_set": "cache"},
+                   {"workload": "r", "mode": "rndrd", "working_set": "cache"}], cache_size="64M")
+    resolved, problems = V.resolve_targets([{"device": "/dev/disk/by-id/nvme-A_S1", "destroy_data": True}])
+    assert problems == []
+    with pytest.raises(P.PlanError) as exc:
+        P.plan_targets(plan, resolved, capacities={"/dev/disk/by-id/nvme-A_S1": 8 * GIB}, host="db01")
+    assert exc.value.errors == ["host db01: fleetqual_targets[0] (nvme-A_S1): workload db-dbpattern-t1 on a device "
+                                "target: mode dbpattern needs a directory (its log and data files), not a device"]
+
+
+def test_an_explicit_working_set_off_the_sector_is_refused_on_a_device():
+    """Found by tests/unit/test_option_space.py: total_size 1M + 1 on a device target passed
+    the controller and was refused by the module on the host (--size needs 512-byte multiples)."""
+    plan = P.plan([{"workload": "w", "mode": "rndrd", "total_size": (1 << 20) + 1}])
+    resolved, _problems = V.resolve_targets([{"device": "/dev/disk/by-id/nvme-A_S1", "destroy_data": True}])
+    with pytest.raises(P.PlanError) as exc:
+        P.plan_targets(plan, resolved, capacities={"/dev/disk/by-id/nvme-A_S1": 8 * GIB})
+    assert exc.value.errors == ["fleetqual_targets[0] (nvme-A_S1): workload w-rndrd-t1's working set 1.0 MiB "
+                                "(1048577 bytes) is not a multiple of 512 bytes, which a device region needs; "
+                                "closest: total_size: 1M"]
