@@ -697,8 +697,12 @@ def text_lines(h):
 
 def add_prometheus(reg, hosts):
     """The history series of the fleet textfile (docs/compliance.md, "Alerting"), added to
-    the prometheus_client registry ``reg`` from the fleet's host entries."""
+    the prometheus_client registry ``reg`` from the fleet's host entries; none when no host
+    was judged against a history (a report of records outside a results directory)."""
     from prometheus_client import Gauge  # pylint: disable=import-outside-toplevel
+
+    if not any(h.get("history") for h in hosts):
+        return reg
 
     hg = ["host", "group"]
     streak = Gauge("fleetqual_host_inconclusive_streak_runs",

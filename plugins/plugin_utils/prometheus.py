@@ -12,6 +12,7 @@ import datetime
 import os
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet_json import utc_now
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.history import add_prometheus as add_history_prometheus
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet_rows import PCT_KEYS, row_key, summarize_workload
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.outliers import JUDGED_METRICS
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.plain import gc_paused
@@ -44,6 +45,7 @@ def prometheus_registry(fleet):
             v = row.get("%s_ms" % pct)
             if v is not None:
                 lat.labels(workload=row["workload"], op=row["latency_op"], percentile=pct).set(v / 1000.0)
+    add_history_prometheus(reg, fleet["hosts"])     # drift, wear, INCONCLUSIVE in a row (issue 17, docs/compliance.md)
     ts = Gauge("fleetqual_last_run_timestamp_seconds", "When the fleet report was generated.", registry=reg)
     try:
         ts.set(datetime.datetime.strptime(fleet["generated_at"], "%Y-%m-%dT%H:%M:%SZ").replace(

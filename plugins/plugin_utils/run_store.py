@@ -191,7 +191,7 @@ def aggregate_run(run_dir, options=None, baseline=None, now=None, detail_hosts=1
     try:
         fleet = aggregate(iter_run_records(run_dir, stale), options=options, baseline=baseline, now=now,
                           run_id=run_id, loader=run_loader(run_dir), detail_hosts=detail_hosts, entries=entries,
-                          entry_sink=sink, hist=hist)
+                          entry_sink=sink, hist=hist, results_root=os.path.dirname(os.path.abspath(run_dir)))
     except BaseException:
         if sink is not None:
             sink.abort()
