@@ -737,6 +737,20 @@ def fleet_arrays(records, latency_bound_ms=None):
             for name, runs in sorted(array_runs(records).items(), key=lambda kv: natural_key(kv[0]))]
 
 
+def fleet_arrays_of(hosts, runs, loader=None):
+    """fleet.json's ``arrays`` at aggregation time: ``runs`` is ``{host: array_run}`` of the
+    records read in this aggregation; a host entry stored earlier (fleet.d/, a merge of
+    slices) that names an ``array`` has its record read again with ``loader``, so a report
+    merged from slices keeps its arrays."""
+    runs = dict(runs or {})
+    for h in hosts:
+        if h.get("array") and h["host"] not in runs and loader is not None:
+            rec = loader(h["host"])
+            if isinstance(rec, dict) and isinstance(rec.get("array_run"), dict):
+                runs[h["host"]] = rec["array_run"]
+    return fleet_arrays({host: {"array_run": run} for host, run in runs.items()})
+
+
 def host_arrays(arrays, host):
     """The arrays (fleet.json entries) the host belongs to: what ``verdict.final_verdict``
     takes so an array's verdict gates its hosts."""

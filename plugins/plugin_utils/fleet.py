@@ -15,6 +15,7 @@ Nothing here imports Ansible; every function is testable on synthetic dicts."""
 
 from __future__ import annotations
 
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import arrays as arraysmod
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import drive_consistency
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import history as historymod
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import verdict as verdictmod
@@ -102,6 +103,7 @@ def _aggregate(records, play, inventory, options, baseline, now, run_id, loader,
     root = results_root if results_root is not None else _records_root(mapping)
     runs = historymod.list_runs(root) if root else None      # each host against its history (issue 17)
     hosts = {}
+    array_runs = {}                   # array mode (issue 16): {host: its record's array_run}
     run_ids = {}
 
     def take(entry, built):
@@ -121,6 +123,8 @@ def _aggregate(records, play, inventory, options, baseline, now, run_id, loader,
             entry = build_host(name, rec, play.get(name), inventory.get(name), keep_detail=False, histograms=True)
             historymod.judge_entry(entry, rec, root, runs)
             take(entry, True)
+            if isinstance(rec.get("array_run"), dict):
+                array_runs[name] = rec["array_run"]
     others = set(inventory) | {h for h, p in play.items()
                                if (p.get("counts") or {}).get("failures")
                                or (p.get("counts") or {}).get("unreachable")
@@ -151,8 +155,10 @@ def _aggregate(records, play, inventory, options, baseline, now, run_id, loader,
             notes.append("in the baseline but not in this run: %s" % ", ".join(base["missing_hosts"]))
 
     findings, drive_rows = judge_drives(hosts, opts)
+    arrays = arraysmod.fleet_arrays_of(hosts, array_runs, loader)
+    del array_runs
     for h in hosts:
-        apply_verdict(h, opts)
+        apply_verdict(h, opts, arraysmod.host_arrays(arrays, h["host"]))
 
     if root:
         for h in hosts:
@@ -195,6 +201,8 @@ def _aggregate(records, play, inventory, options, baseline, now, run_id, loader,
             "drive_findings": len(findings),
             "detail_hosts": sum(1 for h in hosts if h["detail"] is not None),
             "slices": sorted({_slice_label(h["slice"]) for h in hosts if h.get("slice")}),
+            **({"arrays": len(arrays), "arrays_passed": sum(1 for a in arrays if a["verdict"] == "PASS")}
+               if arrays else {}),
         },
         "latency": hist.result(),
         "workloads": [dict(id=wid, **catalog[wid]) for wid in sorted(catalog)],
@@ -205,6 +213,7 @@ def _aggregate(records, play, inventory, options, baseline, now, run_id, loader,
         "drives": drive_rows,
         "drive_findings": findings,
         "notes": notes,
+        **({"arrays": arrays} if arrays else {}),     # array mode (issue 16; docs/arrays.md)
     }
 
 

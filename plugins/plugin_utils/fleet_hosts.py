@@ -107,6 +107,9 @@ def build_host(name, record, play=None, inventory_groups=None, keep_detail=True,
     # what verdict.final_verdict needs again once the fleet judgements are known
     entry["_record"] = None if record is None else {
         "verdict": record.get("verdict"), "reasons": list(record.get("reasons") or []), "workloads": bool(workloads)}
+    run = record.get("array_run") if record else None
+    if isinstance(run, dict) and run.get("name"):
+        entry["array"] = str(run["name"])     # array mode (issue 16): arrays.fleet_arrays_of judges it
     if histograms:
         entry["histograms"] = {}
         for w, row in zip(workloads, rows):
@@ -163,11 +166,12 @@ def detail_rank(h):
     return (h["verdict"] == "PASS", not h["outliers"], natural_key(h["host"]))
 
 
-def apply_verdict(h, opts):
-    """Final verdict of a fleet host (verdict.final_verdict with its fleet judgements)."""
+def apply_verdict(h, opts, arrays=()):
+    """Final verdict of a fleet host (verdict.final_verdict with its fleet judgements and
+    the arrays it is an initiator of)."""
     play = h["play"]
     decided = verdictmod.final_verdict(h["_record"], play.get("failed_task"), play.get("unreachable_task"),
-                                       h["outliers"], h["regressions"], opts, h.get("drive_findings") or (),
+                                       h["outliers"], h["regressions"], opts, h.get("drive_findings") or (), arrays,
                                        history_findings=historymod.findings_of(h))
     h["verdict"] = decided["verdict"]
     h["reasons"] = decided["reasons"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import os
 
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.array_report import add_array_prometheus
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet_json import utc_now
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.history import add_prometheus as add_history_prometheus
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet_rows import PCT_KEYS, row_key, summarize_workload
@@ -52,7 +53,7 @@ def prometheus_registry(fleet):
             tzinfo=datetime.timezone.utc).timestamp())
     except (ValueError, KeyError):
         ts.set(0)
-    return reg
+    return add_array_prometheus(reg, fleet)      # array mode (issue 16): per array and step
 
 
 def host_prometheus_registry(record, now=None):

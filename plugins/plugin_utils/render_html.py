@@ -9,6 +9,7 @@ from __future__ import annotations
 from markupsafe import Markup
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import diagnostics as diagmod
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.array_report import html_section as array_html_section
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet_hosts import detail_rank
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet_rows import row_key
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.outliers import JUDGED_METRICS
@@ -182,6 +183,7 @@ def html_context(fleet, records=None, detail_hosts=100, rows=None):
         "drive_body": html_drive_body(drives),
         "drives_shown": len(drives),
         "drives_omitted": drives_omitted,
+        "arrays_html": array_html_section(fleet),      # array mode (issue 16)
     }
 
 

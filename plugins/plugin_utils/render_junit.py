@@ -10,11 +10,13 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.array_report import array_junit_cases
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import DASH
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import cell_ms as fmt_ms
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import cell_num as fmt_num
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import cell_pct as fmt_pct
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet_rows import row_key
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.history import text_lines as history_lines
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import first_failing_rule, target_verdicts
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.plain import natural_key
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import to_float as num
@@ -69,6 +71,7 @@ def _host_case_parts(h, fleet):
     extra.extend("baseline regression (%s): %s" % (fleet["options"]["regressions"], r["text"])
                  for r in h["regressions"])
     extra.extend("drive %s (%s): %s" % (f["kind"], f["severity"], f["message"]) for f in h.get("drive_findings") or [])
+    extra.extend("history %s" % line for line in history_lines(h))      # issue 17: baseline and findings
     extra.extend("note: %s" % n for n in h["notes"])
     play = h.get("play") or {}
     for key in ("failed_task", "unreachable_task"):
@@ -174,7 +177,7 @@ def render_junit(fleet):
     classname/name/time and the failure text) written with xml.etree.ElementTree.
     Characters XML 1.0 forbids are dropped first: ElementTree escapes, it does not drop."""
     x = xml_text
-    cases = junit_cases(fleet)
+    cases = junit_cases(fleet) + array_junit_cases(fleet)     # one suite per array (issue 16)
     root = ET.Element("testsuites")
     totals = {"tests": 0, "failures": 0, "errors": 0, "time": 0.0}
     stamp = fleet["generated_at"][:19]

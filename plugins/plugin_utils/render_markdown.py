@@ -5,6 +5,7 @@ GitHub-flavoured Markdown (templates/report.md.j2), from the fleet dict alone.""
 
 from __future__ import annotations
 
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.array_report import markdown as array_markdown
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.report_rows import (
     DRIVE_COLUMNS, columns, diagnostic_items, drive_table, summary_line, table_rows)
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.templating import md_cell, render_template
@@ -31,4 +32,5 @@ def render_markdown(fleet, rows=None):
     drives_md = "\n".join("| " + " | ".join(md_cell(r[c[1]]) for c in DRIVE_COLUMNS) + " |" for r in drives)
     return render_template("md", "report.md.j2", fleet=fleet, summary=summary_line(fleet), rows=rows,
                            table_head_md=table_head_md(cols), table_md=table_md, diagnostics_md="\n".join(diag),
-                           drives_md=drives_md, drives_omitted=drives_omitted)
+                           drives_md=drives_md, drives_omitted=drives_omitted,
+                           arrays_md=array_markdown(fleet))     # array mode (issue 16)

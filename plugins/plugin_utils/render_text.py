@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import textwrap
 
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.array_report import array_text_lines
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import truncate
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.history import text_lines as history_lines
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.outliers import JUDGED_METRICS
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.report_rows import DRIVE_COLUMNS, columns, diagnostic_items, drive_table, table_rows
 
@@ -122,9 +124,14 @@ def detail_lines(fleet, width=110, limit=20):
                                  fleet["options"]["regressions"]), width))
         for r in regs[:limit]:
             lines.append(truncate("regression %s: %s" % (r["host"], r["text"]), width))
+    found = [line for h in fleet["hosts"] for line in history_lines(h) if line.startswith("[")]
+    lines.extend(truncate("history %s" % line, width) for line in found[:limit])    # issue 17
+    if len(found) > limit:
+        lines.append("... and %d more history findings (see fleet.json)" % (len(found) - limit))
     for n in fleet["notes"][:limit]:
         lines.append(truncate("note: %s" % n, width))
     lines.extend(diagnostic_lines(fleet, width, limit))
+    lines.extend(array_text_lines(fleet, width))     # array mode (issue 16)
     return lines
 
 
