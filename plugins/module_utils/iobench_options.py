@@ -22,6 +22,9 @@ command line (``how``) and one doc line. From it come:
 * ``onoff``: ``FLAG`` when true, ``FLAG=off`` when false, nothing when None;
 * ``csv``: a list, de-duplicated in order, joined with ``,``.
 
+``module: False``: a runner's option (``start_at``, set by the array job), not a module
+parameter: passed when the runner's parameters hold it.
+
 ``group``: ``search`` options are only passed with ``search``, ``db`` options only with
 ``mode: dbpattern``, ``steady_state`` options only with ``steady_state``, ``device``
 (``device``, ``size``) only with ``device``; with ``device`` neither ``total_size`` nor
@@ -115,6 +118,9 @@ OPTIONS = (
          doc="At most this many read+write requests per second over all threads; 0 = unlimited."),
     dict(name="search_min_gain", type="float", default=None, flag="--search-min-gain", how="float", min=0, max=1000, group="search",
          doc="Stop the search after two steps each gaining less than this % IOPS (binary default 5)."),
+    # set by the runner, not by a workload nor the module: the array job's lock-step instant (issue 16)
+    dict(name="start_at", type="float", default=None, flag="--start-at", how="float", min=0, max=100000000000,
+         plan=False, module=False, doc="Unix time (real clock) at which the warm-up starts, after all setup."),
     dict(name="steady_state", type="bool", default=False, flag="--steady-state", how="switch",
          doc="Run in rounds until the SNIA PTS steady-state rule holds (or ss_max_rounds ran)."),
     dict(name="ss_round_time", type="float", default=None, flag="--ss-round-time", how="float", min=0.1, max=86400, group="steady_state",
@@ -375,6 +381,8 @@ def argument_spec():
     """Ansible argument spec entries of the options (a new dict each call)."""
     spec = {}
     for o in OPTIONS:
+        if o.get("module") is False:
+            continue
         s = {"type": o["type"]}
         for key in ("elements", "choices", "required"):
             if o.get(key) is not None:

@@ -24,7 +24,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 RUNNER_OWNED = {"format": "the runner always asks for json", "output": "the runner's private temp file",
                 "devstat": "derived from the test directory's devices (device_counters)"}
 NOT_PASSED_YET = {"passes": "iobench precondition, not run",
-                  "start_at": "the job's lock-step schedule sets it (issue 16), not a workload",
                   "live_log": "the job's impact guard sets it (issue 17), not a workload",
                   "check": "the controller's option-space test (test_option_space.py), not a run"}
 # table options whose entry in the DOCUMENTATION of plugins/modules/iobench.py is still to be
@@ -78,6 +77,9 @@ def test_python_table_agrees_with_the_c_table(iobench_binary):  # noqa: F811
 def test_module_argument_spec_and_documentation_come_from_the_table():
     doc = yaml.safe_load(mod.DOCUMENTATION)["options"]
     for name, o in opts.BY_NAME.items():
+        if o.get("module") is False:                   # a runner's option (start_at): no module parameter
+            assert name not in mod.ARGUMENT_SPEC and name not in opts.PLAN_KEYS, name
+            continue
         assert mod.ARGUMENT_SPEC[name]["type"] == o["type"], name
         assert name in doc and doc[name]["type"] == o["type"], name
         assert doc[name].get("default") == o["default"], name
@@ -121,3 +123,17 @@ def test_argv_of_a_device_workload():
     assert "--file-num" not in argv and "--total-size" not in argv and "--dir" not in argv
     errors, sizes = workload.validate(dict(p, size=0))
     assert errors == [] and "--size" not in opts.build_argv(dict(p, size=0), sizes, "/o")
+
+
+def test_start_at_reaches_the_command_line_when_the_runner_sets_it():
+    """Issue 16: the array job sets params["start_at"] (plugins/module_utils/lockstep.py); it
+    is passed as --start-at, and never by a plain workload."""
+    p = workload.defaults()
+    p.update(binary="/b", dir="/d", mode="rndrd", total_size="16M")
+    errors, sizes = workload.validate(p)
+    assert errors == [] and "--start-at" not in opts.build_argv(p, sizes, "/o")
+    p["start_at"] = 1795572226.336551
+    errors, sizes = workload.validate(p)
+    argv = opts.build_argv(p, sizes, "/o")
+    assert errors == [] and argv[argv.index("--start-at") + 1] == "1795572226.336551"
+    assert workload.validate(dict(p, start_at=-1))[0] == ["start_at must be between 0 and 100000000000, got -1"]
