@@ -174,14 +174,15 @@ def html_section(fleet):
         parts.append('<h3 id="array-%s"><span class="badge %s">%s</span> array %s</h3>'
                      % (esc(a["name"]), esc(a["verdict"]), esc(a["verdict"]), esc(a["name"])))
         parts.append('<p class="legend">%s</p>' % esc(headline(a)))
-        parts.append("<div>%s%s</div>" % (iops_svg, p99_svg))
+        parts.append('<div class="grid"><div class="panel">%s</div><div class="panel">%s</div></div>' % (iops_svg, p99_svg))
         parts.append("<ul>%s</ul>" % "".join("<li>%s</li>" % esc(line) for line in curve_lines(a)))
         head = "".join("<th>%s</th>" % esc(h) for h, _k, _al in ARRAY_COLUMNS)
         body = []
         for s, r in zip(a.get("steps") or [], step_rows(a)):
-            cls = " class=\"flagged\"" if not s.get("complete") or s.get("outlier") or r["state"].startswith("FAIL") else ""
-            body.append("<tr%s>%s</tr>" % (cls, "".join(
-                '<td%s>%s</td>' % (' class="n"' if al == ">" else "", esc(r[k])) for _h, k, al in ARRAY_COLUMNS)))
+            flagged = not s.get("complete") or s.get("outlier") or r["state"].startswith("FAIL")
+            body.append("<tr>%s</tr>" % "".join(
+                '<td%s>%s</td>' % (' class="n"' if al == ">" else ' class="flag"' if k == "state" and flagged else "",
+                                   esc(r[k])) for _h, k, al in ARRAY_COLUMNS))
         parts.append('<table class="array-steps"><thead><tr>%s</tr></thead><tbody>%s</tbody></table>'
                      % (head, "\n".join(body)))
         if a.get("reasons") or a.get("notes"):

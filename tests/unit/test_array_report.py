@@ -79,7 +79,7 @@ def test_html_draws_the_two_curves_and_the_step_table(fleet):
     assert "outstanding I/O (IOPS x mean latency)" in html and ">aggregate IOPS</text>" in html
     assert ">threads</text>" not in html
     assert html.count('<table class="array-steps">') == 2
-    assert '<tr class="flagged">' in html                  # the incomplete and the failed step
+    assert html.count('<td class="flag">') == 2           # the incomplete and the failed step
     ET.fromstring("<div>%s</div>" % html.replace("&middot;", ""))   # well-formed
 
 
