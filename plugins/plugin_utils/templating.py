@@ -15,6 +15,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import DASH
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import cell_ms as fmt_ms
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import cell_num as fmt_num
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import cell_pct as fmt_pct
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.history import text_lines as history_lines
 
 
 TEMPLATES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
@@ -44,7 +45,8 @@ def _env(kind):
                           trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
         if kind == "md":
             env.autoescape = False
-        env.filters.update(num=fmt_num, ms=fmt_ms, pct=fmt_pct, xml=xml_text, md=md_cell)
+        env.filters.update(num=fmt_num, ms=fmt_ms, pct=fmt_pct, xml=xml_text, md=md_cell,
+                           history=history_lines)     # a host against its own history (issue 17)
         _ENVS[kind] = env
     return env
 
