@@ -19,6 +19,7 @@ from ansible_collections.fleetqual.storage.plugins.module_utils.atomic import wr
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet_json import SCHEMA, iter_json
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet_summary import LIMIT_FILE, limit_text
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.plain import gc_paused
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.retention import after_report as apply_retention
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.render_html import render_html
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.render_junit import render_junit
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.render_markdown import render_markdown
@@ -54,6 +55,8 @@ def write_reports(fleet, run_dir, formats=FORMATS, records=None, detail_hosts=10
     if written:
         # the hosts to run again: ansible-playbook ... --limit @<run_dir>/not-passed.limit
         written["limit"] = write_atomic(os.path.join(run_dir, LIMIT_FILE), limit_text(fleet))
+    # the end of the report step: fleetqual_retention prunes the results directory, this run kept (issue 17)
+    apply_retention(fleet, run_dir)
     return written
 
 

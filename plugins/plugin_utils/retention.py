@@ -276,13 +276,16 @@ def fleet_policy(hosts):
 
 def after_report(fleet, run_dir):
     """The report step's retention: prune the results directory holding ``run_dir`` with
-    the fleet's policy (fleet_policy), keeping this run.  Returns prune's result, or None
-    when there is no policy."""
+    the fleet's policy (fleet_policy), keeping this run.  Returns prune's result, None
+    when there is no policy, or ``{error}`` when the directory could not be pruned."""
     policy = fleet_policy(fleet.get("hosts") or ())
     if policy is None:
         return None
     root = os.path.dirname(os.path.abspath(run_dir))
-    return prune(root, policy, current_run=fleet.get("run_id"))
+    try:
+        return prune(root, policy, current_run=fleet.get("run_id"))
+    except OSError as exc:          # a report is not lost to a directory it cannot prune
+        return {"error": "retention not applied to %s: %s" % (root, exc)}
 
 
 __all__ = ["validate_retention", "prune", "run_dirs", "baseline_runs", "DEFAULTS", "fleet_policy", "after_report"]

@@ -4,6 +4,7 @@
 directory, drift rules citing both runs, trends, wear, drive identity, validation."""
 from __future__ import annotations
 
+import json
 import os
 
 from hypothesis import given, settings, strategies as st
@@ -220,3 +221,35 @@ def test_report_time_entry_judged_stored_with_its_final_verdict_and_rendered(tmp
     # a report of records not stored under that root judges nothing
     assert history.judge_entry({}, cur, str(tmp_path / "elsewhere")) is None
     assert history.judge_entry({}, cur, None) is None
+
+
+def test_the_fleet_report_fails_the_drifted_host_and_prunes_by_retention(tmp_path):
+    """Through the real report step: three stored runs, the third drifted on db01; the
+    aggregation judges each host against its history, the final verdict fails db01 citing
+    both runs, the series and the Markdown say so, and the report step applies the hosts'
+    fleetqual_retention (records carry drift and retention as the role stores them)."""
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet, prometheus, report
+    root = tmp_path / "results"
+    for day in range(3):
+        for host in ("db01", "db02"):
+            rec = make_record(host, run_id(day), iops=0.6 if (host, day) == ("db01", 2) else 1.0)
+            rec.update(drift={}, retention={"keep_runs": 2, "keep_days": None},
+                       results_file=str(root / run_id(day) / ("%s.json" % host)))
+            store(root, rec)
+    records = {h: json.loads((root / run_id(2) / ("%s.json" % h)).read_text()) for h in ("db01", "db02")}
+    f = fleet.aggregate(records, run_id=run_id(2))
+    db01, db02 = f["hosts"]
+    assert db01["verdict"] == "FAIL" and db02["verdict"] == "PASS"
+    drift = [r for r in db01["reasons"] if r.startswith("history drift: ")]
+    assert drift and all(run_id(1) in r and run_id(2) in r for r in drift)
+    assert db02["history"]["baselines"][""]["run_id"] == run_id(1)
+    # this run's summaries hold the final verdicts: db01's run 3 is no baseline
+    saved = json.loads((root / run_id(2) / "history.d" / "db01.json").read_text())
+    assert saved["verdict"] == "FAIL" and saved["accepted"] is False
+    prom = prometheus.prometheus_text(f)
+    assert 'fleetqual_host_drift_findings{group="db",host="db01",kind="drift"} 3.0' in prom
+    report.write_reports(f, str(root / run_id(2)), formats=("json", "md"))
+    md = (root / run_id(2) / "report.md").read_text()
+    assert "## History" in md and "[fail] drift: db01" in md
+    # keep_runs 2: run 0 goes; run 1 stays as the newest-but-one (and db01's baseline)
+    assert sorted(os.listdir(root)) == [run_id(1), run_id(2)]
