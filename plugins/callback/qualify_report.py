@@ -22,12 +22,15 @@ description:
   - Flags fleet outliers within groups of like hosts (robust MAD score or percentage worse than the
     group median) and regressions against a baseline C(fleet.json). With C(fail) they turn C(PASS)
     hosts into C(FAIL); the final verdict of every host is decided by one function
-    (plugin_utils/verdict.py) which the playbook's verdict gate also uses (the callback hands the gate
-    play the verdicts when it starts), so the report and the exit code agree.
+    (plugin_utils/verdict.py) which the playbook's verdict gate also uses (through the action
+    M(fleetqual.storage.fleet_verdicts), with these options), so the report and the exit code agree.
+  - Only observes the play and renders the report; it sets no variable. Its options are also read by
+    the actions M(fleetqual.storage.fleet_verdicts) and M(fleetqual.storage.fleet_report).
   - Stores every host's summary in C(<output_dir>/<run_id>/fleet.d/) and writes C(not-passed.limit)
-    (the hosts to re-run with C(--limit @file)). With C(playbooks/report.yml) (C(fleetqual.storage.report)),
-    renders every format of a whole run from every host stored in its run directory (slices,
-    controllers, re-runs), outliers judged over the whole fleet, percentiles merged from the histograms.
+    (the hosts to re-run with C(--limit @file)). C(playbooks/report.yml) (C(fleetqual.storage.report),
+    action M(fleetqual.storage.fleet_report)) renders every format of a whole run from every host stored
+    in its run directory (slices, controllers, re-runs), outliers judged over the whole fleet, percentiles
+    merged from the histograms.
   - Optionally appends to C(<output_dir>/history.jsonl) and writes a Prometheus textfile for the
     node_exporter textfile collector.
   - See docs/report.md in the collection for the fleet.json schema.
@@ -38,7 +41,8 @@ options:
     description:
       - Results directory; files go to C(<output_dir>/<run_id>/).
       - Default is the directory the role used (parent of the run directory of the records' C(results_file)),
-        else C(./results).
+        else C($FLEETQUAL_RESULTS_DIR), else C(results) in the current directory (the default of the role's
+        C(fleetqual_results_dir)).
     type: path
     ini:
       - section: fleetqual_report
@@ -187,14 +191,9 @@ import traceback
 
 from ansible.plugins.callback import CallbackBase
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import baseline as baselinemod
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet as fleetmod
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet_hosts
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet_summary
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import prometheus
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import render_text
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import report as reportmod
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import report_rows
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import report_config
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import run_store
 
 RECORD_KEY = "fleetqual_report"
@@ -217,9 +216,8 @@ class CallbackModule(CallbackBase):
         self.written = {}
         self._validating = False  # inside the playbook's input-validation play
         self._refused = []        # [{task, msg}] failures of that play: inputs refused
-        self._gate_entries = {}   # host -> fleet entry of the record set_stats handed over (for the gate)
         self._gating = False      # inside the verdict-gate play: its failures are the verdicts
-        self._merged = None       # fleet of a merge play (playbooks/report.yml)
+        self._merging = False     # playbooks/report.yml ran: its action reported the run, no fleet here
         self._gate_failures = {}  # host -> failures in the gate play (not counted as outcomes)
 
     @staticmethod
@@ -238,10 +236,8 @@ class CallbackModule(CallbackBase):
         self._gating = role == "gate"
         if self._validating:
             return
-        if role == "gate":
-            self._hand_verdicts_to_gate(play)
         if role == "merge":
-            self._merge_run(play)
+            self._merging = True
             return
         try:
             inventory = play.get_variable_manager()._inventory
@@ -283,23 +279,6 @@ class CallbackModule(CallbackBase):
                     break
         return name, {"task": str(task), "msg": str(msg or "failed")}
 
-    def v2_runner_on_ok(self, result):
-        # the record a host hands over with set_stats, kept for the verdict gate
-        try:
-            data = result.result
-        except AttributeError:  # pragma: no cover - pre-2.19 shape
-            data = getattr(result, "_result", {}) or {}
-        stats = data.get("ansible_stats") if isinstance(data, dict) else None
-        if isinstance(stats, dict) and isinstance(stats.get("data"), dict):
-            rec = stats["data"].get(RECORD_KEY)
-            if isinstance(rec, dict):
-                name, _event_data = self._event(result)
-                try:
-                    # a summary, not the record (stats.custom holds that already)
-                    self._gate_entries[name] = fleet_hosts.build_host(name, rec, keep_detail=False)
-                except Exception as exc:  # pragma: no cover - never break the run for the report
-                    self._display.vvv("fleetqual.storage.qualify_report: %s" % exc)
-
     def v2_runner_on_failed(self, result, ignore_errors=False):
         if ignore_errors:
             return
@@ -318,13 +297,6 @@ class CallbackModule(CallbackBase):
         self._unreachable.setdefault(name, []).append(ev)
 
     # ------------------------------------------------------------------ end
-    def _report_options(self):
-        opts = {}
-        for key in ("outliers", "regressions", "drives", "outlier_mad_score", "outlier_pct_below",
-                    "regression_tolerance_pct", "baseline"):
-            opts[key] = self.get_option(key)
-        return opts
-
     def _play_outcome(self, stats):
         names = set(self._failed) | set(self._unreachable) | set(self._hosts)
         play = {}
@@ -340,55 +312,10 @@ class CallbackModule(CallbackBase):
             }
         return play
 
-    def _hand_verdicts_to_gate(self, play):
-        """Give the gate play every host's final verdict as play variable
-        ``_fleetqual_final`` ({host: {verdict, reasons}}): the records of this run judged
-        with the fleet judgements (outliers, regressions, drives) by verdict.final_verdict."""
-        try:
-            opts, baseline, _notes = self._options_and_baseline()
-            entries, self._gate_entries = list(self._gate_entries.values()), {}
-            fleet = fleetmod.aggregate({}, entries=entries, options=opts, baseline=baseline, detail_hosts=0)
-            play.vars["_fleetqual_final"] = {h["host"]: {"verdict": h["verdict"], "reasons": h["reasons"]}
-                                             for h in fleet["hosts"]}
-        except Exception as exc:  # the gate falls back to the record verdicts
-            self._display.warning("fleetqual.storage.qualify_report: no fleet verdicts for the gate: %s" % exc)
-            self._display.vvv(traceback.format_exc())
-
-    def _merge_run(self, play):
-        """playbooks/report.yml: render every format from every host record stored in the
-        run directory, and give the play the run's summary (``_fleetqual_merged``)."""
-        try:
-            extra = play.get_variable_manager().extra_vars
-            run_id = extra.get("fleetqual_run_id")
-            if not run_id:
-                raise ValueError("fleetqual_run_id is not set: pass -e fleetqual_run_id=<run id>")
-            root = extra.get("fleetqual_results_dir") or self.get_option("output_dir") \
-                or os.environ.get("FLEETQUAL_RESULTS_DIR") or os.path.join(os.getcwd(), "results")
-            run_dir = os.path.join(str(root), str(run_id))
-            if not os.path.isdir(run_dir):
-                raise ValueError("no run directory %s (fleetqual_results_dir=%s, fleetqual_run_id=%s)"
-                                 % (run_dir, root, run_id))
-            opts, baseline, notes = self._options_and_baseline()
-            detail = int(self.get_option("html_detail_hosts") or 0)
-            fleet = run_store.aggregate_run(run_dir, options=opts, baseline=baseline, detail_hosts=detail)
-            fleet["notes"].extend(notes)
-            self._merged = fleet
-            # history.jsonl: each qualify run (slice, re-run) appended its own hosts already
-            self._emit(fleet, str(root), run_dir, history=False)
-            summary = fleet_summary.run_summary(fleet)
-            summary["run_dir"] = run_dir
-            summary["limit_file"] = self.written.get("limit")
-            play.vars["_fleetqual_merged"] = summary
-        except Exception as exc:
-            self._merged = {}
-            play.vars["_fleetqual_merged"] = {"error": str(exc)}
-            self._display.warning("fleetqual.storage.qualify_report: could not merge the run: %s" % exc)
-            self._display.vvv(traceback.format_exc())
-
     def v2_playbook_on_stats(self, stats):
-        if self._merged is not None:
-            # playbooks/report.yml: the run was reported when its play started; its own
-            # play (on the controller) is not a fleet
+        if self._merging:
+            # playbooks/report.yml: its action (fleetqual.storage.fleet_report) reported the
+            # run; its own play (on the controller) is not a fleet
             return
         try:
             self._report(stats)
@@ -413,7 +340,7 @@ class CallbackModule(CallbackBase):
             return
 
         opts, baseline, notes = self._options_and_baseline()
-        root = self.get_option("output_dir") or run_store.results_root(records, default="results")
+        root = self.get_option("output_dir") or run_store.results_root(records) or report_config.default_results_dir()
         run_id = run_store.pick_run_id(records.values())
         run_dir = os.path.join(root, run_id)
         slices = sorted({"%s" % (r.get("slice") or {}).get("number") for r in records.values()
@@ -439,47 +366,11 @@ class CallbackModule(CallbackBase):
         self._emit(fleet, root, run_dir)
 
     def _options_and_baseline(self):
-        opts = self._report_options()
-        baseline = None
-        notes = []
-        if opts.get("baseline"):
-            try:
-                baseline = baselinemod.load_baseline(opts["baseline"])
-            except (OSError, ValueError) as exc:
-                notes.append("baseline not used: %s" % exc)
-                self._display.warning("fleetqual.storage.qualify_report: baseline not used: %s" % exc)
+        opts, baseline, notes = report_config.options_and_baseline(self.get_option)
+        for note in notes:
+            self._display.warning("fleetqual.storage.qualify_report: %s" % note)
         return opts, baseline, notes
 
-    def _emit(self, fleet, root, run_dir, history=True):
+    def _emit(self, fleet, root, run_dir):
         """Terminal table, every file format, history and the Prometheus textfile."""
-        formats = [str(f).strip().lower() for f in (self.get_option("formats") or []) if str(f).strip()]
-        unknown = [f for f in formats if f not in reportmod.FORMATS]
-        if unknown:
-            self._display.warning("fleetqual.storage.qualify_report: unknown formats ignored: %s" % ", ".join(unknown))
-
-        width = int(self.get_option("table_width") or 110)
-        rows = report_rows.table_rows(fleet)
-        if "table" in formats:
-            self._display.banner("FLEET REPORT [%s]" % fleet["run_id"])
-            self._display.display(render_text.render_table(fleet, width=width, rows=rows))
-            drives = render_text.render_drive_table(fleet, width=width)
-            if drives:
-                self._display.display("drives (%s):" % fleet["options"]["drives"])
-                self._display.display(drives)
-            for line in render_text.detail_lines(fleet, width=width):
-                self._display.display(line)
-
-        self.written = reportmod.write_reports(fleet, run_dir, formats, rows=rows,
-                                               detail_hosts=int(self.get_option("html_detail_hosts") or 0))
-        if history and self.get_option("history"):
-            self.written["history"] = baselinemod.append_history(os.path.join(root, "history.jsonl"), fleet)
-        prom = self.get_option("prometheus_textfile")
-        if prom:
-            self.written["prometheus"] = prometheus.write_prometheus(prom, fleet)
-
-        colour = "green" if fleet["summary"]["passed"] == fleet["summary"]["hosts"] and fleet["hosts"] else "red"
-        self._display.display(report_rows.summary_line(fleet), color=colour)
-        if self.written:
-            self._display.display("fleet report: %s" % ", ".join(
-                self.written[k] for k in ("json", "junit", "html", "md", "limit", "history", "prometheus")
-                if k in self.written))
+        self.written = reportmod.publish(fleet, root, run_dir, self.get_option, self._display)

@@ -16,20 +16,62 @@ import json
 import os
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.atomic import write_atomic
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.baseline import append_history
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet_json import SCHEMA, iter_json
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet_summary import LIMIT_FILE, limit_text
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.plain import gc_paused
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.retention import after_report as apply_retention
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.prometheus import write_prometheus
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.render_html import render_html
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.render_junit import render_junit
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.render_markdown import render_markdown
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.report_rows import table_rows
-# the terminal renderers, for callers that import them from here (tests/unit/test_diagnostics.py)
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.render_text import detail_lines, render_table  # noqa: F401
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.render_text import detail_lines, render_drive_table, render_table
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.report_rows import summary_line, table_rows
+# md_cell for callers that import it from here (tests/unit/test_diagnostics.py)
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.templating import md_cell  # noqa: F401
 
 FORMATS = ("table", "json", "junit", "html", "md")
 FILE_NAMES = {"json": "fleet.json", "junit": "junit.xml", "html": "report.html", "md": "report.md"}
+WHO = "fleetqual.storage.qualify_report"
+
+
+def publish(fleet, root, run_dir, get_option, display, history=True):
+    """Everything a report of a run puts out, as the callback's options say (``get_option``:
+    formats, table_width, html_detail_hosts, history, prometheus_textfile): the terminal
+    table, the drive table and the lines under them (on ``display``: Ansible's Display or a
+    callback's), every file format into ``run_dir``, a line per host appended to
+    ``<root>/history.jsonl`` (``history``: False when each qualify run appended its own), the
+    Prometheus textfile. Returns {what: path} of the files written."""
+    formats = [str(f).strip().lower() for f in (get_option("formats") or []) if str(f).strip()]
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown:
+        display.warning("%s: unknown formats ignored: %s" % (WHO, ", ".join(unknown)))
+
+    width = int(get_option("table_width") or 110)
+    rows = table_rows(fleet)
+    if "table" in formats:
+        display.banner("FLEET REPORT [%s]" % fleet["run_id"])
+        display.display(render_table(fleet, width=width, rows=rows))
+        drives = render_drive_table(fleet, width=width)
+        if drives:
+            display.display("drives (%s):" % fleet["options"]["drives"])
+            display.display(drives)
+        for line in detail_lines(fleet, width=width):
+            display.display(line)
+
+    written = write_reports(fleet, run_dir, formats, rows=rows, detail_hosts=int(get_option("html_detail_hosts") or 0))
+    if history and get_option("history"):
+        written["history"] = append_history(os.path.join(root, "history.jsonl"), fleet)
+    prom = get_option("prometheus_textfile")
+    if prom:
+        written["prometheus"] = write_prometheus(prom, fleet)
+
+    colour = "green" if fleet["summary"]["passed"] == fleet["summary"]["hosts"] and fleet["hosts"] else "red"
+    display.display(summary_line(fleet), color=colour)
+    if written:
+        display.display("fleet report: %s" % ", ".join(
+            written[k] for k in ("json", "junit", "html", "md", "limit", "history", "prometheus") if k in written))
+    return written
 
 
 def write_reports(fleet, run_dir, formats=FORMATS, records=None, detail_hosts=100, rows=None):

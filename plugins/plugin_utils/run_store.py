@@ -212,10 +212,11 @@ def pick_run_id(records, now=None):
     return max(counts, key=lambda r: (counts[r], r)) if counts else run_id_from(now or utc_now())
 
 
-def results_root(records, default="results"):
-    """The results directory the role used: parent of <run_id>/ of results_file."""
+def results_root(records):
+    """The results directory the role used (the parent of the run directory of the records'
+    ``results_file``), or None when no record says."""
     for r in (records or {}).values():
         rf = r.get("results_file") if isinstance(r, dict) else None
         if rf:
             return os.path.dirname(os.path.dirname(str(rf)))
-    return default
+    return None

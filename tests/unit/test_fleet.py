@@ -18,7 +18,7 @@ import report_tools as tools  # noqa: E402
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet  # noqa: E402
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import (  # noqa: E402
-    baseline, fleet_json, fleet_rows, outliers, plain, prometheus, run_store, stats)
+    baseline, fleet_json, fleet_rows, outliers, plain, prometheus, run_store, stats, verdict)
 
 NOW = datetime.datetime(2026, 11, 21, 12, 30, 0, tzinfo=datetime.timezone.utc)
 SMALL = (("cache", "rndrd", 1), ("cache", "rndrd", 64), ("log", "seqwr", 1))
@@ -139,7 +139,7 @@ def test_unreachable_and_failed_hosts_never_missing_never_pass():
     db7 = host(f, "db7")
     assert db7["verdict"] == "ERROR" and "preflight" in db7["reasons"][0] and "not writable" in db7["reasons"][0]
     assert host(f, "db8")["verdict"] == "ERROR" and "no fleetqual_report record" in host(f, "db8")["reasons"][0]
-    assert f["summary"]["by_verdict"] == {"PASS": 2, "FAIL": 0, "UNREACHABLE": 1, "ERROR": 2}
+    assert f["summary"]["by_verdict"] == dict.fromkeys(verdict.VERDICTS, 0) | {"PASS": 2, "UNREACHABLE": 1, "ERROR": 2}
 
 
 def test_record_fail_kept_when_gate_fails_host():
@@ -202,7 +202,7 @@ def test_run_id_and_results_root():
     f = fleet.aggregate(recs, now=NOW)
     assert f["run_id"] == "20261121T120000Z"
     assert run_store.results_root(recs) == "/tmp/results"
-    assert run_store.results_root({}) == "results"
+    assert run_store.results_root({}) is None
 
 
 # --------------------------------------------------------------------------- outliers

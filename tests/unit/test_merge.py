@@ -24,7 +24,7 @@ import pytest
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet, histogram, report
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet_json, prometheus, render_junit, run_store  # noqa: E402
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet_json, prometheus, render_junit, run_store, verdict  # noqa: E402
 
 from ansible_collections.fleetqual.storage.plugins.module_utils import atomic  # noqa: E402
 
@@ -201,7 +201,7 @@ def test_rerun_of_the_non_passing_host_lands_in_the_same_report(sliced_run, tmp_
     again = run_store.aggregate_run(run_dir, now=NOW)
     assert [h["host"] for h in again["hosts"]] == ALL
     assert {h["host"]: h["verdict"] for h in again["hosts"]}["web2"] == "PASS"
-    assert again["summary"]["by_verdict"] == {"PASS": 10, "FAIL": 0, "UNREACHABLE": 0, "ERROR": 0}
+    assert again["summary"]["by_verdict"] == dict.fromkeys(verdict.VERDICTS, 0) | {"PASS": 10}
     # the replaced host's histograms were taken out of its slice's sum, the new ones added:
     # the fleet percentiles equal those of the union of the newest records
     union = dict(all_records(results), **rerun)
@@ -271,7 +271,7 @@ def test_ansible_runner_stats_artifact_holds_the_summary(sliced_run, tmp_path):
     artifact = stats[-1]["event_data"]["artifact_data"]
     summary = artifact["fleetqual_summary_report"]
     assert summary["run_id"] == RUN_ID and summary["hosts"] == 10
-    assert summary["counts"] == {"PASS": 8, "FAIL": 1, "UNREACHABLE": 1, "ERROR": 0}
+    assert summary["counts"] == dict.fromkeys(verdict.VERDICTS, 0) | {"PASS": 8, "FAIL": 1, "UNREACHABLE": 1}
     assert summary["verdicts"]["web2"] == "FAIL" and summary["not_passed"] == ["web2", "web4"]
     # small: verdicts and counts, no measurements
     assert "latency" not in json.dumps(summary) and len(json.dumps(summary)) < 2000

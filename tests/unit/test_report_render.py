@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "report")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, FIXTURES)
 
 import report_synth as synth  # noqa: E402
@@ -499,3 +500,47 @@ def test_a_column_added_to_the_column_table_shows_in_every_format(monkeypatch):
     assert '<th class="n">await ms</th><th class="n">queue depth (aqu-sz)</th><th>verdict</th>' in page
     row = re.search(r'<tr class="first"><td rowspan="4"><strong>db1</strong></td>.*?</tr>', page).group(0)
     assert '<td class="n">1.00</td><td rowspan="4"><span class="badge PASS">' in row
+
+
+# --------------------------------------------------------------------------- the callback only observes
+
+def test_the_callback_sets_no_play_variable_and_reports_nothing_for_a_merge_play(tmp_path, monkeypatch):
+    """The gate's verdicts come from the action fleet_verdicts and the run's merge from the
+    action fleet_report (playbooks/qualify.yml, report.yml): the callback writes no play
+    variable when those plays start, and a merge play's own end is no fleet report."""
+    from ansible.executor.stats import AggregateStats
+    from ansible.playbook.play import Play
+
+    monkeypatch.chdir(tmp_path)
+    play, inventory = _play(tmp_path)
+    display = FakeDisplay()
+    cb = _callback(display)
+    for role in ("gate", "merge"):
+        p = Play.load({"name": role, "hosts": "all", "gather_facts": False, "tasks": [],
+                       "vars": {"_fleetqual_report_play": role}},
+                      variable_manager=play.get_variable_manager(), loader=play._loader)
+        before = dict(p.vars)
+        cb.v2_playbook_on_play_start(p)
+        assert p.vars == before
+    stats = AggregateStats()
+    stats.increment("ok", "db1")
+    cb.v2_playbook_on_stats(stats)
+    assert cb.last_fleet is None and cb.written == {} and not os.path.exists(tmp_path / "results")
+    assert not any("FLEET REPORT" in str(line) for line in display.lines)
+
+
+def test_the_results_dir_default_is_defined_once(tmp_path, monkeypatch):
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils import report_config
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("FLEETQUAL_RESULTS_DIR", raising=False)
+    assert report_config.default_results_dir() == os.path.join(str(tmp_path), "results")
+    monkeypatch.setenv("FLEETQUAL_RESULTS_DIR", "/srv/fleetqual/results")
+    assert report_config.default_results_dir() == "/srv/fleetqual/results"
+    # the callback and the report action use it; no other default is written in the plugins
+    for path in ("plugins/callback/qualify_report.py", "plugins/action/fleet_report.py",
+                 "plugins/plugin_utils/run_store.py", "plugins/plugin_utils/fleet.py"):
+        with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+            text = f.read()
+        assert not re.search(r'(join\(.*|default=)"results"\)', text), path
+        assert 'environ.get("FLEETQUAL_RESULTS_DIR"' not in text, path

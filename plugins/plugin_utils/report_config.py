@@ -1,0 +1,37 @@
+# Copyright: fleetqual.storage developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The fleet report's settings, read the same way by the qualify_report callback and the
+report actions (fleet_verdicts, fleet_report): the report options (the callback's options:
+ansible.cfg ``[fleetqual_report]``, ``FLEETQUAL_REPORT_*``), the baseline they name, and
+the one default of ``fleetqual_results_dir``."""
+
+from __future__ import annotations
+
+import os
+
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.baseline import load_baseline
+
+RESULTS_DIR_ENV = "FLEETQUAL_RESULTS_DIR"
+# the options of fleet.aggregate (fleet.DEFAULT_OPTIONS) the callback's configuration sets
+OPTION_KEYS = ("outliers", "regressions", "drives", "outlier_mad_score", "outlier_pct_below",
+               "regression_tolerance_pct", "baseline")
+
+
+def default_results_dir():
+    """``fleetqual_results_dir``'s default, defined here only: ``$FLEETQUAL_RESULTS_DIR``,
+    else ``results/`` in the directory ansible-playbook runs in (an absolute path)."""
+    return os.environ.get(RESULTS_DIR_ENV) or os.path.join(os.getcwd(), "results")
+
+
+def options_and_baseline(get_option):
+    """(options for fleet.aggregate, the loaded baseline or None, notes) from a plugin's
+    ``get_option``; a baseline that cannot be read is left out, said in the notes."""
+    opts = {key: get_option(key) for key in OPTION_KEYS}
+    baseline = None
+    notes = []
+    if opts.get("baseline"):
+        try:
+            baseline = load_baseline(opts["baseline"])
+        except (OSError, ValueError) as exc:
+            notes.append("baseline not used: %s" % exc)
+    return opts, baseline, notes
