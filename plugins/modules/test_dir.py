@@ -417,10 +417,11 @@ def absent(module, path):
         shutil.rmtree(directory, ignore_errors=True)
     if module.check_mode:
         return result
-    others = [e for e in sorted(os.listdir(path)) if e != MARKER]
+    # a dead job's status kept for its device regions (warned above) keeps the directory too
+    others = [e for e in sorted(os.listdir(path)) if e != MARKER and not (keep and e == JOB)]
     if others:
         result["left"].extend(os.path.join(path, e) for e in others)
-    else:
+    elif not keep:
         os.unlink(os.path.join(path, MARKER))
         os.rmdir(path)
         result["removed"].append(path)

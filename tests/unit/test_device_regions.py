@@ -152,7 +152,7 @@ def test_killed_job_region_is_refused_then_zeroed_when_opted_in(iobench_binary, 
 
     # the controller's cleanup without the device: the status stays for the next preflight
     gone = call(TEST_DIR, {"path": tdir, "binary": iobench_binary, "state": "absent"})
-    assert not gone.get("failed") and gone["regions_zeroed"] == [], gone
+    assert not gone.get("failed") and gone["regions_zeroed"] == [] and gone["left"] == [], gone
     assert os.path.exists(os.path.join(tdir, ".fleetqual-job", "status.json"))
     warned = json.dumps(gone.get("warnings"))
     assert dev in warned and "kept for the next run" in warned, gone
