@@ -680,8 +680,9 @@ def build_array(name, runs, latency_bound_ms=None):
     ``latency_bound_ms``: the bound when the array's config has no ``latency_bound_ms``
     (``fleetqual_latency_bound_ms``)."""
     runs = {h: r for h, r in (runs or {}).items() if isinstance(r, dict)}
-    t0 = _majority([as_number(r.get("t0")) for r in runs.values()])
-    other_run = sorted((h for h, r in runs.items() if as_number(r.get("t0")) != t0), key=natural_key)
+    t0 = _majority([as_number(r.get("t0")) for r in runs.values() if as_number(r.get("t0")) is not None])
+    # a host without t0 never got the common start: its step entries say why
+    other_run = sorted((h for h, r in runs.items() if as_number(r.get("t0")) not in (None, t0)), key=natural_key)
     same = {h: r for h, r in runs.items() if h not in other_run}
     cfg = next((r.get("config") for r in same.values() if isinstance(r.get("config"), dict)), None) or {}
     listed = next((r.get("members") for r in same.values() if isinstance(r.get("members"), list)), None)

@@ -388,3 +388,18 @@ def test_an_array_verdict_gates_its_hosts_through_final_verdict():
     assert final_verdict(dict(rec, verdict="FAIL"), arrays=[passed])["verdict"] == "FAIL"
     arrays_list = [dict(failed, hosts=["h1", "h2"]), dict(passed, hosts=["h3"])]
     assert [a["name"] for a in arrays.host_arrays(arrays_list, "h2")] == ["san"]
+
+
+def test_a_host_of_another_schedule_is_missing_and_one_without_start_is_named_by_its_entries(real_runs):
+    steps, benches = real_runs
+    runs = _array_runs(steps, benches)
+    runs["h10"]["t0"] = 2000.0                      # a stale record of another run
+    arr = arrays.build_array("san", runs)
+    assert arr["t0"] == 1000.0
+    assert arr["steps"][1]["missing"] == {"h10": "ran another schedule (t0 2000.0, not 1000.0)"}
+    runs["h10"]["t0"] = None                         # never got the common start
+    for e in runs["h10"]["steps"]:
+        e.update(active=e["active"], complete=False, error="not ready at the start", result=None)
+    arr = arrays.build_array("san", runs)
+    assert arr["steps"][1]["missing"] == {"h10": "not ready at the start"}
+    assert [s["complete"] for s in arr["steps"]] == [True, False, True, False]
