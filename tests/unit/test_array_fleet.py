@@ -4,13 +4,17 @@ same when rendered again from fleet.json alone and when merged from slices."""
 import datetime
 import json
 import os
+import sys
 
 import pytest
 
 from test_array_report import HOSTS, _runs
 
-from ansible_collections.fleetqual.storage.plugins.module_utils import atomic
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet, report, run_store
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "report"))
+import report_tools as tools  # noqa: E402
+
+from ansible_collections.fleetqual.storage.plugins.module_utils import atomic  # noqa: E402
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet, report, run_store  # noqa: E402
 
 RUN_ID = "20261125T020000Z"
 NOW = datetime.datetime(2026, 11, 25, 2, 30, tzinfo=datetime.timezone.utc)
@@ -60,6 +64,8 @@ def test_every_format_shows_the_array_and_rerenders_from_fleet_json(tmp_path):
     files = {k: open(p, encoding="utf-8").read() for k, p in written.items() if k != "limit"}
     assert '"arrays": [' in files["json"]
     assert 'name="fleetqual.array.san"' in files["junit"] and 'name="san step 2 rndrd 2x2"' in files["junit"]
+    suites = {s.get("name"): s for s in tools.xmllint_junit(files["junit"]).iter("testsuite")}   # junit-10.xsd
+    assert (suites["fleetqual.array.san"].get("tests"), suites["fleetqual.array.san"].get("failures")) == ("4", "2")
     assert "<h2>Arrays</h2>" in files["html"] and "aggregate IOPS by outstanding I/O" in files["html"]
     assert "## Arrays" in files["md"] and "incomplete: h2" in files["md"]
     again = str(tmp_path / "again")
@@ -71,7 +77,9 @@ def test_every_format_shows_the_array_and_rerenders_from_fleet_json(tmp_path):
     prometheus_client = pytest.importorskip("prometheus_client")
     assert prometheus_client is not None
     from ansible_collections.fleetqual.storage.plugins.plugin_utils.prometheus import prometheus_text
-    assert 'fleetqual_array_pass{array="san"} 0.0' in prometheus_text(f)
+    text = prometheus_text(f)
+    assert 'fleetqual_array_pass{array="san"} 0.0' in text
+    tools.promtool_check(text)                            # names, units, labels as Prometheus wants them
     from ansible_collections.fleetqual.storage.plugins.plugin_utils.render_text import detail_lines
     assert any(line.startswith("array san: FAIL") for line in detail_lines(f, width=110))
 
