@@ -720,11 +720,15 @@ def build_array(name, runs, latency_bound_ms=None):
     clocks = {h: {k: dig(r, "clock", k) for k in ("offset_s", "uncertainty_s", "method", "synchronized", "source")}
               for h, r in sorted(same.items(), key=lambda kv: natural_key(kv[0]))}
     spreads = [s["window"]["start_spread_ms"] for s in steps if s["window"]["start_spread_ms"] is not None]
+    # the data set each member measured on (iobench's own config), and the total working set (docs/arrays.md)
+    data_set = max([as_number(dig(_bench(e), "config", "total_size")) or 0 for r in same.values()
+                    for e in r.get("steps") or [] if isinstance(e, dict)] or [0]) or None
     return {
         "name": str(name), "verdict": verdict, "reasons": reasons, "notes": notes, "hosts": hosts, "t0": t0,
         "config": {k: cfg.get(k) for k in ("initiators", "threads", "modes", "time", "warmup", "block_size", "target")
                    if k in cfg},
-        "latency_bound_ms": bound, "clocks": clocks,
+        "latency_bound_ms": bound, "clocks": clocks, "data_set_bytes": data_set,
+        "total_working_set_bytes": data_set * len(hosts) if data_set else None,
         "start_spread_ms": {"median": rounded(median(spreads), 3), "max": max(spreads) if spreads else None},
         "steps_total": len(steps), "steps_complete": sum(1 for s in steps if s["complete"]),
         "steps": steps, "curves": curves, "knee": knees, "bounded_max": bounded, "checks": checks,

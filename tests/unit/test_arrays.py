@@ -118,6 +118,7 @@ def test_aggregate_count_is_the_hosts_counts_over_the_overlap(real_runs):
     steps, benches = real_runs
     arr = arrays.build_array("san", _array_runs(steps, benches))
     assert arr["hosts"] == HOSTS and arr["steps_complete"] == len(steps) == 4
+    assert (arr["data_set_bytes"], arr["total_working_set_bytes"]) == (8 << 20, 3 * (8 << 20))
     for s, step in zip(arr["steps"], steps):
         active = [h for r, h in enumerate(HOSTS) if r < step["initiators"]]
         # the common window, from the hosts' own windows in the controller's clock
