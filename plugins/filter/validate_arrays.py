@@ -18,7 +18,7 @@ description:
     per initiator larger than a device target's C(size) or a total working set larger than the array's
     C(capacity), an unknown C(target), and array rules (C(thresholds)) with unknown keys, bad limits or naming
     a step the sweep does not plan.
-positional: _input
+positional: _input, group_names, defaults
 options:
   _input:
     description: Host name -> that host's C(fleetqual_*) variables (those it sets).
