@@ -5,7 +5,7 @@ Writes N host records of 16 workloads each into ``<dir>/<run_id>/<host>.json`` f
 per workload, plus the real latency histogram of a fixture workload, shifted per host,
 and a drive inventory of ``--drives`` drives per host with the judge's drive checks),
 not timed.  Then, in a fresh child process, exactly what ``playbooks/report.yml`` makes
-the callback do: stream every record from the directory (run_store.aggregate_run), merge
+its action (fleetqual.storage.fleet_report) do: stream every record from the directory (run_store.aggregate_run), merge
 the histograms, judge outliers and drives over the whole fleet, write fleet.json, junit.xml,
 report.html, report.md, not-passed.limit and the Prometheus textfile (history.jsonl is
 appended by each qualify run, not by the merge).  Reported: the child's CPU and wall seconds, its peak RSS (the whole report
@@ -114,7 +114,7 @@ def store_entries(run_dir):
     """What the qualify run's callback leaves beside the records: every host's summary in
     fleet.d/ (here built from the stored records, as a run's callback builds them from
     the records set_stats handed over)."""
-    from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet, run_store
 
     sink = run_store.EntryWriter(run_dir, "run")
     t0 = time.process_time()
@@ -124,9 +124,9 @@ def store_entries(run_dir):
 
 
 def child(run_dir, out_dir):
-    """The report, as the merge play runs it; prints one JSON line of measurements."""
-    from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet, report
-    from ansible_collections.fleetqual.storage.plugins.plugin_utils import prometheus, render_text, report_rows, run_store  # noqa: E402
+    """The report, as playbooks/report.yml's action (fleet_report) runs it; prints one JSON
+    line of measurements."""
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils import prometheus, render_text, report, report_rows, run_store
 
     w0, c0 = time.perf_counter(), time.process_time()
     steps = {}
