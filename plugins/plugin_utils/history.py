@@ -695,53 +695,74 @@ def text_lines(h):
     return lines
 
 
+def _gauges(reg, hg):
+    from prometheus_client import Gauge  # pylint: disable=import-outside-toplevel
+
+    return {
+        "streak": Gauge("fleetqual_host_inconclusive_streak_runs",
+                        "Runs in a row, the last one included, whose verdict was INCONCLUSIVE.", hg, registry=reg),
+        "ratio": Gauge("fleetqual_host_drift_ratio",
+                       "Change against the host's accepted baseline in the worse direction (0.25 = 25 % worse).",
+                       hg + ["workload", "metric"], registry=reg),
+        "limit": Gauge("fleetqual_host_drift_limit_ratio", "The host's fleetqual_drift limit as a ratio.",
+                       hg + ["metric"], registry=reg),
+        "count": Gauge("fleetqual_host_drift_findings", "History findings of the host in the last run, per kind.",
+                       hg + ["kind"], registry=reg),
+        "wear": Gauge("fleetqual_drive_wear_ratio", "The drive's percentage_used / 100.", hg + ["drive", "serial"],
+                      registry=reg),
+        "events": Gauge("fleetqual_drive_health_events", "The drive's media errors, reallocated or pending sectors.",
+                        hg + ["drive", "serial", "counter"], registry=reg),
+    }
+
+
+def _fill(g, lab, hist, verdict):
+    streak = g["streak"].labels(**lab) if lab else g["streak"]       # the host's own textfile: no labels
+    streak.set(hist.get("inconclusive_streak") or (1 if verdict == "INCONCLUSIVE" else 0))
+    if not hist:
+        return
+    for c in hist.get("compared") or ():
+        g["ratio"].labels(workload=c["workload"], metric=c["metric"], **lab).set(c["ratio"])
+        g["limit"].labels(metric=c["metric"], **lab).set(c["limit_ratio"])
+    for kind in ("drift", "trend", "wear", "identity"):
+        g["count"].labels(kind=kind, **lab).set(sum(1 for f in hist.get("findings") or () if f.get("kind") == kind))
+    for d in ((hist.get("summary") or {}).get("drives") or ()):
+        dl = dict(lab, drive=str(d.get("name") or ""), serial=str(d.get("serial") or ""))
+        used = to_float(d.get("percentage_used"))
+        if used is not None:
+            g["wear"].labels(**dl).set(used / 100.0)
+        for counter in HEALTH_COUNTERS:
+            v = to_float(d.get(counter))
+            if v is not None:
+                g["events"].labels(counter=counter, **dl).set(v)
+
+
 def add_prometheus(reg, hosts):
     """The history series of the fleet textfile (docs/compliance.md, "Alerting"), added to
     the prometheus_client registry ``reg`` from the fleet's host entries; none when no host
     was judged against a history (a report of records outside a results directory)."""
-    from prometheus_client import Gauge  # pylint: disable=import-outside-toplevel
-
     if not any(h.get("history") for h in hosts):
         return reg
-
-    hg = ["host", "group"]
-    streak = Gauge("fleetqual_host_inconclusive_streak_runs",
-                   "Runs in a row, the last one included, whose verdict was INCONCLUSIVE.", hg, registry=reg)
-    ratio = Gauge("fleetqual_host_drift_ratio",
-                  "Change against the host's accepted baseline in the worse direction (0.25 = 25 % worse).",
-                  hg + ["workload", "metric"], registry=reg)
-    limit = Gauge("fleetqual_host_drift_limit_ratio", "The host's fleetqual_drift limit as a ratio.",
-                  hg + ["metric"], registry=reg)
-    count = Gauge("fleetqual_host_drift_findings", "History findings of the host in the last run, per kind.",
-                  hg + ["kind"], registry=reg)
-    wear = Gauge("fleetqual_drive_wear_ratio", "The drive's percentage_used / 100.", hg + ["drive", "serial"],
-                 registry=reg)
-    events = Gauge("fleetqual_drive_health_events", "The drive's media errors, reallocated or pending sectors.",
-                   hg + ["drive", "serial", "counter"], registry=reg)
+    g = _gauges(reg, ["host", "group"])
     for h in hosts:
-        lab = {"host": h["host"], "group": h.get("group") or ""}
-        hist = h.get("history") or {}
-        streak.labels(**lab).set(hist.get("inconclusive_streak") or (1 if h.get("verdict") == "INCONCLUSIVE" else 0))
-        if not hist:
-            continue
-        for c in hist.get("compared") or ():
-            ratio.labels(workload=c["workload"], metric=c["metric"], **lab).set(c["ratio"])
-            limit.labels(metric=c["metric"], **lab).set(c["limit_ratio"])
-        for kind in ("drift", "trend", "wear", "identity"):
-            count.labels(kind=kind, **lab).set(sum(1 for f in hist.get("findings") or () if f.get("kind") == kind))
-        for d in ((hist.get("summary") or {}).get("drives") or ()):
-            dl = dict(lab, drive=str(d.get("name") or ""), serial=str(d.get("serial") or ""))
-            used = to_float(d.get("percentage_used"))
-            if used is not None:
-                wear.labels(**dl).set(used / 100.0)
-            for counter in HEALTH_COUNTERS:
-                v = to_float(d.get(counter))
-                if v is not None:
-                    events.labels(counter=counter, **dl).set(v)
+        _fill(g, {"host": h["host"], "group": h.get("group") or ""}, h.get("history") or {}, h.get("verdict"))
+    return reg
+
+
+def add_host_prometheus(reg, record):
+    """The same series for the host's own textfile (no host label: Prometheus adds the
+    host's own), judged when the role stores the record: against the history in the
+    results directory of the record's ``results_file`` (the record's verdict; the fleet
+    report's final verdict may still change it).  None added without that directory."""
+    rf = record.get("results_file") if isinstance(record, dict) else None
+    h = {}
+    if rf:
+        judge_entry(h, record, os.path.dirname(os.path.dirname(str(rf))))
+    if h.get("history"):
+        _fill(_gauges(reg, []), {}, h["history"], str(record.get("verdict")).upper())
     return reg
 
 
 __all__ = ["DEFAULTS", "validate_drift", "drift_settings", "list_runs", "run_time", "is_run_dir", "is_record",
            "plan_fingerprint", "summarize", "store_summary", "load_summary", "host_history", "baseline_for",
            "identity_changes", "drift_findings", "inconclusive_streak", "host_drift", "HISTORY_DIR", "judge_entry",
-           "findings_of", "store_entry", "text_lines", "add_prometheus"]
+           "findings_of", "store_entry", "text_lines", "add_prometheus", "add_host_prometheus"]

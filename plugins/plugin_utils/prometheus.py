@@ -13,6 +13,7 @@ import os
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.array_report import add_array_prometheus
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet_json import utc_now
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.history import add_host_prometheus as add_host_history_prometheus
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.history import add_prometheus as add_history_prometheus
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet_rows import PCT_KEYS, row_key, summarize_workload
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.outliers import JUDGED_METRICS
@@ -96,7 +97,7 @@ def host_prometheus_registry(record, now=None):
           registry=reg).set(1 if str(record.get("verdict")).upper() == "PASS" else 0)
     Gauge("fleetqual_last_run_timestamp_seconds", "When this host's record was assembled.",
           registry=reg).set((now or utc_now()).timestamp())
-    return reg
+    return add_host_history_prometheus(reg, record)     # against its own history (issue 17)
 
 
 def host_prometheus_text(record, now=None):

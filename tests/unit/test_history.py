@@ -253,3 +253,17 @@ def test_the_fleet_report_fails_the_drifted_host_and_prunes_by_retention(tmp_pat
     assert "## History" in md and "[fail] drift: db01" in md
     # keep_runs 2: run 0 goes; run 1 stays as the newest-but-one (and db01's baseline)
     assert sorted(os.listdir(root)) == [run_id(1), run_id(2)]
+
+
+def test_the_hosts_own_textfile_carries_its_history_series(tmp_path):
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils import prometheus
+    store(tmp_path, make_record("db01", run_id(0), drives=[drive(used=40)]))
+    cur = make_record("db01", run_id(1), iops=0.5, verdict="INCONCLUSIVE", drives=[drive(used=41)])
+    cur["results_file"] = store(tmp_path, cur)
+    text = prometheus.host_prometheus_text(cur)
+    assert 'fleetqual_host_drift_ratio{metric="iops",workload="cache-rndrd-t1"} 0.5' in text
+    assert 'fleetqual_drive_wear_ratio{drive="nvme0n1",serial="S64GNE0R600001"} 0.41' in text
+    assert "fleetqual_host_inconclusive_streak_runs 1.0" in text
+    # a record outside a results directory: the series it always had, nothing more
+    cur["results_file"] = str(tmp_path / "nowhere" / "x" / "db01.json")
+    assert "fleetqual_host_drift" not in prometheus.host_prometheus_text(cur)
