@@ -108,7 +108,9 @@ def _check_config(name, cfg, hosts, errors):
             errors.append("%s.modes: a mode is listed twice" % where)
     for key, low in (("time", 1), ("warmup", 0), ("iodepth", 1), ("file_num", 1)):
         if key in cfg and (not is_int(cfg[key]) or cfg[key] < low):
-            errors.append("%s.%s: must be an integer >= %d, got %r" % (where, key, low, cfg[key]))
+            closest = max(low, int(cfg[key])) if is_number(cfg[key]) and not isinstance(cfg[key], bool) else low
+            errors.append("%s.%s: must be an integer >= %d, got %r; closest valid value: %d"
+                          % (where, key, low, cfg[key], closest))
     for key in SIZE_KEYS:
         if key in cfg:
             try:
@@ -369,14 +371,17 @@ def validate_arrays(hosts_inputs, group_names=None, defaults=None):
                               "(e.g. group_vars/all)" % (where, where_def[name], host,
                                                          " (key %s: %r vs %r)" % diff if diff else ""))
                 break
+        start = len(errors)
         checked = _check_config(name, cfg, hosts, errors)
-        if checked is None:
-            continue
-        first = hv[hosts[0]]
-        bound = checked.get("latency_bound_ms", first.get("fleetqual_latency_bound_ms"))
-        steps = _arrays.plan_steps(checked, len(hosts), first.get("fleetqual_cache_size"))
-        errors.extend(validate_array_rules(checked.get("thresholds"), "%s.thresholds" % where, steps, bound))
-        _size_problems(name, checked, hosts, hv, first.get("fleetqual_cache_size"), errors)
+        if checked is not None:
+            first = hv[hosts[0]]
+            bound = checked.get("latency_bound_ms", first.get("fleetqual_latency_bound_ms"))
+            steps = _arrays.plan_steps(checked, len(hosts), first.get("fleetqual_cache_size"))
+            errors.extend(validate_array_rules(checked.get("thresholds"), "%s.thresholds" % where, steps, bound))
+            _size_problems(name, checked, hosts, hv, first.get("fleetqual_cache_size"), errors)
+        # name the hosts an array-wide problem concerns
+        errors[start:] = [e if e.startswith("host ") else "%s (array %s: hosts %s)" % (e, name, _hosts_text(hosts))
+                          for e in errors[start:]]
     return errors
 
 

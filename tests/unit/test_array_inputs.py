@@ -84,6 +84,12 @@ def test_more_initiators_than_hosts_names_the_hosts_and_the_closest_count():
     assert "4 initiators, but the array has 3 hosts (h1, h2, h3)" in e and "closest valid value: 3" in e
 
 
+def test_array_wide_problems_name_the_array_hosts():
+    e = one(check(fleet(n=6, cfg=dict(SAN, time=0))), "fleetqual_arrays.san.time")
+    assert e == ("fleetqual_arrays.san.time: must be an integer >= 1, got 0; closest valid value: 1 "
+                 "(array san: hosts h1, h2, h3, h4 and 2 more)")
+
+
 def test_a_rule_naming_a_step_that_is_not_planned():
     rules = [{"initiators": 16, "threads": 16, "min_aggregate_iops": 1}, {"mode": "rndrw", "max_p99_ms": 2},
              {"mode": "rnderd", "min_fairness": 0.9}]
