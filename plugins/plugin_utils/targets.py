@@ -23,7 +23,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.vocabulary impor
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import is_int
 
 TARGET_VAR = "fleetqual_targets"
-VAR_NAMES = {"targets": TARGET_VAR, "test_dir": "fleetqual_test_dir"}
+TARGET_VAR_NAMES = {"targets": TARGET_VAR, "test_dir": "fleetqual_test_dir"}
 DEVICE_ALIGN = 512
 # keys plan_targets adds to a spec (and so to its record)
 TARGET_SPEC_KEYS = ("target", "target_kind", "target_path", "target_device", "target_serial", "key", "device_size")
@@ -50,7 +50,7 @@ def compact_size(n):
     return str(n)
 
 
-def check_test_dir(path, var_name=VAR_NAMES["test_dir"]):
+def check_test_dir(path, var_name=TARGET_VAR_NAMES["test_dir"]):
     """Errors of a test directory: absolute, no ``..``, not a system directory itself."""
     if not isinstance(path, str) or not path.startswith("/"):
         return ["%s: must be an absolute path, got %r" % (var_name, path)]
@@ -186,7 +186,7 @@ def resolve_targets(targets, test_dir=None, host=None, names=None):
     value. An empty or absent list gives the one shorthand target ``fleetqual_test_dir``
     (``shorthand: true``, named ``test_dir``).
     """
-    nm = dict(VAR_NAMES, **(names or {}))
+    nm = dict(TARGET_VAR_NAMES, **(names or {}))
     var = nm.get("targets", TARGET_VAR)
     if targets is None or targets == [] or targets == "":
         if test_dir is None:
@@ -326,7 +326,7 @@ def plan_targets(plan_list, targets, capacities=None, host=None, names=None):
     if not resolved or (len(resolved) == 1 and resolved[0].get("shorthand")):
         return list(plan_list or [])
     caps = _capacity_map(capacities)
-    var = dict(VAR_NAMES, **(names or {}))["targets"]
+    var = dict(TARGET_VAR_NAMES, **(names or {}))["targets"]
     out = []
     for ti, target in enumerate(resolved):
         where = "%s%s[%d] (%s)" % ("host %s: " % host if host else "", var, ti, target["name"])
