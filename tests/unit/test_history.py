@@ -267,3 +267,21 @@ def test_the_hosts_own_textfile_carries_its_history_series(tmp_path):
     # a record outside a results directory: the series it always had, nothing more
     cur["results_file"] = str(tmp_path / "nowhere" / "x" / "db01.json")
     assert "fleetqual_host_drift" not in prometheus.host_prometheus_text(cur)
+
+
+@settings(max_examples=60, deadline=None)
+@given(iops=st.floats(min_value=0.3, max_value=1.5), p99=st.floats(min_value=0.5, max_value=2.5),
+       drop=st.sampled_from([5.0, 20.0, 40.0]), rise=st.sampled_from([10.0, 50.0, 100.0]))
+def test_drift_rule_fires_exactly_beyond_its_limits(iops, p99, drop, rise):
+    """Against an accepted baseline, a workload drifts exactly when its IOPS fell by more
+    than iops_drop_pct or its p99 rose by more than p99_rise_pct, and says both runs."""
+    if min(abs((1 - iops) * 100 - drop), abs((p99 - 1) * 100 - rise)) < 1e-6:
+        return
+    base = history.summarize(make_record("h", run_id(0), slim=True))
+    cur = history.summarize(make_record("h", run_id(1), slim=True, iops=iops, p99=p99))
+    cfg = history.drift_settings({"iops_drop_pct": drop, "p99_rise_pct": rise}, "compliance")
+    found = [f for f in history.drift_findings(cur, [dict(base, time=0)], cfg)["findings"] if f["kind"] == "drift"]
+    n = len(cur["workloads"])
+    assert len([f for f in found if f["metric"] == "iops"]) == (n if (1 - iops) * 100 > drop else 0)
+    assert len([f for f in found if f["metric"] == "p99_ms"]) == (n if (p99 - 1) * 100 > rise else 0)
+    assert all(run_id(0) in f["message"] and run_id(1) in f["message"] for f in found)
