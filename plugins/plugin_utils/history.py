@@ -645,9 +645,10 @@ def judge_entry(h, record, root, runs=None):
         return None
     try:
         out = host_drift(str(root), record, runs=runs)
-    except ValueError as exc:
-        h["history"] = {"error": str(exc), "findings": [], "compared": [], "baselines": {},
-                        "inconclusive_streak": 0, "summary": None}
+    except (ValueError, TypeError, KeyError, AttributeError, OSError) as exc:
+        # invalid settings, an unreadable or malformed summary: said, and the report goes on
+        h["history"] = {"error": "%s: %s" % (type(exc).__name__, exc), "findings": [], "compared": [],
+                        "baselines": {}, "inconclusive_streak": 0, "summary": None}
         return h["history"]
     out.pop("identity", None)
     out["summary"] = summarize(record)
@@ -673,7 +674,10 @@ def store_entry(h, root):
     run_dir = os.path.join(str(root), str(summary.get("run_id")))
     if not os.path.isdir(run_dir):
         return None
-    return write_json_atomic(summary_path(run_dir, summary["host"]), dict(summary, verdict=verdict, accepted=accepted))
+    try:
+        return write_json_atomic(summary_path(run_dir, summary["host"]), dict(summary, verdict=verdict, accepted=accepted))
+    except OSError:                  # a read-only results directory: the report goes on
+        return None
 
 
 def text_lines(h):

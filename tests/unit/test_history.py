@@ -285,3 +285,21 @@ def test_drift_rule_fires_exactly_beyond_its_limits(iops, p99, drop, rise):
     assert len([f for f in found if f["metric"] == "iops"]) == (n if (1 - iops) * 100 > drop else 0)
     assert len([f for f in found if f["metric"] == "p99_ms"]) == (n if (p99 - 1) * 100 > rise else 0)
     assert all(run_id(0) in f["message"] and run_id(1) in f["message"] for f in found)
+
+
+def test_a_malformed_summary_or_bad_settings_never_lose_the_report(tmp_path):
+    store(tmp_path, make_record("db01", run_id(0)))
+    bad = tmp_path / run_id(0) / "history.d"
+    bad.mkdir()
+    (bad / "db01.json").write_text(json.dumps({"schema": "fleetqual.history", "host": "db01", "run_id": run_id(0),
+                                               "accepted": True, "plan": {"": "x"}, "workloads": [1, 2],
+                                               "drives": "nvme"}))
+    os.utime(bad / "db01.json", (2e9, 2e9))                     # newer than the record: it is read
+    cur = make_record("db01", run_id(1))
+    store(tmp_path, cur)
+    h = {"host": "db01", "verdict": "PASS"}
+    hist = history.judge_entry(h, cur, str(tmp_path))
+    assert hist["findings"] == [] and hist["error"].startswith(("AttributeError", "TypeError"))
+    assert history.text_lines(h)[0].startswith("history not judged: ")
+    cur2 = dict(cur, drift={"iops_drop_pc": 5})
+    assert "did you mean iops_drop_pct" in history.judge_entry({}, cur2, str(tmp_path))["error"]
