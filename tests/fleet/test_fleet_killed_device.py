@@ -1,0 +1,156 @@
+"""A raw device target whose job is SIGKILLed mid-write, through the whole playbook over SSH
+(issue 19 item 7; the module-level test is tests/unit/test_device_regions.py).
+
+Host fq81 qualifies a blank loop device this test creates (``destroy_data: true``, ``size:
+32M``; the bytes after 32 MiB of its backing file are random, to show they stay as they
+were). Run 1: while its job writes the region, the test SIGKILLs the job and the iobench it
+started (their PIDs from the job's status and /proc); the run records the host's ERROR and
+its cleanup keeps the job's status, the region stays written. Run 2, the device no longer a
+target: the preflight refuses the host, naming the device, the killed job and how to clear
+it; nothing on the device changes. Run 3, the device a target again: the preflight zeroes
+the region (the record's ``previous_job.regions_zeroed``), the host passes, and the backing
+file is zeros in the region and unchanged outside it.
+"""
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+from fleetrun import run_playbook
+
+pytestmark = [pytest.mark.fleet, pytest.mark.slow]
+
+HOST = "fq81"
+REGION = 32 << 20
+DISK = 64 << 20
+
+
+def digest(path, start, end):
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        return hashlib.sha256(fh.read(end - start)).hexdigest()
+
+
+def written(path):
+    with open(path, "rb") as fh:
+        return any(fh.read(REGION))
+
+
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def descendants(pid):
+    out = []
+    try:
+        for tid in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/children" % (pid, tid)) as fh:
+                for child in (int(x) for x in fh.read().split()):
+                    out += [child] + descendants(child)
+    except OSError:
+        pass
+    return out
+
+
+@pytest.fixture(scope="module")
+def blank_loop():
+    if not shutil.which("losetup"):
+        pytest.skip("losetup is missing")
+    work = tempfile.mkdtemp(prefix="fq-killed-", dir="/var/tmp")
+    img = os.path.join(work, "disk.img")
+    with open(img, "wb") as fh:
+        fh.truncate(REGION)
+        fh.seek(REGION)
+        fh.write(os.urandom(DISK - REGION))
+    p = subprocess.run(["losetup", "--find", "--show", img], capture_output=True, text=True, check=False)
+    if p.returncode != 0:
+        shutil.rmtree(work, ignore_errors=True)
+        pytest.skip("cannot create a loop device: %s" % p.stderr.strip())
+    dev = p.stdout.strip()
+    try:
+        yield dev, img, work
+    finally:
+        subprocess.run(["losetup", "-d", dev], check=False)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def inventory(fleet, base, name, dev, seconds):
+    matrix = [{"workload": "kill", "mode": "rndwr", "threads": 1, "file_num": 1, "total_size": "32M",
+               "block_size": "16K", "direct": True, "time": seconds, "warmup": 0}]
+    targets = [{"name": "raw", "device": dev, "destroy_data": True, "size": "32M"}] if dev else []
+    return fleet.inventory(os.path.join(base, name), [{"name": HOST, "inst": fleet.host(81),
+                                                       "vars": {"fleetqual_targets": targets}}],
+                           group_vars={"all": {"fleetqual_matrix": matrix}},
+                           dirs_root=os.path.join(base, "hostdirs"))
+
+
+def test_killed_job_region_refused_then_zeroed_by_the_next_runs(fleet, blank_loop, tmp_path):
+    dev, img, _work = blank_loop
+    base = str(tmp_path)
+    outside = digest(img, REGION, DISK)
+    status_path = os.path.join(fleet.host_dirs(HOST, os.path.join(base, "hostdirs"))["fleetqual_test_dir"],
+                               ".fleetqual-job", "status.json")
+
+    # run 1: SIGKILL the job (and its iobench) while it writes the device
+    inv1 = inventory(fleet, base, "inv1", dev, 120)
+    box = {}
+    t = threading.Thread(target=lambda: box.update(run=run_playbook(fleet, inv1, base, "killed", timeout=900)))
+    t.start()
+    killed = []
+    try:
+        end = time.monotonic() + 300
+        status = None
+        while time.monotonic() < end and t.is_alive():
+            try:
+                with open(status_path) as fh:
+                    status = json.load(fh)
+            except (OSError, ValueError):
+                status = None
+            if status and status.get("index") and descendants(status["pid"]) and written(img):
+                break
+            time.sleep(0.5)
+        assert status and status.get("regions"), "the job never started writing (status %s)" % status
+        killed = [status["pid"]] + descendants(status["pid"])
+        for pid in killed:
+            os.kill(pid, signal.SIGKILL)
+    finally:
+        t.join(900)
+    assert not any(alive(p) for p in killed)
+    run1 = box["run"]
+    assert run1.rc == 2, run1.out[-4000:]
+    assert run1.record(HOST)["verdict"] == "ERROR"
+    assert written(img) and os.path.exists(status_path)
+    with open(status_path) as fh:
+        assert [(r["device"], r["size"]) for r in json.load(fh)["regions"]] == [(dev, REGION)]
+
+    # run 2: the device is not a target now: refused with the reason, nothing touched
+    run2 = run_playbook(fleet, inventory(fleet, base, "inv2", None, 2), base, "refused", timeout=900)
+    assert run2.rc == 2, run2.out[-4000:]
+    rec2 = run2.record(HOST)
+    assert rec2["verdict"] == "ERROR", rec2
+    msg = rec2["error"]["msg"]
+    for part in ("device %s" % dev, "run killed", "pid %d" % killed[0], "stopped without its cleanup",
+                 "bytes [0, %d)" % REGION, "fleetqual_targets", "cleanup --device %s --size %d" % (dev, REGION)):
+        assert part in msg, (part, msg)
+    assert part in run2.out                # and printed in full
+    assert written(img) and digest(img, REGION, DISK) == outside
+
+    # run 3: the device opted in again: the preflight zeroes the region, the host passes
+    run3 = run_playbook(fleet, inventory(fleet, base, "inv3", dev, 2), base, "restored", timeout=900)
+    assert run3.rc == 0, run3.out[-4000:]
+    rec3 = run3.record(HOST)
+    assert rec3["verdict"] == "PASS", rec3["reasons"]
+    assert rec3["previous_job"]["run_id"] == "killed"
+    assert rec3["previous_job"]["regions_zeroed"] == ["%s[0+%d]" % (dev, REGION)]
+    assert not written(img) and digest(img, REGION, DISK) == outside
