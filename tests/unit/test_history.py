@@ -248,9 +248,14 @@ def test_the_fleet_report_fails_the_drifted_host_and_prunes_by_retention(tmp_pat
     assert saved["verdict"] == "FAIL" and saved["accepted"] is False
     prom = prometheus.prometheus_text(f)
     assert 'fleetqual_host_drift_findings{group="db",host="db01",kind="drift"} 3.0' in prom
-    report.write_reports(f, str(root / run_id(2)), formats=("json", "md"))
+    report.write_reports(f, str(root / run_id(2)), formats=("json", "md", "html", "junit"))
     md = (root / run_id(2) / "report.md").read_text()
     assert "## History" in md and "[fail] drift: db01" in md
+    html = (root / run_id(2) / "report.html").read_text()
+    assert 'id="history"' in html and "<li>[fail] drift: db01 " in html
+    assert "history [fail] drift: db01 " in (root / run_id(2) / "junit.xml").read_text()
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.render_text import detail_lines
+    assert any(line.startswith("history [fail] drift: db01 ") for line in detail_lines(f, width=400))
     # keep_runs 2: run 0 goes; run 1 stays as the newest-but-one (and db01's baseline)
     assert sorted(os.listdir(root)) == [run_id(1), run_id(2)]
 
