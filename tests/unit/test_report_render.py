@@ -535,8 +535,12 @@ def test_the_results_dir_default_is_defined_once(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("FLEETQUAL_RESULTS_DIR", raising=False)
     assert report_config.default_results_dir() == os.path.join(str(tmp_path), "results")
+    from ansible_collections.fleetqual.storage.plugins.lookup.results_dir import LookupModule
+    lookup = LookupModule()          # lookup('fleetqual.storage.results_dir'): for the role's default
+    assert lookup.run([]) == [os.path.join(str(tmp_path), "results")]
     monkeypatch.setenv("FLEETQUAL_RESULTS_DIR", "/srv/fleetqual/results")
     assert report_config.default_results_dir() == "/srv/fleetqual/results"
+    assert lookup.run([]) == ["/srv/fleetqual/results"]
     # the callback and the report action use it; no other default is written in the plugins
     for path in ("plugins/callback/qualify_report.py", "plugins/action/fleet_report.py",
                  "plugins/plugin_utils/run_store.py", "plugins/plugin_utils/fleet.py"):
