@@ -238,8 +238,8 @@ def _result_findings(hosts, opts):
                 fmt_num(v), unit, fmt_num(med), unit, len(items), model, fmt_num(round(score, 1)),
                 "" if pct is None else ", %+.1f %%" % pct, "worse" if worse else "better than its peers"))
             out.append(_drive_finding("result", host, group, d, opts["drives"] if worse else "warn", text,
-                                workload=wid, target=w.get("target"), metric=metric, value=v, median=med,
-                                mad=mad, scale=method, score=round(score, 2), worse=worse))
+                                      workload=wid, target=w.get("target"), metric=metric, value=v, median=med,
+                                      mad=mad, scale=method, score=round(score, 2), worse=worse))
     return out
 
 

@@ -124,7 +124,7 @@ def build_host(name, record, play=None, inventory_groups=None, keep_detail=True,
 
 
 HOST_DRIVE_KEYS = ("name", "path", "id_path", "by_id", "model", "serial", "firmware", "size_bytes", "transport",
-              "targets")
+                   "targets")
 
 HOST_HEALTH_KEYS = ("collected", "reason", "passed", "problems")
 

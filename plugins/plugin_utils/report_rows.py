@@ -21,6 +21,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.plain import gc_
 
 VERDICT_SHORT = {"PASS": "PASS", "FAIL": "FAIL", "ERROR": "ERROR", "UNREACHABLE": "UNREACH"}
 
+
 class Column:
     """One column of the fleet table, in every format that shows it.
 
