@@ -181,6 +181,11 @@ def test_every_member_ran_the_same_schedule(array_run):
             assert e["active"] == (HOSTS.index(h) < e["initiators"]), (h, e["index"])
             if not e["active"]:
                 assert e["result"] is None, (h, e["index"])
+            elif e["complete"]:
+                # the step's result has the job's workload shape and its metrics (plugin_utils/metrics.py)
+                assert e["result"]["rc"] == 0 and e["metrics"]["iops"] > 0, (h, e["index"], e["metrics"])
+                assert e["result"]["bench"]["config"]["threads"] == ARRAY["threads"][0]
+                assert e["scheduled_start"] == pytest.approx(r["t0"] + e["offset_s"], abs=1e-5)
 
 
 def test_skewed_clock_measured_and_windows_open_together(array_run):
