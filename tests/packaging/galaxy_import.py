@@ -45,6 +45,8 @@ REQUIRED = [
     "roles/iobench/README.md", "roles/iobench/meta/main.yml", "roles/iobench/meta/argument_specs.yml",
     "roles/iobench/files/src/Makefile", "roles/iobench/files/src/*.c", "roles/iobench/files/src/*.h",
     "templates/*", "docs/*.md", "examples/ansible.cfg", "requirements.txt",
+    # the Prometheus alerting rules for compliance runs (docs/compliance.md)
+    "extensions/prometheus/*.yml",
 ]
 # What it must not ship: development, test and benchmark files, build products.
 FORBIDDEN = [
