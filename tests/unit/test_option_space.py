@@ -58,7 +58,8 @@ INSIDE = {"report_interval": [0, 0.005, 0.01, 0.25, 1.5], "time": [0, 1, 3], "re
 
 
 def value(name):
-    """Half the time a value from inside the range (or a typical one), half an edge."""
+    """Three times in four a value from inside the range (or a typical one), else an edge: the
+    rules between options need workloads whose values are each fine."""
     row = opts.BY_NAME[name]
     if row["type"] == "bool":
         return st.booleans()
@@ -68,28 +69,43 @@ def value(name):
         return st.sampled_from(list(row["choices"]) * 3 + ["bogus"])
     low, high, open_low = opts.value_range(name)
     mid = (low + high) // 2 if row["type"] == "int" or row["how"] == "size" else (low + high) / 2.0
-    return st.one_of(st.sampled_from(INSIDE.get(name, []) + [mid, high] + ([] if open_low else [low])),
-                     st.sampled_from(edges(name)))
+    inside = st.sampled_from(INSIDE.get(name, []) + [mid, high] + ([] if open_low else [low]))
+    return st.one_of(inside, inside, inside, st.sampled_from(edges(name)))
 
 
 @st.composite
 def workloads(draw):
-    feature = draw(st.sampled_from([None, None, "search", "steady_state", "db"]))
+    # a feature puts options that interact together: a group, or the engine, rate and
+    # sequential-stripe rules
+    feature = draw(st.sampled_from([None, "search", "steady_state", "db", "uring", "rate", "stripes"]))
     modes = list(opts.MODES)
     if feature == "search":
         modes = list(opts.RANDOM_MODES) * 3 + modes
     if feature == "db":
         modes = ["dbpattern"] * 3 + modes
+    if feature == "stripes":
+        modes = list(opts.SEQUENTIAL_MODES)
     e = {"workload": "w", "mode": draw(st.sampled_from(modes)),
          "total_size": draw(st.sampled_from([512, 16384, 65536, 1 << 20, 16 << 20, 2 << 30, (1 << 20) + 1]))}
     for name in draw(st.lists(st.sampled_from(SIMPLE), max_size=3, unique=True)):
         e[name] = draw(value(name))
+    if feature == "uring":
+        e["engine"] = draw(st.sampled_from(["io_uring", "sync"]))
+        e["iodepth"] = draw(value("iodepth"))
+    elif feature == "rate":
+        e["rate_iops"] = draw(value("rate_iops"))
+        e["engine"] = draw(st.sampled_from(["io_uring", "sync"]))
+    elif feature == "stripes":
+        e["threads"] = draw(st.sampled_from([1, 2, 4, 64, 1024]))
+        e["total_size"] = draw(st.sampled_from([16384, 32768, 65536, 1 << 20]))
     if feature == "search":
         e["search"] = draw(st.sampled_from(["threads", "iodepth", "iodepth"]))
         if e["search"] == "iodepth" and draw(st.booleans()):
             e["engine"] = "io_uring"
     elif feature == "steady_state":
         e["steady_state"] = draw(st.booleans())
+        if draw(st.booleans()):
+            e["report_interval"] = draw(value("report_interval"))     # rounds are multiples of it
     group = {"search": "search", "steady_state": "steady_state", "db": "db"}.get(feature)
     stray = draw(st.sampled_from([None] * 8 + list(GROUPS)))       # now and then an option of another group
     for g in (group, stray):
@@ -126,7 +142,7 @@ def named(errors, name):
     return any(pat.search(e) for e in errors)
 
 
-@settings(max_examples=600, deadline=None, database=None,
+@settings(max_examples=400, deadline=None, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(entry=workloads())
 def test_controller_and_binary_agree(iobench_binary, entry):  # noqa: F811
@@ -187,7 +203,7 @@ def test_drifted_options_agree_at_their_edges(iobench_binary, extra, ok):  # noq
 DEVICE = "/dev/disk/by-id/nvme-FLEETQUAL_OPTION_SPACE"     # --check opens nothing
 
 
-@settings(max_examples=200, deadline=None, database=None,
+@settings(max_examples=150, deadline=None, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(entry=workloads(), size=st.sampled_from([None, 512, 64 << 20, 1 << 30, (64 << 20) + 512]))
 def test_controller_and_binary_agree_on_a_device_target(iobench_binary, entry, size):  # noqa: F811
