@@ -81,8 +81,8 @@ def options(given, defaults):
     for k, v in (given or {}).items():
         if k not in defaults:
             close = difflib.get_close_matches(str(k), sorted(defaults), n=1)
-            errors.append("%s: unknown key%s; known: %s" % (k, " (did you mean %s?)" % close[0] if close else "",
-                                                             ", ".join(sorted(defaults))))
+            hint = " (did you mean %s?)" % close[0] if close else ""
+            errors.append("%s: unknown key%s; known: %s" % (k, hint, ", ".join(sorted(defaults))))
         elif v is not None:
             out[k] = v
     return out, errors
@@ -246,8 +246,8 @@ class Cgroup:
                         parts = line.split()
                         if parts and parts[0] in self.numbers:
                             kv = dict(p.split("=", 1) for p in parts[1:] if "=" in p)
-                            out[self.numbers[parts[0]]] = [int(kv.get(k, 0)) for k in ("rios", "rbytes", "wios",
-                                                                                        "wbytes")]
+                            keys = ("rios", "rbytes", "wios", "wbytes")
+                            out[self.numbers[parts[0]]] = [int(kv.get(k, 0)) for k in keys]
         except (OSError, ValueError):
             return None
         return out
@@ -384,8 +384,8 @@ def limit_params(params, impact, block_size, total_size, free_bytes):
         if total_size > cap:
             new = max(unit, cap // unit * unit)
             p["total_size"] = new
-            notes.append("working set %d bytes capped to %d (%s of the %d bytes free)" % (total_size, new, share,
-                                                                                         free_bytes))
+            notes.append("working set %d bytes capped to %d (%s of the %d bytes free)"
+                         % (total_size, new, share, free_bytes))
     return p, notes
 
 
@@ -581,6 +581,8 @@ class Run:
         self.cgroup = None
         self.sampler = None
         self.pid = None
+        self.live_path = None
+        self.got = None
         self.section = {"settings": dict(self.fopts, impact=self.iopts), "devices": self.devices, "source": None,
                         "blind": None, "quiet": None, "samples": [], "guard": None, "impact": None,
                         "cgroup_error": None, "skipped": None}
@@ -683,7 +685,7 @@ class Run:
         if self.sampler is not None:
             self.section["samples"] = self.sampler.finish()
             self.section["guard"] = self.sampler.guard
-        got = getattr(self, "got", None)
+        got = self.got
         if self.section["impact"] is None:
             self.section["impact"] = {"notes": []}
         if got:

@@ -9,7 +9,6 @@ themselves after a bounded time, and are ended by PID at the latest when the tes
 """
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils import metrics a
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import judge
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import workload_record
 
+import loopdev
 import test_module_iobench
 
 iobench_binary = test_module_iobench.iobench_binary   # the session fixture that builds the binary
@@ -52,6 +52,7 @@ log = []
 ts = [threading.Thread(target=reader, args=(i,)) for i in range(threads)]
 for t in ts:
     t.start()
+open(out + ".started", "w").close()
 end = time.time() + seconds
 while time.time() < end and not stop.is_set():
     log.append([time.time(), sum(counts)])
@@ -66,39 +67,27 @@ os.rename(out + ".tmp", out)
 """
 
 
+def neighbour_file(path, mib):
+    """The neighbour's own data, really written (a sparse file would read without the disk)."""
+    with open(path, "wb") as fh:
+        for _i in range(mib):
+            fh.write(os.urandom(1 << 20))
+        fh.flush()
+        os.fsync(fh.fileno())
+    return path
+
+
 @pytest.fixture
 def loop_ext4():
-    if os.geteuid() != 0 or not shutil.which("losetup") or not shutil.which("mkfs.ext4"):
-        pytest.skip("needs root, losetup and mkfs.ext4 for a loop device of its own")
+    if loopdev.missing_tools():
+        pytest.skip(loopdev.missing_tools())
     if not os.path.isfile(os.path.join(foreign.BLKIO_V1, "blkio.throttle.io_serviced")):
         pytest.skip("needs the cgroup v1 blkio controller for the neighbour's throttle")
-    base = tempfile.mkdtemp(prefix="fq-foreign-", dir="/var/tmp")
-    image, mnt = os.path.join(base, "disk.img"), os.path.join(base, "mnt")
-    os.mkdir(mnt)
-    with open(image, "wb") as fh:
-        fh.truncate(384 << 20)
-    dev = subprocess.run(["losetup", "--find", "--show", "--direct-io=on", image], check=True,
-                         stdout=subprocess.PIPE, text=True).stdout.strip()
-    mounted = False
-    try:
-        subprocess.run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", dev], check=True)
-        subprocess.run(["mount", dev, mnt], check=True)
-        mounted = True
-        test_dir = os.path.join(mnt, "fq")
+    with loopdev.loop_ext4(384, prefix="fq-foreign-") as loop:
+        test_dir = os.path.join(loop["mnt"], "fq")
         os.mkdir(test_dir, 0o700)
-        other = os.path.join(mnt, "neighbour.dat")
-        with open(other, "wb") as fh:      # the neighbour's own data, really written
-            for _i in range(64):
-                fh.write(os.urandom(1 << 20))
-            fh.flush()
-            os.fsync(fh.fileno())
-        yield {"dir": test_dir, "dev": os.path.basename(dev), "path": dev, "mnt": mnt, "other": other,
-               "base": base}
-    finally:
-        if mounted:
-            subprocess.run(["umount", mnt], check=False)
-        subprocess.run(["losetup", "-d", dev], check=False)
-        shutil.rmtree(base, ignore_errors=True)
+        yield dict(loop, dir=test_dir, dev=loop["name"], path=loop["dev"],
+                   other=neighbour_file(os.path.join(loop["mnt"], "neighbour.dat"), 64))
 
 
 class Neighbour:
@@ -118,6 +107,14 @@ class Neighbour:
         self.proc = subprocess.Popen([sys.executable, "-c", NEIGHBOUR, path, str(threads), str(seconds), str(delay),
                                       self.out], preexec_fn=join)
 
+    def started(self, limit_s=60):
+        """Wait until it reads (a loaded machine may take seconds to start Python)."""
+        end = time.monotonic() + limit_s
+        while not os.path.exists(self.out + ".started") and time.monotonic() < end and self.proc.poll() is None:
+            time.sleep(0.05)
+        assert os.path.exists(self.out + ".started"), "the neighbour did not start"
+        return self
+
     def stop(self):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -132,8 +129,9 @@ class Neighbour:
         except (OSError, ValueError):
             return []
         finally:
-            if os.path.exists(self.out):
-                os.unlink(self.out)
+            for path in (self.out, self.out + ".started"):
+                if os.path.exists(path):
+                    os.unlink(path)
 
     def __enter__(self):
         return self
@@ -192,6 +190,7 @@ def test_a_neighbour_makes_the_workload_inconclusive_and_its_share_is_what_it_di
 
     p = params(iobench_binary, loop_ext4, foreign_io={"quiet_util_pct": 100})    # no wait: share it
     with Neighbour(loop_ext4["other"], threads=1, seconds=60) as nb:
+        nb.started()
         rec, verdict, _w = run(p)
         log = nb.stop()
     m = rec["metrics"]
@@ -214,7 +213,8 @@ def test_a_neighbour_makes_the_workload_inconclusive_and_its_share_is_what_it_di
 
 def test_a_neighbour_that_stops_within_wait_s_lets_the_workload_run_and_pass(iobench_binary, loop_ext4):
     p = params(iobench_binary, loop_ext4, foreign_io={"wait_s": 40})
-    with Neighbour(loop_ext4["other"], threads=2, seconds=4):
+    with Neighbour(loop_ext4["other"], threads=2, seconds=4) as nb:
+        nb.started()
         rec, verdict, _w = run(p)
     m = rec["metrics"]
     assert m["foreign_quiet"]["ok"] and m["foreign_quiet"]["rounds"] >= 2, m["foreign_quiet"]
@@ -223,10 +223,12 @@ def test_a_neighbour_that_stops_within_wait_s_lets_the_workload_run_and_pass(iob
 
 
 def test_a_device_that_never_gets_quiet_is_inconclusive_not_run(iobench_binary, loop_ext4):
-    p = params(iobench_binary, loop_ext4, foreign_io={"wait_s": 3})
-    with Neighbour(loop_ext4["other"], threads=2, seconds=60):
-        res, failed, msg, warnings = workload.run_workload(p)
-    assert not failed and "bench" not in res
+    # busy: the neighbour keeps the device above 1 % util even when this machine starves it of CPU
+    p = params(iobench_binary, loop_ext4, foreign_io={"wait_s": 3, "quiet_util_pct": 1})
+    with Neighbour(loop_ext4["other"], threads=2, seconds=60) as nb:
+        nb.started()
+        res, failed, _msg, _warnings = workload.run_workload(p)
+    assert not failed and "bench" not in res, (res.get("foreign") or {}).get("quiet")
     assert "never got quiet" in res["foreign"]["skipped"]
     rec = workload_record(SPEC, dict(res, failed=False))
     verdict = judge([rec], RULES, expected_ids=[SPEC["id"]])
@@ -245,37 +247,19 @@ def nested(loop_ext4):
     wait (the loop worker serves them in the neighbour's cgroup) and their await rises,
     while ours (another cgroup) are not slowed."""
     lower = loop_ext4
-    image = os.path.join(lower["mnt"], "upper.img")
-    with open(image, "wb") as fh:
-        fh.truncate(200 << 20)
-    dev = subprocess.run(["losetup", "--find", "--show", "--direct-io=on", image], check=True,
-                         stdout=subprocess.PIPE, text=True).stdout.strip()
-    mnt = os.path.join(lower["base"], "upper")
-    os.mkdir(mnt)
     cg = os.path.join(foreign.BLKIO_V1, "fq-test-neighbour-%d" % os.getpid())
-    mounted = False
     try:
-        subprocess.run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", dev], check=True)
-        subprocess.run(["mount", dev, mnt], check=True)
-        mounted = True
-        test_dir = os.path.join(mnt, "fq")
-        os.mkdir(test_dir, 0o700)
-        other = os.path.join(mnt, "neighbour.dat")
-        with open(other, "wb") as fh:
-            for _i in range(32):
-                fh.write(os.urandom(1 << 20))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.mkdir(cg)
-        with open("/sys/block/%s/dev" % lower["dev"]) as fh:
-            num = fh.read().strip()
-        with open(os.path.join(cg, "blkio.throttle.read_iops_device"), "w") as fh:
-            fh.write("%s 40" % num)
-        yield {"dir": test_dir, "dev": os.path.basename(dev), "other": other, "cgroup": cg}
+        with loopdev.loop_ext4(200, base=lower["mnt"]) as upper:
+            test_dir = os.path.join(upper["mnt"], "fq")
+            os.mkdir(test_dir, 0o700)
+            other = neighbour_file(os.path.join(upper["mnt"], "neighbour.dat"), 32)
+            os.mkdir(cg)
+            with open("/sys/block/%s/dev" % lower["dev"]) as fh:
+                num = fh.read().strip()
+            with open(os.path.join(cg, "blkio.throttle.read_iops_device"), "w") as fh:
+                fh.write("%s 40" % num)
+            yield {"dir": test_dir, "dev": upper["name"], "other": other, "cgroup": cg}
     finally:
-        if mounted:
-            subprocess.run(["umount", mnt], check=False)
-        subprocess.run(["losetup", "-d", dev], check=False)
         if os.path.isdir(cg):
             for _i in range(50):
                 try:

@@ -9,16 +9,15 @@ conclude "cache", and the device bytes over the measured window must be within 5
 benchmark's (exact with ``--devstat``; iostat samples placed by their real timestamps
 otherwise)."""
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
 import pytest
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import workload_record
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.diagnostics import diagnose
 
+import loopdev
 import test_module_iobench
 from test_module_iobench import run_module
 
@@ -31,28 +30,12 @@ HOG_S = 600      # upper bound of every hog's life; they are killed by PID when 
 
 @pytest.fixture
 def loop_ext4():
-    if os.geteuid() != 0 or not shutil.which("losetup") or not shutil.which("mkfs.ext4"):
-        pytest.skip("needs root, losetup and mkfs.ext4 for a loop device of its own")
-    base = tempfile.mkdtemp(prefix="fq-busy-", dir="/var/tmp")
-    image, mnt = os.path.join(base, "disk.img"), os.path.join(base, "mnt")
-    os.mkdir(mnt)
-    with open(image, "wb") as fh:
-        fh.truncate(256 << 20)
-    dev = subprocess.run(["losetup", "--find", "--show", "--direct-io=on", image], check=True,
-                         stdout=subprocess.PIPE, text=True).stdout.strip()
-    mounted = False
-    try:
-        subprocess.run(["mkfs.ext4", "-q", "-F", dev], check=True)
-        subprocess.run(["mount", dev, mnt], check=True)
-        mounted = True
-        test_dir = os.path.join(mnt, "fq")
+    if loopdev.missing_tools():
+        pytest.skip(loopdev.missing_tools())
+    with loopdev.loop_ext4(256, prefix="fq-busy-") as loop:
+        test_dir = os.path.join(loop["mnt"], "fq")
         os.mkdir(test_dir, 0o700)
-        yield test_dir, os.path.basename(dev)
-    finally:
-        if mounted:
-            subprocess.run(["umount", mnt], check=False)
-        subprocess.run(["losetup", "-d", dev], check=False)
-        shutil.rmtree(base, ignore_errors=True)
+        yield test_dir, loop["name"]
 
 
 @pytest.fixture
