@@ -249,6 +249,10 @@ def array_run(doc):
         entry["metrics"] = _metrics_of(p, spec_doc, e.get("result")) if p else None
         steps.append(entry)
     ready = doc.get("ready_epoch")
+    received = start.get("received_epoch")
+    received = None if received is None or off is None else round(received - off, 6)
+    first = (doc.get("plan") or [{}])[0]
+    warm0 = None if start.get("t0") is None else start["t0"] + float(first.get("offset_s") or 0) - float(first.get("warmup") or 0)
     return {
         "name": doc.get("name"), "rank": doc.get("rank"), "members": doc.get("members"), "config": doc.get("config"),
         "t0": start.get("t0"), "state": doc.get("state"),
@@ -259,6 +263,8 @@ def array_run(doc):
         "ready": None if ready is None or off is None else round(ready - off, 6),
         "prepare": doc.get("prepare"), "refused": start.get("refused"), "warning": start.get("warning"),
         "lead_s": start.get("lead_s"), "steps": steps,
+        # when the job got the common start (controller clock) and how long before step 1's warm-up
+        "handover": {"received": received, "margin_s": None if received is None or warm0 is None else round(warm0 - received, 3)},
     }
 
 

@@ -174,6 +174,9 @@ def test_every_member_ran_the_same_schedule(array_run):
     runs = {h: r["array_run"] for h, r in array_run.records.items()}
     assert all(r is not None for r in runs.values()), array_run.out[-5000:]
     assert len({r["t0"] for r in runs.values()}) == 1, {h: r["t0"] for h, r in runs.items()}
+    for h, r in runs.items():
+        # every member got the common start before step 1's iobench had to be launched
+        assert r["handover"]["margin_s"] > 0, (h, r["handover"], r["lead_s"])
     assert {h: r["rank"] for h, r in runs.items()} == {h: i for i, h in enumerate(HOSTS)}
     for h, r in runs.items():
         assert [e["index"] for e in r["steps"]] == [1, 2, 3, 4], (h, r["steps"])
@@ -248,6 +251,10 @@ def test_host_killed_mid_step_makes_that_step_incomplete_naming_it(array_run):
     assert all(steps[i]["complete"] for i in (1, 2, 3))
     for h in HOSTS[:2]:
         assert _entry(array_run, h, KILL_STEP)["complete"], h
+    # and so says the run's report (fleet.json, rebuilt by the callback from the stored records)
+    (reported,) = [a for a in array_run.fleet().get("arrays") or [] if a["name"] == "san1"]
+    assert [(s["index"], s["complete"], s["missing_hosts"]) for s in reported["steps"]] == \
+        [(1, True, []), (2, True, []), (3, True, []), (KILL_STEP, False, [KILLED])]
 
 
 def test_array_data_sets_removed(array_run):
