@@ -54,7 +54,6 @@ KNOWN_CONSTANTS = {
     "MODES": ["history.py", "iobench_options.py", "workload.py"],
     "PLAN_KEYS": ["history.py", "iobench_options.py"],
     "VAR_NAME": ["history.py", "retention.py"],
-    "VAR_NAMES": ["plan.py", "targets.py"],
 }
 
 
