@@ -375,8 +375,9 @@ def test_callback_with_real_aggregate_stats(tmp_path):
     assert display.warnings == []
 
     run_dir = results / run_id
-    assert sorted(os.listdir(run_dir)) == ["fleet.d", "fleet.json", "junit.xml", "not-passed.limit", "report.html",
-                                           "report.md"]
+    # history.d/: each host's summary of the run for its own history (plugin_utils/history.py)
+    assert sorted(os.listdir(run_dir)) == ["fleet.d", "fleet.json", "history.d", "junit.xml", "not-passed.limit",
+                                           "report.html", "report.md"]
     # the hosts' summaries for a later merge of the run (playbooks/report.yml): every host,
     # the unreachable and failed ones too
     (entries,) = [n for n in os.listdir(run_dir / "fleet.d") if n.endswith(".jsonl")]
