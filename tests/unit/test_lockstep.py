@@ -207,3 +207,27 @@ def test_one_lock_step_window_on_a_skewed_host_clock(iobench_binary, adir, monke
     assert e["window_start"] - e["scheduled_start"] <= late_s + 0.05 * steps[0]["time"]
     assert "--start-at" in e["result"]["argv"] and "--report-interval" in e["result"]["argv"]
     assert len(e["result"]["bench"]["intervals"]) >= 10
+
+
+def test_timedatectl_state_when_chrony_is_absent():
+    answers = {"chronyc": None, "timedatectl": "NTPSynchronized=yes\nNTP=yes\n"}
+    got = ls.sync_state(run=lambda argv: answers[argv[0]])
+    assert got["synchronized"] is True and got["source"].startswith("timedatectl: NTPSynchronized=yes")
+
+
+def test_array_spec_ranks_members_and_the_deadline_covers_the_schedule():
+    arrays_var = {"san": dict(CFG, initiators=[1, 2, 10], target="lun")}
+    hosts_vars = {h: {"fleetqual_array": "san"} for h in ("h10", "h2", "h1")}
+    hosts_vars["other"] = {}
+    targets = [{"name": "lun", "kind": "path", "path": "/data/fq"}]
+    spec = ctl.array_spec("san", arrays_var, hosts_vars, "h10", "/var/tmp/fq", targets=targets)
+    assert spec["members"] == ["h1", "h2", "h10"] and spec["rank"] == 2          # natural order
+    assert spec["target_kind"] == "path" and spec["target_path"] == "/data/fq" and spec["dataset"] == "array-san"
+    planned, extra = ctl.array_timing(spec)
+    assert planned >= arrays.schedule_seconds(spec["steps"])
+    # the job's deadline: the schedule, the data set's preparation and the wait for the start
+    assert extra >= planned + spec["prepare_timeout_s"] + spec["ready_timeout_s"]
+    other = [{"name": "data1", "kind": "path", "path": "/d"}]
+    with pytest.raises(Exception) as e:
+        ctl.array_spec("san", arrays_var, hosts_vars, "h1", "/var/tmp/fq", targets=other)
+    assert "target 'lun'" in str(e.value) and "data1" in str(e.value)
