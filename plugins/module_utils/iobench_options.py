@@ -449,7 +449,5 @@ def build_argv(params, sizes, output):
         argv += _emit(o, params.get(name), sizes)
     if params.get("devstat"):
         argv += ["--devstat", ",".join(params["devstat"])]
-    if params.get("start_at"):          # the job's lock-step schedule (module_utils/lockstep.py, issue 16)
-        argv += ["--start-at", "%.6f" % float(params["start_at"])]
     argv += ["--format", "json", "--output", output]
     return argv
