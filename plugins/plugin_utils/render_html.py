@@ -20,7 +20,8 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import med
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.templating import render_template
 
 
-VERDICT_COLOURS = {"PASS": "#1a7f37", "FAIL": "#cf222e", "ERROR": "#9a6700", "UNREACHABLE": "#6e7781"}
+VERDICT_COLOURS = {"PASS": "#1a7f37", "FAIL": "#cf222e", "ERROR": "#9a6700", "UNREACHABLE": "#6e7781",
+                   "INCONCLUSIVE": "#8250df"}
 
 
 def html_drive_body(rows):

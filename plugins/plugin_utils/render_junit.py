@@ -61,6 +61,9 @@ def _failed_check_lines(checks):
 
 
 def _case_kind(verdict):
+    # INCONCLUSIVE (issue 17): not measured on a disk of its own, so neither passed nor failed: skipped
+    if verdict == "INCONCLUSIVE":
+        return "skipped"
     return "failure" if verdict == "FAIL" else ("error" if verdict in ("ERROR", "UNREACHABLE") else None)
 
 
@@ -114,6 +117,8 @@ def _target_cases(h, fleet, names, cls):
             kind = None
         elif host_level and h["verdict"] in ("ERROR", "UNREACHABLE") or verdict == "ERROR":
             kind = "error"
+        elif verdict == "INCONCLUSIVE" or (h["verdict"] == "INCONCLUSIVE" and verdict != "FAIL"):
+            kind = "skipped"
         else:
             kind = "failure"
         mine = [c for c in checks if c.get("target") == name
@@ -145,7 +150,7 @@ def _workload_line(w):
 def junit_cases(fleet):
     """View model: one test case per host and target (judge.target_verdicts; one per host
     for the shorthand target), grouped by fleet group:
-    [(group, [{name, classname, time, kind: None|failure|error, message, type, text, out}])].
+    [(group, [{name, classname, time, kind: None|failure|error|skipped, message, type, text, out}])].
 
     The failure/error ``message`` is the first reason (GitLab shows it in its list); the
     text holds every reason with the measured value, the limit and the device evidence of
@@ -184,10 +189,11 @@ def render_junit(fleet):
     for i, (group, items) in enumerate(cases):
         n_fail = sum(1 for c in items if c["kind"] == "failure")
         n_err = sum(1 for c in items if c["kind"] == "error")
+        n_skip = sum(1 for c in items if c["kind"] == "skipped")
         t = sum(c["time"] for c in items)
         suite = ET.SubElement(root, "testsuite", {
             "name": x("fleetqual.%s" % group), "tests": str(len(items)), "failures": str(n_fail),
-            "errors": str(n_err), "skipped": "0", "time": "%.3f" % t, "timestamp": stamp, "id": str(i),
+            "errors": str(n_err), "skipped": str(n_skip), "time": "%.3f" % t, "timestamp": stamp, "id": str(i),
             "package": x("fleetqual.%s" % fleet["run_id"])})
         props = ET.SubElement(suite, "properties")
         for k, v in (("run_id", fleet["run_id"]), ("group", group), ("outliers", fleet["options"]["outliers"]),
@@ -197,7 +203,10 @@ def render_junit(fleet):
             case = ET.SubElement(suite, "testcase", {"name": x(c["name"]), "classname": x(c["classname"]),
                                                      "time": "%.3f" % c["time"]})
             if c["kind"]:
-                el = ET.SubElement(case, c["kind"], {"message": x(c["message"]), "type": x(c["type"])})
+                attrs = {"message": x(c["message"])}
+                if c["kind"] != "skipped":          # junit-10.xsd: skipped carries a message only
+                    attrs["type"] = x(c["type"])
+                el = ET.SubElement(case, c["kind"], attrs)
                 el.text = x(c["text"])
             ET.SubElement(case, "system-out").text = x(c["out"])
         totals["tests"] += len(items)

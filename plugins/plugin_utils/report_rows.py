@@ -19,7 +19,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet_rows impor
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.plain import gc_paused
 
 
-VERDICT_SHORT = {"PASS": "PASS", "FAIL": "FAIL", "ERROR": "ERROR", "UNREACHABLE": "UNREACH"}
+VERDICT_SHORT = {"PASS": "PASS", "FAIL": "FAIL", "ERROR": "ERROR", "UNREACHABLE": "UNREACH", "INCONCLUSIVE": "INCONCL"}
 
 
 class Column:
@@ -184,9 +184,9 @@ def drive_table(fleet, limit=DRIVE_ROWS_ALL):
 def summary_line(fleet):
     s = fleet["summary"]
     bv = s["by_verdict"]
-    return "fleet: %d/%d hosts passed (PASS %d, FAIL %d, UNREACHABLE %d, ERROR %d)" % (
+    return "fleet: %d/%d hosts passed (PASS %d, FAIL %d, UNREACHABLE %d, ERROR %d%s)" % (
         s["passed"], s["hosts"], bv.get("PASS", 0), bv.get("FAIL", 0), bv.get("UNREACHABLE", 0),
-        bv.get("ERROR", 0))
+        bv.get("ERROR", 0), ", INCONCLUSIVE %d" % bv["INCONCLUSIVE"] if bv.get("INCONCLUSIVE") else "")
 
 
 def diagnostic_items(h, include_na=False):
