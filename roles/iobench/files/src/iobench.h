@@ -105,9 +105,12 @@ typedef struct options {
 int parse_size(const char *s, uint64_t *out);          /* 0 ok, -1 bad */
 void format_size(uint64_t v, char *buf, size_t n);      /* "16 KiB" */
 
-/* ---- cli.c ---- */
+/* ---- cli.c, cli_rules.c ---- */
+enum { G_NONE, G_SEARCH, G_DB, G_DEV, G_SS, G_PRE, G_BDEV, G_N };   /* option groups of the table (cli.c) */
 int cli_parse(int argc, char **argv, options_t *o);     /* returns 0 ok or exit code */
 void usage(FILE *f);
+int option_given(const options_t *o, const char *name);             /* that row was on the command line */
+void cli_rules(options_t *o, const char *const group_flag[G_N]);    /* exits 2 when a rule fails */
 void write_config_json(FILE *f, const options_t *o);   /* "config": {...} from the option table */
 void json_str(FILE *f, const char *s);                 /* json.c: a JSON string */
 const char *mode_name(int m);
