@@ -52,8 +52,8 @@ def test_foreign_counts_are_the_device_minus_what_the_cgroup_was_charged(ours_r,
 
 
 def test_the_span_is_the_samples_around_the_window():
-    samples = [sample(e, [n, 0, 0, 0, 0, 0, 0], [0] * 4) for e, n in ((990.0, 0), (999.5, 100), (1005.0, 300),
-                                                                    (1010.2, 500), (1020.0, 9000))]
+    edges = ((990.0, 0), (999.5, 100), (1005.0, 300), (1010.2, 500), (1020.0, 9000))
+    samples = [sample(e, [n, 0, 0, 0, 0, 0, 0], [0] * 4) for e, n in edges]
     f = foreign_figures({"foreign": foreign_section(samples)}, bench())
     assert f["foreign_reads"] == 400 and f["foreign_span_s"] == 10.7
 
@@ -180,3 +180,15 @@ def test_settings_errors_name_the_host_the_variable_and_the_closest_key(key, cut
     assert "did you mean %s?" % key in errs[0] or len(key) <= 4
     assert settings_errors({"max_share": 0.2, "on_busy": "warn"}, {"ioprio": "idle", "nice": 10}, "db01") == []
     assert "between 0 and 1" in settings_errors({"max_share": 1.5}, {}, "db01")[0]
+
+
+def test_job_params_carry_the_settings_and_bound_the_wait_by_budget_and_deadline():
+    from ansible_collections.fleetqual.storage.plugins.module_utils.foreign import job_params
+    spec = {"deadline_s": 1000, "planned": [100, 200, 300], "foreign_io": {"max_share": 0.2}}
+    assert job_params({}, {"mode": "rndrd"}, 0.0) == {"mode": "rndrd"}          # nothing asked: unchanged
+    p = job_params(spec, {}, 5000.0, {"impact": {"budget_s": 900}}, 1)
+    assert p["foreign_io"] == {"max_share": 0.2} and p["impact"] == {"budget_s": 900}
+    # the rest of the plan (200 + 300 s) must still fit before the deadline: 5000 + 1000 - 500 - 30
+    assert p["budget_end_epoch"] == 5470.0
+    p = job_params(spec, {}, 5000.0, {"foreign_io": {"max_share": 0.3}, "impact": {"budget_s": 100}}, 0)
+    assert p["foreign_io"] == {"max_share": 0.3} and p["budget_end_epoch"] == 5100.0   # the workload's own win
