@@ -364,7 +364,6 @@ class Job:
                 self.save()
                 params = self.params_for(wl, timeout)
                 params = _foreign.job_params(self.spec, params, st["started_epoch"], wl, i)   # issue 17
-                params = _foreign.job_params(self.spec, params, st["started_epoch"])   # issue 17
                 pre = None
                 if wl.get("precondition"):
                     pre_error, pre_s = run_precondition(params, wl["precondition"], timeout, self.stop)
