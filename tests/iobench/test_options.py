@@ -79,3 +79,19 @@ def test_every_value_option_reaches_the_config(ib, prepared):
 def test_options_bad_format(iobench):
     p = subprocess.run([iobench, "options", "--format", "xml"], capture_output=True, text=True, check=False)
     assert p.returncode == 2 and "--format" in p.stderr
+
+
+def test_ranges_written_in_the_docs_are_the_tables(iobench):
+    """Issue 19: a range docs/iobench.md states for an option (`A..B`, the last one of its line)
+    is the row's min..max, so the page cannot drift from the binary."""
+    doc = open(DOC).read()
+    checked = 0
+    for r in table(iobench):
+        m = re.search(r"^\| `%s[ `=\\].*$" % re.escape(r["flag"]), doc, re.M)
+        ranges = re.findall(r"(\d+(?:\.\d+)?)\.\.(\d+(?:\.\d+)?)", m.group(0)) if m else []
+        if not ranges:
+            continue
+        assert "min" in r, (r["flag"], "the docs state a range the table does not check")
+        assert (float(ranges[-1][0]), float(ranges[-1][1])) == (r["min"], r["max"]), (r["flag"], ranges[-1])
+        checked += 1
+    assert checked >= 7
