@@ -54,15 +54,15 @@ import statistics
 from ansible_collections.fleetqual.storage.plugins.module_utils.atomic import write_json_atomic
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import is_number, to_float
 
-VAR_NAME = "fleetqual_drift"
+DRIFT_VAR = "fleetqual_drift"
 HISTORY_DIR = "history.d"
 SUMMARY_SCHEMA = "fleetqual.history"
 SUMMARY_VERSION = 1
-MODES = ("auto", "fail", "warn", "off")
+DRIFT_MODES = ("auto", "fail", "warn", "off")
 TREND_MODES = ("fail", "warn", "off")
 
 # fleetqual_drift's defaults (also in roles/qualify/defaults/main/main.yml and meta/argument_specs.yml)
-DEFAULTS = {
+DRIFT_DEFAULTS = {
     "mode": "auto",                  # auto | fail | warn | off
     "fail_profiles": ["compliance"],  # profiles where auto means fail
     "iops_drop_pct": 20.0,           # drift: IOPS below the baseline's by more than this
@@ -79,7 +79,7 @@ NUMBER_KEYS = ("iops_drop_pct", "p99_rise_pct", "trend_iops_pct_per_run", "trend
 INT_KEYS = {"trend_runs": 2, "trend_min_runs": 2}
 
 # the plan: what makes two runs' figures comparable (time, warmup and seed do not)
-PLAN_KEYS = ("workload", "mode", "threads", "iodepth", "block_size", "direct", "total_size", "file_num", "engine",
+FIGURE_KEYS = ("workload", "mode", "threads", "iodepth", "block_size", "direct", "total_size", "file_num", "engine",
              "fsync_freq", "fsync_mode", "fsync_all", "rw_ratio", "rate_iops", "open_flags", "target_kind",
              "device_size", "steady_state", "precondition")
 HEALTH_COUNTERS = ("media_errors", "reallocated_sectors", "pending_sectors")
@@ -98,21 +98,21 @@ def _where(var_name, host, key=None):
     return "%s%s%s" % ("host %s: " % host if host else "", var_name, ".%s" % key if key else "")
 
 
-def validate_drift(value, host=None, var_name=VAR_NAME):
+def validate_drift(value, host=None, var_name=DRIFT_VAR):
     """Problems of a ``fleetqual_drift`` value, as strings naming the host, the variable and
     key, and the closest valid key or value; [] when valid (None: the defaults)."""
     if value is None:
         return []
     if not isinstance(value, dict):
         return ["%s: must be a mapping of %s, got %s"
-                % (_where(var_name, host), ", ".join(DEFAULTS), type(value).__name__)]
+                % (_where(var_name, host), ", ".join(DRIFT_DEFAULTS), type(value).__name__)]
     errors = []
     for key, val in value.items():
         where = _where(var_name, host, key)
-        if key not in DEFAULTS:
-            errors.append("%s: unknown key%s; valid: %s" % (where, _closest(key, list(DEFAULTS)), ", ".join(DEFAULTS)))
+        if key not in DRIFT_DEFAULTS:
+            errors.append("%s: unknown key%s; valid: %s" % (where, _closest(key, list(DRIFT_DEFAULTS)), ", ".join(DRIFT_DEFAULTS)))
         elif key in ("mode", "trend"):
-            choices = MODES if key == "mode" else TREND_MODES
+            choices = DRIFT_MODES if key == "mode" else TREND_MODES
             if val not in choices:
                 errors.append("%s: must be one of %s, got %r%s"
                               % (where, ", ".join(choices), val, _closest(val, choices)))
@@ -128,21 +128,21 @@ def validate_drift(value, host=None, var_name=VAR_NAME):
                               % (where, INT_KEYS[key], val, max(INT_KEYS[key], int(to_float(val) or 0))))
         elif not is_number(val) or val < 0:
             errors.append("%s: must be a number >= 0, got %r; closest: %s"
-                          % (where, val, max(0, to_float(val) or 0) if to_float(val) is not None else DEFAULTS[key]))
-    if not errors and value.get("trend_min_runs", 0) > value.get("trend_runs", DEFAULTS["trend_runs"]):
+                          % (where, val, max(0, to_float(val) or 0) if to_float(val) is not None else DRIFT_DEFAULTS[key]))
+    if not errors and value.get("trend_min_runs", 0) > value.get("trend_runs", DRIFT_DEFAULTS["trend_runs"]):
         errors.append("%s: trend_min_runs %r is more than trend_runs %r; closest: %r"
-                      % (_where(var_name, host), value["trend_min_runs"], value.get("trend_runs", DEFAULTS["trend_runs"]),
-                         value.get("trend_runs", DEFAULTS["trend_runs"])))
+                      % (_where(var_name, host), value["trend_min_runs"], value.get("trend_runs", DRIFT_DEFAULTS["trend_runs"]),
+                         value.get("trend_runs", DRIFT_DEFAULTS["trend_runs"])))
     return errors
 
 
 def drift_settings(value=None, profile=None):
-    """``fleetqual_drift`` merged over :data:`DEFAULTS`, with ``severity`` (``fail`` | ``warn``
+    """``fleetqual_drift`` merged over :data:`DRIFT_DEFAULTS`, with ``severity`` (``fail`` | ``warn``
     | ``off``) resolved for the host's profile.  Raises ValueError on an invalid value."""
     errors = validate_drift(value)
     if errors:
         raise ValueError("; ".join(errors))
-    out = dict(DEFAULTS, **(value or {}))
+    out = dict(DRIFT_DEFAULTS, **(value or {}))
     mode = out["mode"]
     if mode == "auto":
         mode = "fail" if profile in (out["fail_profiles"] or ()) else "warn"
@@ -242,12 +242,12 @@ def is_run_dir(path):
 # --------------------------------------------------------------------------- summaries
 
 def _spec_plan(w):
-    return [[k, w.get(k)] for k in PLAN_KEYS if w.get(k) is not None]
+    return [[k, w.get(k)] for k in FIGURE_KEYS if w.get(k) is not None]
 
 
 def plan_fingerprint(record):
     """{target: fingerprint} of a record's plan: its profile and, per workload of that
-    target, the keys of :data:`PLAN_KEYS` (what changes the figures; not time, warmup or
+    target, the keys of :data:`FIGURE_KEYS` (what changes the figures; not time, warmup or
     seed).  ``""`` is the shorthand target.  Two runs of the same host and target are
     comparable when their fingerprints are equal."""
     per = {}
@@ -766,7 +766,7 @@ def add_host_prometheus(reg, record):
     return reg
 
 
-__all__ = ["DEFAULTS", "validate_drift", "drift_settings", "list_runs", "run_time", "is_run_dir", "is_record",
+__all__ = ["DRIFT_DEFAULTS", "validate_drift", "drift_settings", "list_runs", "run_time", "is_run_dir", "is_record",
            "plan_fingerprint", "summarize", "store_summary", "load_summary", "host_history", "baseline_for",
            "identity_changes", "drift_findings", "inconclusive_streak", "host_drift", "HISTORY_DIR", "judge_entry",
            "findings_of", "store_entry", "text_lines", "add_prometheus", "add_host_prometheus"]

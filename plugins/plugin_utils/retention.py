@@ -38,8 +38,8 @@ from ansible_collections.fleetqual.storage.plugins.module_utils.atomic import wr
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import history as _history
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import is_number, to_float
 
-VAR_NAME = "fleetqual_retention"
-DEFAULTS = {"keep_runs": None, "keep_days": None}
+RETENTION_VAR = "fleetqual_retention"
+RETENTION_DEFAULTS = {"keep_runs": None, "keep_days": None}
 REPORT_NAMES = ("fleet.json", "summary.json", "gate.json", "junit.xml", "report.html", "report.md",
                 "not-passed.limit")
 OUR_DIRS = ("fleet.d", _history.HISTORY_DIR)
@@ -48,7 +48,7 @@ _BACKUP = re.compile(r"^.+\.json\.\d+\.[^/]+~$")
 _ENTRY_FILE = re.compile(r"^\.?[A-Za-z0-9_.-]+\.(jsonl|jsonl\.hist|jsonl\.sum)$")
 
 
-def validate_retention(value, host=None, var_name=VAR_NAME):
+def validate_retention(value, host=None, var_name=RETENTION_VAR):
     """Problems of a ``fleetqual_retention`` value as strings naming the host, the variable
     and the closest valid key or value; [] when valid (None: the defaults, keep all)."""
     where = "%s%s" % ("host %s: " % host if host else "", var_name)
@@ -58,8 +58,8 @@ def validate_retention(value, host=None, var_name=VAR_NAME):
         return ["%s: must be a mapping with keep_runs and/or keep_days, got %s" % (where, type(value).__name__)]
     errors = []
     for key, val in value.items():
-        if key not in DEFAULTS:
-            guess = difflib.get_close_matches(str(key), list(DEFAULTS), n=1, cutoff=0.5)
+        if key not in RETENTION_DEFAULTS:
+            guess = difflib.get_close_matches(str(key), list(RETENTION_DEFAULTS), n=1, cutoff=0.5)
             errors.append("%s.%s: unknown key%s; valid: keep_runs, keep_days"
                           % (where, key, " (did you mean %s?)" % guess[0] if guess else ""))
         elif val is None:
@@ -79,7 +79,7 @@ def _policy(value):
     errors = validate_retention(value)
     if errors:
         raise ValueError("; ".join(errors))
-    return dict(DEFAULTS, **(value or {}))
+    return dict(RETENTION_DEFAULTS, **(value or {}))
 
 
 def run_dirs(root):
@@ -268,7 +268,7 @@ def fleet_policy(hosts):
     if not policies or any(validate_retention(p) for p in policies):
         return None
     out = {}
-    for key in DEFAULTS:
+    for key in RETENTION_DEFAULTS:
         values = [p.get(key) for p in policies]
         out[key] = None if any(v is None for v in values) else max(values)
     return out if any(v is not None for v in out.values()) else None
@@ -288,4 +288,4 @@ def after_report(fleet, run_dir):
         return {"error": "retention not applied to %s: %s" % (root, exc)}
 
 
-__all__ = ["validate_retention", "prune", "run_dirs", "baseline_runs", "DEFAULTS", "fleet_policy", "after_report"]
+__all__ = ["validate_retention", "prune", "run_dirs", "baseline_runs", "RETENTION_DEFAULTS", "fleet_policy", "after_report"]

@@ -133,7 +133,7 @@ def test_steady_noise_is_no_drift_and_no_trend(tmp_path_factory, scales):
 @given(slope=st.floats(min_value=-0.08, max_value=0.08), runs=st.integers(min_value=4, max_value=10))
 def test_trend_found_exactly_when_the_slope_passes_the_limit(slope, runs):
     """A straight line of IOPS: flagged when its slope per run is below -3 % of its start."""
-    limit = history.DEFAULTS["trend_iops_pct_per_run"]
+    limit = history.DRIFT_DEFAULTS["trend_iops_pct_per_run"]
     if abs(abs(slope * 100) - limit) < 0.05:
         return
     cfg = history.drift_settings({"trend_runs": runs, "mode": "off"}, "compliance")
