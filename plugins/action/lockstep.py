@@ -38,6 +38,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.fleetqual.storage.plugins.module_utils import lockstep as _ls
+from ansible_collections.fleetqual.storage.plugins.module_utils.atomic import write_json_atomic
 from ansible_collections.fleetqual.storage.plugins.module_utils.job import job_dir, pid_start
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import arrays as _arrays
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import workload_record
@@ -187,13 +188,6 @@ def _read_json(path):
         return None
 
 
-def _write_json(path, doc):
-    tmp = "%s.%d.tmp" % (path, os.getpid())
-    with open(tmp, "w") as fh:
-        json.dump(doc, fh)
-    os.rename(tmp, path)
-
-
 def fix_t0(adir, n_members, forks, wait_s=60.0):
     """The array's T0 of this playbook run: fixed by the first caller (``O_EXCL`` claim), read
     by the others. ``(t0_doc, fixed_here)``."""
@@ -217,7 +211,7 @@ def fix_t0(adir, n_members, forks, wait_s=60.0):
     now = time.time()
     doc = {"controller": me, "t0": round(now + lead, 6), "fixed_at": round(now, 6), "lead_s": lead,
            "forks": forks, "members": n_members, "connect_max_s": max(rtts or [0.0])}
-    _write_json(path, doc)
+    write_json_atomic(path, doc, mode=0o644)
     return doc, True
 
 
@@ -338,7 +332,7 @@ class ActionModule(ActionBase):
         doc = {"host": host, "controller": controller_id(), "ready": array_state in READY_STATES,
                "array_state": array_state, "job_state": job_state, "connect_s": round(sample[2] - sample[0], 6),
                "at": round(time.time(), 6)}
-        _write_json(os.path.join(adir, host + ".json"), doc)
+        write_json_atomic(os.path.join(adir, host + ".json"), doc, mode=0o644)
         return {"ready": doc["ready"], "array_state": array_state, "job_state": job_state,
                 "connect_s": doc["connect_s"]}
 
