@@ -72,7 +72,7 @@ except ImportError:  # the filters and the callback must load without it (ansibl
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import diagnostics as _diag
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import METRIC_KEYS
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.plan import SPEC_KEYS, TARGET_SPEC_KEYS
-from ansible_collections.fleetqual.storage.plugins.plugin_utils._common import (
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.vocabulary import (
     MODES,
     OPS,
     PCTS,

@@ -219,7 +219,7 @@ def test_the_plugins_import_without_jmespath():
         sys.modules["jmespath.exceptions"] = None
         sys.path.insert(0, sys.argv[1])
         from ansible_collections.fleetqual.storage.plugins.plugin_utils import rules, judge
-        from ansible_collections.fleetqual.storage.plugins.plugin_utils.filters import FILTERS
+        from ansible_collections.fleetqual.storage.plugins.plugin_utils.filter_wrappers import FILTERS
         from ansible_collections.fleetqual.storage.plugins.filter import judge as judge_plugin
         assert judge_plugin.FilterModule().filters()["judge"] is FILTERS["judge"]
         print(json.dumps({
