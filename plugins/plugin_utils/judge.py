@@ -642,6 +642,10 @@ def _workload_checks(checks, rules, matched, applicable, proof_failed, wid, rec,
     if foreign is not None:
         checks.append(foreign)
         if metrics.get("foreign_skipped"):
+            # not run: its rules matched it (no "matched no workload" warning) but judge nothing
+            for ri, rule in enumerate(rules):
+                if rule_matches(rule, rec):
+                    matched[ri] += 1
             return
     integrity = _integrity(rec, wid, metrics)
     if foreign is not None and metrics.get("foreign_guard"):

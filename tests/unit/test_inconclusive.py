@@ -192,3 +192,12 @@ def test_job_params_carry_the_settings_and_bound_the_wait_by_budget_and_deadline
     assert p["budget_end_epoch"] == 5470.0
     p = job_params(spec, {}, 5000.0, {"foreign_io": {"max_share": 0.3}, "impact": {"budget_s": 100}}, 0)
     assert p["foreign_io"] == {"max_share": 0.3} and p["budget_end_epoch"] == 5100.0   # the workload's own win
+
+
+def test_a_workload_not_run_is_inconclusive_and_its_rules_are_not_said_to_match_nothing():
+    rec = {"id": "cache-rndrd-t1", "workload": "cache", "mode": "rndrd", "threads": 1,
+           "result": {"foreign": dict(foreign_section([]), skipped="the device never got quiet: %util 97 > 10 %")}}
+    r = judge([rec], [{"workload": "cache", "min_iops": 10}], expected_ids=[rec["id"]])
+    assert r["verdict"] == "INCONCLUSIVE" and "never got quiet" in r["reasons"][0]
+    assert not any("matched no workload" in w for w in r["warnings"])
+    assert [c["rule"] for c in r["checks"]] == ["foreign_io"]
