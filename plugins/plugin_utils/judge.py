@@ -40,8 +40,9 @@ on workloads with partial data, so an ERROR host also shows what it measured.
 Checks are ordered by workload (plan order, then records not in the plan), and per
 workload: integrity errors, then rules in list order, then each rule's limits in
 canonical order (min_iops, min_mibps, max_read_*, max_write_*, max_fsync_* by
-percentile, metric min, metric max). ``status`` is ``pass``, ``fail``, ``n/a`` or
-``error``; ``passed`` is true, false, or null for n/a. ``kind`` is ``limit`` (built-in),
+percentile, metric min, metric max). ``status`` is ``pass``, ``fail``, ``n/a``,
+``error`` or ``inconclusive`` (a shared window, below); ``passed`` is true, false, or null
+for n/a and inconclusive. ``kind`` is ``foreign`` (the foreign-I/O check), ``limit`` (built-in),
 ``metric`` (JMESPath rule), ``diagnostic`` (cache proof, diagnostic rules), ``drive`` (drive health) or ``error``
 (integrity; ``rule`` is one of
 ``host_error``, ``workload_missing``, ``module_failed``, ``skipped``, ``no_metrics``,
