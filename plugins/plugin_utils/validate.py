@@ -16,12 +16,15 @@ variable path and, where one exists, the closest valid value:
   with a valid plan, a device ``size:`` too small for a workload's working set;
 * the threshold rules (``rules.validate_rules``) and, issue 10.2, every workload rule
   whose selectors match no workload of this host's plan (:func:`unmatched_rules`): a
-  misspelled ``workload: overcache`` would otherwise open the gate it was meant to close.
+  misspelled ``workload: overcache`` would otherwise open the gate it was meant to close;
+* the compliance settings ``fleetqual_drift`` and ``fleetqual_retention`` (issue 17).
 """
 
 import difflib
 
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import history as _history
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import plan as _plan
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import retention as _retention
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import rules as _rules
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.vocabulary import type_name
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import is_int, is_number
@@ -141,8 +144,10 @@ def validate_inputs(inputs, names=None, host=None):
     ``inputs`` maps variable names to values: ``fleetqual_profile``, ``fleetqual_profiles``,
     ``fleetqual_matrix``, ``fleetqual_cache_size``, ``fleetqual_workload_overrides``,
     ``fleetqual_test_dir``, ``fleetqual_thresholds``, ``fleetqual_seed``,
-    ``fleetqual_latency_bound_ms`` (absent ones are not checked). When the plan and the
-    rules are valid, a workload rule that matches no workload of the plan is an error too.
+    ``fleetqual_latency_bound_ms``, ``fleetqual_drift`` (history.validate_drift),
+    ``fleetqual_retention`` (retention.validate_retention); absent ones are not checked.
+    When the plan and the rules are valid, a workload rule that matches no workload of the
+    plan is an error too.
     ``fleetqual_targets`` is checked with :func:`resolve_targets`; ``host`` (optional)
     prefixes the target messages with ``host <name>:``.
     """
@@ -189,6 +194,10 @@ def validate_inputs(inputs, names=None, host=None):
         errors.extend(rule_errors)
         if not rule_errors and specs:
             errors.extend(unmatched_rules(inputs[nm["thresholds"]], specs, nm["thresholds"], plan_label))
+    if _history.DRIFT_VAR in inputs:
+        errors.extend(_history.validate_drift(inputs[_history.DRIFT_VAR], host=host))
+    if _retention.RETENTION_VAR in inputs:
+        errors.extend(_retention.validate_retention(inputs[_retention.RETENTION_VAR], host=host))
     return errors
 
 

@@ -308,3 +308,46 @@ def test_a_malformed_summary_or_bad_settings_never_lose_the_report(tmp_path):
     assert history.text_lines(h)[0].startswith("history not judged: ")
     cur2 = dict(cur, drift={"iops_drop_pc": 5})
     assert "did you mean iops_drop_pct" in history.judge_entry({}, cur2, str(tmp_path))["error"]
+
+
+# --------------------------------------------------------------------------- validation before any host
+
+def test_validate_inputs_checks_fleetqual_drift_and_fleetqual_retention():
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.validate import validate_inputs
+    errors = validate_inputs({"fleetqual_drift": {"iops_drop_pc": 10}, "fleetqual_retention": {"keep_run": 3}}, host="db01")
+    assert errors == ["host db01: fleetqual_drift.iops_drop_pc: unknown key (did you mean iops_drop_pct?); valid: %s"
+                      % ", ".join(history.DRIFT_DEFAULTS),
+                      "host db01: fleetqual_retention.keep_run: unknown key (did you mean keep_runs?); valid: keep_runs, keep_days"]
+    assert validate_inputs({"fleetqual_drift": {"iops_drop_pct": 10, "mode": "warn"},
+                            "fleetqual_retention": {"keep_runs": 3, "keep_days": None}}, host="db01") == []
+    # the role's defaults are valid
+    assert validate_inputs({"fleetqual_drift": {}, "fleetqual_retention": {"keep_runs": None, "keep_days": None}}) == []
+
+
+def test_the_playbook_refuses_a_drift_typo_before_any_host_is_contacted(tmp_path):
+    """playbooks/qualify.yml on hosts that do not exist (TEST-NET addresses): db01's
+    fleetqual_drift says iops_drop_pc; the validation play refuses it, naming the host, the
+    variable and the closest key, and the qualify play never starts (no fact gathering, no
+    connection, no results directory)."""
+    import subprocess
+    import sys
+
+    import yaml
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    results = tmp_path / "results"
+    (tmp_path / "inv.yml").write_text(yaml.safe_dump({"all": {
+        "vars": {"fleetqual_results_dir": str(results), "ansible_connection": "ssh", "ansible_user": "nobody"},
+        "hosts": {"db01": {"ansible_host": "192.0.2.1", "fleetqual_drift": {"iops_drop_pc": 10}},
+                  "db02": {"ansible_host": "192.0.2.2", "fleetqual_drift": {"iops_drop_pct": 10, "mode": "warn"}}}}}))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(root, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_LOCALHOST_WARNING="false",
+               ANSIBLE_COLLECTIONS_PATH=os.path.join(root, "build", "collections"))
+    out = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "inv.yml",
+                          os.path.join(root, "playbooks", "qualify.yml")],
+                         env=env, capture_output=True, text=True, timeout=300, cwd=str(tmp_path), check=False)
+    text = out.stdout + out.stderr
+    assert out.returncode != 0, text
+    assert "db01: fleetqual_drift.iops_drop_pc: unknown key (did you mean iops_drop_pct?)" in text, text
+    assert "db02: fleetqual_drift" not in text
+    assert "Gather facts" not in text and "UNREACHABLE" not in text and "192.0.2" not in text
+    assert not results.exists()
