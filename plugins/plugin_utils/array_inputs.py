@@ -17,7 +17,10 @@ problem as one string naming the variable, the host(s) and the closest valid val
   ``size``, the total working set (data set x hosts) against the array's ``capacity``;
   an unknown ``target``;
 * the array's rules (``thresholds``): unknown keys, bad limits, and a rule naming a step
-  that is not planned (initiators, threads or mode not in the sweep).
+  that is not planned (initiators, threads or mode not in the sweep);
+* an array whose hosts ``fleetqual_serial`` would put in two batches of the qualify play
+  (:func:`serial_batches`): the array's T0 is fixed once per playbook run
+  (plugins/action/lockstep.py), so the members of a later batch would miss every step.
 """
 
 import difflib
@@ -32,6 +35,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import is_
 
 ARRAY_VAR = _arrays.ARRAY_VAR
 ARRAYS_VAR = _arrays.ARRAYS_VAR
+SERIAL_VAR = "fleetqual_serial"     # playbooks/qualify.yml: serial: "{{ fleetqual_serial | default('100%') }}"
 CONFIG_KEYS = ("description", "groups", "initiators", "threads", "modes", "time", "warmup", "block_size", "rw_ratio",
                "direct", "iodepth", "engine", "file_num", "total_size", "working_set", "cache_size", "capacity",
                "target", "latency_bound_ms", "max_clock_uncertainty_ms", "thresholds")
@@ -284,6 +288,75 @@ def _size_problems(name, cfg, hosts, hosts_vars, default_cache, errors):
                           % (host, where, human_size(per_host), how, target.get("name"), human_size(size), human_size(fit)))
 
 
+# --------------------------------------------------------------------------- serial batches
+
+def _batch_size(value, total):
+    """One ``serial`` item as Ansible reads it (ansible.utils.helpers.pct_to_int)."""
+    if isinstance(value, str) and value.endswith("%"):
+        return int((int(value.replace("%", "")) / 100.0) * total) or 1
+    return int(value)
+
+
+def serial_batches(hosts, serial):
+    """The batches Ansible runs ``hosts`` (the play's hosts, in inventory order) in for the
+    play keyword ``serial: <serial>`` -- a count, a percentage (``"30%"``) or a list of them,
+    the last one repeated (PlaybookExecutor._get_serialized_batches). None (or empty): one
+    batch. Returns None for a value Ansible itself refuses (it reports it)."""
+    left = list(hosts)
+    sizes = serial if isinstance(serial, list) else [serial]
+    if serial in (None, "") or not sizes:
+        return [left] if left else []
+    total, batches, i = len(left), [], 0
+    while left:
+        try:
+            n = _batch_size(sizes[i], total)
+        except (TypeError, ValueError):
+            return None
+        if n <= 0:
+            batches.append(left)
+            break
+        batches.append(left[:n])
+        left = left[n:]
+        i = min(i + 1, len(sizes) - 1)
+    return batches
+
+
+def _split(batches, members):
+    """{batch number: [members in it]} when the members are in more than one batch, else None."""
+    where = {}
+    for number, batch in enumerate(batches, 1):
+        mine = [h for h in batch if h in members]
+        if mine:
+            where[number] = mine
+    return where if len(where) > 1 else None
+
+
+def _serial_problems(serial, order, joined):
+    """An error per array whose hosts ``serial`` would split across batches, with the
+    closest count that keeps every array in one batch."""
+    batches = serial_batches(order, serial)
+    if not batches:
+        return []
+    split = {name: _split(batches, set(hosts)) for name, hosts in joined.items()}
+    split = {name: where for name, where in split.items() if where}
+    if not split:
+        return []
+    fits = [n for n in range(1, len(order) + 1)
+            if not any(_split(serial_batches(order, n), set(hosts)) for hosts in joined.values())]
+    first = len(batches[0])
+    closest = min(fits, key=lambda n: (abs(n - first), -n))
+    errors = []
+    for name in sorted(split, key=natural_key):
+        hosts = sorted(joined[name], key=natural_key)
+        errors.append("%s.%s: its hosts %s would be in %d of the play's %d batches (%s: %r puts %s); the array's common start "
+                      "(T0) is fixed once per playbook run, so the hosts of a later batch would miss every step: "
+                      "an array's hosts must be in one batch; closest valid value: %s: %d"
+                      % (ARRAYS_VAR, name, _hosts_text(hosts), len(split[name]), len(batches), SERIAL_VAR, serial,
+                         "; ".join("%s in batch %d" % (_hosts_text(h), number) for number, h in sorted(split[name].items())),
+                         SERIAL_VAR, closest))
+    return errors
+
+
 # --------------------------------------------------------------------------- all arrays
 
 def _describe_join(name, host_vars):
@@ -299,16 +372,20 @@ def _first_difference(a, b):
     return None
 
 
-def validate_arrays(hosts_inputs, group_names=None, defaults=None):
+def validate_arrays(hosts_inputs, group_names=None, defaults=None, serial=None):
     """Every problem of array mode across the targeted hosts, as strings (empty: fine).
 
-    ``hosts_inputs``: ``{host: {variable: value}}`` (each host's fleetqual_* variables);
+    ``hosts_inputs``: ``{host: {variable: value}}`` (each host's fleetqual_* variables), in
+    the qualify play's host order (inventory order: its serial batches are cut in it);
     ``group_names``: ``{host: [its inventory groups]}``; ``defaults``: values of the
-    variables a host does not set (the role's defaults)."""
+    variables a host does not set (the role's defaults) and the playbook's
+    ``fleetqual_serial``; ``serial``: ``fleetqual_serial`` given directly (it wins)."""
     if not isinstance(hosts_inputs, dict):
         return ["inputs: must be a mapping of host -> its variables, got %s" % type_name(hosts_inputs)]
     defaults = defaults or {}
     group_names = group_names or {}
+    if serial is None:
+        serial = defaults.get(SERIAL_VAR)
     hv = {}
     for host, inputs in hosts_inputs.items():
         merged = dict(defaults)
@@ -349,6 +426,7 @@ def validate_arrays(hosts_inputs, group_names=None, defaults=None):
         for n in ins:
             joined.setdefault(n, []).append(host)
     all_groups = sorted({g for v in hv.values() for g in v["group_names"]})
+    errors.extend(_serial_problems(serial, list(hv), {n: h for n, h in joined.items() if n in defs}))
     for name in known:
         where = "%s.%s" % (ARRAYS_VAR, name)
         cfg = defs[name]
@@ -385,4 +463,4 @@ def validate_arrays(hosts_inputs, group_names=None, defaults=None):
     return errors
 
 
-__all__ = ["validate_arrays", "validate_array_rules", "CONFIG_KEYS"]
+__all__ = ["validate_arrays", "validate_array_rules", "serial_batches", "CONFIG_KEYS", "SERIAL_VAR"]

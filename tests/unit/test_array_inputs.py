@@ -1,7 +1,7 @@
 """Array mode's inputs refused on the controller before any host is touched (issue 16): each
 error names the variable, the host and the closest valid value."""
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import arrays
@@ -192,3 +192,91 @@ def test_the_validation_play_refuses_a_host_in_two_arrays(tmp_path):
     assert ("host h3: in 2 arrays, nas (fleetqual_arrays.nas.groups) and san (fleetqual_array); a host belongs to "
             "one array") in text, text
     assert "host h1" not in text and "host f1" not in text
+
+
+# --------------------------------------------------------------------------- fleetqual_serial
+
+class _Play:
+    hosts, order = "all", None
+
+    def __init__(self, serial):
+        self.serial = serial
+
+
+class _Inventory:
+    def __init__(self, hosts):
+        self.hosts = hosts
+
+    def get_hosts(self, pattern, order=None):
+        return list(self.hosts)
+
+
+_SERIALS = st.one_of(st.integers(-1, 9), st.integers(0, 120).map("{}%".format))
+
+
+@settings(deadline=None)
+@given(n=st.integers(1, 12), serial=st.lists(_SERIALS, min_size=1, max_size=4))
+def test_serial_batches_are_ansibles(n, serial):
+    """The batches serial_batches computes are the ones Ansible's executor cuts (a count, a
+    percentage, a list of them), so the check below refuses exactly the splits that happen."""
+    from types import SimpleNamespace
+
+    from ansible.executor.playbook_executor import PlaybookExecutor
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.array_inputs import serial_batches
+    hosts = ["h%d" % i for i in range(n)]
+    want = PlaybookExecutor._get_serialized_batches(SimpleNamespace(_inventory=_Inventory(hosts)), _Play(serial))
+    assert serial_batches(hosts, serial) == want
+    if len(serial) == 1:
+        assert serial_batches(hosts, serial[0]) == want
+    assert serial_batches(hosts, None) == serial_batches(hosts, "100%") == [hosts]
+
+
+def test_an_array_split_across_serial_batches_is_refused():
+    hosts = fleet(4, db1={}, db2={})         # order: h1, h2, h3, h4, db1, db2
+    err = one(validate_arrays(hosts, None, DEFAULTS, serial=3), "fleetqual_arrays.san")
+    assert err.startswith("fleetqual_arrays.san: its hosts h1, h2, h3, h4 would be in 2 of the play's 2 batches "
+                          "(fleetqual_serial: 3 puts h1, h2, h3 in batch 1; h4 in batch 2)"), err
+    assert "miss every step" in err and err.endswith("closest valid value: fleetqual_serial: 4")
+    # from the defaults (the validation play passes the playbook's fleetqual_serial there)
+    assert validate_arrays(hosts, None, dict(DEFAULTS, fleetqual_serial="50%")) == [err.replace(
+        "fleetqual_serial: 3 puts", "fleetqual_serial: '50%' puts")]
+    for fine in (None, 4, "70%", "100%", [4, 2], 0):
+        assert validate_arrays(hosts, None, DEFAULTS, serial=fine) == [], fine
+    # the batches are cut in the hosts' order: db1 and db2 first, then the array in one batch
+    again = {h: hosts[h] for h in ("db1", "db2", "h1", "h2", "h3", "h4")}
+    assert validate_arrays(again, None, DEFAULTS, serial=[2, 4]) == []
+    err = one(validate_arrays(again, None, DEFAULTS, serial=3), "san")
+    assert "h1 in batch 1; h2, h3, h4 in batch 2" in err and err.endswith("closest valid value: fleetqual_serial: 6")
+
+
+def test_the_validation_play_refuses_an_array_split_by_fleetqual_serial(tmp_path):
+    """-e fleetqual_serial=2 on three hosts of one array (which do not exist): refused by the
+    role's validation tasks on the controller, naming the array, its hosts and the variable."""
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    (tmp_path / "inv.yml").write_text(yaml.safe_dump({"all": {
+        "vars": {"fleetqual_arrays": {"san": {"initiators": [1, 3], "threads": [1], "modes": ["rndrd"],
+                                              "total_size": "64M"}}, "fleetqual_array": "san"},
+        "hosts": {"h1": {"ansible_host": "192.0.2.1"}, "h2": {"ansible_host": "192.0.2.2"},
+                  "h3": {"ansible_host": "192.0.2.3"}}}}))
+    (tmp_path / "pb.yml").write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": [
+        {"ansible.builtin.include_role": {"name": "fleetqual.storage.qualify", "tasks_from": "validate.yml"},
+         "vars": {"fleetqual_validate_hosts": "{{ groups['all'] }}"}}]}]))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(root, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_LOCALHOST_WARNING="false",
+               ANSIBLE_COLLECTIONS_PATH=os.path.join(root, "build", "collections"))
+    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "inv.yml", "pb.yml"]
+    out = subprocess.run(cmd + ["-e", "fleetqual_serial=2"], env=env, capture_output=True, text=True, timeout=300,
+                         cwd=str(tmp_path), check=False)
+    text = out.stdout + out.stderr
+    assert out.returncode != 0, text
+    assert ("fleetqual_arrays.san: its hosts h1, h2, h3 would be in 2 of the play's 2 batches (fleetqual_serial: '2' puts "
+            "h1, h2 in batch 1; h3 in batch 2)") in text, text
+    assert "closest valid value: fleetqual_serial: 3" in text
+    ok = subprocess.run(cmd + ["-e", "fleetqual_serial=3"], env=env, capture_output=True, text=True, timeout=300,
+                        cwd=str(tmp_path), check=False)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
