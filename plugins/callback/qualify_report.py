@@ -11,7 +11,8 @@ description:
   - At the end of the playbook, reads the per-host records that the C(fleetqual.storage.qualify)
     role hands over with C(ansible.builtin.set_stats) (key C(fleetqual_report), C(per_host=true)) and
     what the play saw for every targeted host (unreachable, failed tasks).
-  - Prints a fleet table and a one-line summary (N/M hosts passed, counts per verdict), and writes C(fleet.json),
+  - Prints a fleet table (past O(table_max_hosts) hosts only those that did not pass) and a one-line summary
+    (N/M hosts passed, counts per verdict), and writes C(fleet.json),
     C(junit.xml), C(report.html) and C(report.md) into C(<output_dir>/<run_id>/).
   - Hosts without a record are reported as C(UNREACHABLE) (unreachable) or C(ERROR) (a task failed,
     with the task name and message, or the role never completed); they are never missing and never C(PASS).
@@ -161,6 +162,23 @@ options:
         key: table_width
     env:
       - name: FLEETQUAL_REPORT_TABLE_WIDTH
+  table_max_hosts:
+    description:
+      - Bounds what the terminal gets of the fleet (format C(table)). When the fleet has more hosts than this,
+        the fleet table lists only the hosts whose verdict is not C(PASS) (every row of each, in full) and one
+        line counting the C(PASS) hosts left out; the drive table only the flagged drives (failed, or with a
+        finding); the diagnostics only those of the hosts that did not pass, the C(PASS) hosts' counted in one
+        line. Every host stays in C(fleet.json), C(report.html) and C(report.md).
+      - C(0) lists only the hosts that did not pass whatever the fleet's size, so a passing run prints as many
+        lines for 1,000 hosts as for one (with the stdout callback C(fleetqual.storage.bounded), issue 18).
+      - Unset (the default) lists every host. A negative number is ignored with a warning.
+    type: int
+    version_added: "0.2.0"
+    ini:
+      - section: fleetqual_report
+        key: table_max_hosts
+    env:
+      - name: FLEETQUAL_REPORT_TABLE_MAX_HOSTS
   html_detail_hosts:
     description:
       - Hosts given full detail (every check and metric, iostat series) in fleet.json and drawn with per-host
@@ -181,6 +199,7 @@ EXAMPLES = r"""
 # callbacks_enabled = fleetqual.storage.qualify_report
 # [fleetqual_report]
 # formats = table,json,junit,html,md
+# table_max_hosts = 0
 # outliers = warn
 # baseline = results/20261101T020000Z/fleet.json
 # prometheus_textfile = /var/lib/node_exporter/textfile/fleetqual.prom

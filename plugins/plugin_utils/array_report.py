@@ -138,11 +138,6 @@ def array_junit_cases(fleet):
 
 # --------------------------------------------------------------------------- HTML and Markdown
 
-def _relabel_x(svg, label):
-    # svg_line_chart labels its categorical x axis "threads"; the array's curves have others
-    return Markup(str(svg).replace('text-anchor="middle">threads</text>', 'text-anchor="middle">%s</text>' % esc(label), 1))
-
-
 def _axis(curves, key):
     """The categorical x axis of a curve: the points' ``key`` values as table cells, in
     numeric order, each once."""
@@ -160,10 +155,9 @@ def curve_charts(array):
             for m, pts in curves.items()]
     xs_iops = _axis(curves, "iops")
     p99 = [(m, {cell_num(p["iops"]): p["p99_ms"] for p in pts if p["iops"] is not None}) for m, pts in curves.items()]
-    return (_relabel_x(svg_line_chart("%s: aggregate IOPS by outstanding I/O" % array["name"], iops, xs_out, "IOPS"),
-                       "outstanding I/O (IOPS x mean latency)"),
-            _relabel_x(svg_line_chart("%s: p99 by aggregate IOPS" % array["name"], p99, xs_iops, "p99 ms"),
-                       "aggregate IOPS"))
+    return (svg_line_chart("%s: aggregate IOPS by outstanding I/O" % array["name"], iops, xs_out, "IOPS",
+                           x_label="outstanding I/O (IOPS x mean latency)"),
+            svg_line_chart("%s: p99 by aggregate IOPS" % array["name"], p99, xs_iops, "p99 ms", x_label="aggregate IOPS"))
 
 
 def html_section(fleet):

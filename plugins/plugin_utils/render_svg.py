@@ -47,8 +47,8 @@ def _axis_label(v):
     return fmt_num(v) if v >= 100 or v == 0 else ("%g" % float("%.3g" % v))
 
 
-def svg_line_chart(title, series, x_values, y_label, width=420, height=230):
-    """Lines over a categorical x axis (thread counts).  series: [(label, {x: y})]."""
+def svg_line_chart(title, series, x_values, y_label, width=420, height=230, x_label="threads"):
+    """Lines over a categorical x axis (thread counts, or what ``x_label`` names).  series: [(label, {x: y})]."""
     ml, mr, mt, mb = 54, 12, 26, 58
     pw, ph = width - ml - mr, height - mt - mb
     ys = [y for _label, pts in series for y in pts.values() if y is not None]
@@ -67,7 +67,7 @@ def svg_line_chart(title, series, x_values, y_label, width=420, height=230):
         return ml + (pw * (i + 0.5) / n if n else pw / 2)
     for i, x in enumerate(xs):
         parts.append('<text x="%.1f" y="%d" class="tl" text-anchor="middle">%s</text>' % (xpos(i), mt + ph + 13, esc(x)))
-    parts.append('<text x="%.1f" y="%d" class="al" text-anchor="middle">threads</text>' % (ml + pw / 2, mt + ph + 26))
+    parts.append('<text x="%.1f" y="%d" class="al" text-anchor="middle">%s</text>' % (ml + pw / 2, mt + ph + 26, esc(x_label)))
     parts.append('<text x="12" y="%.1f" class="al" text-anchor="middle" transform="rotate(-90 12 %.1f)">%s</text>'
                  % (mt + ph / 2, mt + ph / 2, esc(y_label)))
     if not ys:

@@ -2,7 +2,14 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The fleet report for the terminal (and AWX's and CI logs): the fleet table and the
 drive table at most ``width`` columns, and the short lines under them (reasons, outliers,
-regressions, notes, diagnostics)."""
+regressions, notes, diagnostics).
+
+``max_hosts`` (the report option ``table_max_hosts``, issue 18): when set and the fleet has
+more hosts, the terminal shows the hosts that did not pass (every row of each), one line
+counting the PASS hosts left out, only the flagged drives, the diagnostics of the hosts that
+did not pass and one line for the outlier groups (instead of a note per group too small to
+judge): a passing run prints as many lines for 1,000 hosts as for one. None (the default)
+lists every host."""
 
 from __future__ import annotations
 
@@ -11,7 +18,7 @@ import textwrap
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.array_report import array_text_lines
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import truncate
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.history import text_lines as history_lines
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.outliers import JUDGED_METRICS
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.outliers import JUDGED_METRICS, MIN_GROUP_SIZE
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.report_rows import DRIVE_COLUMNS, columns, diagnostic_items, drive_table, table_rows
 
 
@@ -38,9 +45,24 @@ def _fit_widths(cols, rows, width):
     return widths
 
 
-def render_table(fleet, width=110, rows=None):
-    """The fleet table for the terminal, every line at most ``width`` columns."""
+def bounded(fleet, max_hosts):
+    """Whether the terminal lists only the hosts that did not pass: ``max_hosts`` (the option
+    ``table_max_hosts``) is set and the fleet has more hosts than that (0: always)."""
+    return max_hosts is not None and len(fleet["hosts"]) > int(max_hosts)
+
+
+def _plural(n, word):
+    return "%d %s%s" % (n, word, "" if n == 1 else "s")
+
+
+def render_table(fleet, width=110, rows=None, max_hosts=None):
+    """The fleet table for the terminal, every line at most ``width`` columns; past
+    ``max_hosts`` hosts the rows of the hosts that did not pass and a line counting the others."""
     rows = table_rows(fleet) if rows is None else rows
+    left_out = 0
+    if bounded(fleet, max_hosts):
+        left_out = sum(1 for h in fleet["hosts"] if h["verdict"] == "PASS")
+        rows = [r for r in rows if r["_verdict"] != "PASS"]
     cols = columns("table")
     widths = _fit_widths(cols, rows, width)
     out = []
@@ -56,15 +78,19 @@ def render_table(fleet, width=110, rows=None):
     out.append(line(["-" * w for w in widths]))
     for r in rows:
         out.append(line([r[c.key] for c in cols]))
-    if not rows:
+    if left_out:
+        out.append(truncate("... %s not listed (table_max_hosts %d: only the hosts that did not pass)"
+                            % (_plural(left_out, "PASS host"), int(max_hosts)), width))
+    elif not rows:
         out.append("(no hosts)")
     return "\n".join(out)
 
 
-def render_drive_table(fleet, width=110, limit=50):
+def render_drive_table(fleet, width=110, limit=50, max_hosts=None):
     """The drive table for the terminal (host, device, model, serial, firmware, health,
-    verdict, reasons), at most ``width`` columns; beyond ``limit`` drives only the flagged."""
-    rows, omitted = drive_table(fleet, limit)
+    verdict, reasons), at most ``width`` columns; beyond ``limit`` drives, or past
+    ``max_hosts`` hosts, only the flagged."""
+    rows, omitted = drive_table(fleet, 0 if bounded(fleet, max_hosts) else limit)
     if not rows and not omitted:
         return ""
     widths = []
@@ -87,8 +113,9 @@ def render_drive_table(fleet, width=110, limit=50):
     return "\n".join(out)
 
 
-def detail_lines(fleet, width=110, limit=20):
-    """Short lines under the table: reasons of non-passing hosts, outliers, regressions, notes."""
+def detail_lines(fleet, width=110, limit=20, max_hosts=None):
+    """Short lines under the table: reasons of non-passing hosts, outliers, regressions, notes,
+    diagnostics (past ``max_hosts`` hosts those of the hosts that did not pass), arrays."""
     lines = []
     bad = [h for h in fleet["hosts"] if h["verdict"] != "PASS"]
     for h in bad[:limit]:
@@ -128,9 +155,20 @@ def detail_lines(fleet, width=110, limit=20):
     lines.extend(truncate("history %s" % line, width) for line in found[:limit])    # issue 17
     if len(found) > limit:
         lines.append("... and %d more history findings (see fleet.json)" % (len(found) - limit))
-    for n in fleet["notes"][:limit]:
+    notes = fleet["notes"]
+    if bounded(fleet, max_hosts):
+        # a group too small to judge is a note of its own in a fleet of 1 or 2 hosts: one
+        # line for every group, whatever the fleet's size
+        groups = fleet.get("groups") or []
+        small = {"group '%s': %s" % (g["name"], g["note"]) for g in groups if g.get("note")}
+        notes = [n for n in notes if n not in small]
+        if groups:
+            lines.append(truncate("outliers (%s): %d of %s judged (a group needs %d hosts with results; see fleet.json groups)"
+                                  % (mode, sum(1 for g in groups if g.get("judged")), _plural(len(groups), "group"),
+                                     MIN_GROUP_SIZE), width))
+    for n in notes[:limit]:
         lines.append(truncate("note: %s" % n, width))
-    lines.extend(diagnostic_lines(fleet, width, limit))
+    lines.extend(diagnostic_lines(fleet, width, limit, max_hosts))
     lines.extend(array_text_lines(fleet, width))     # array mode (issue 16)
     return lines
 
@@ -140,15 +178,21 @@ DIAG_MARK = {"pass": "ok", "warn": "warn", "fail": "FAIL", "unproven": "unproven
 _DIAG_RANK = {"fail": 0, "warn": 1, "unproven": 2, "info": 3, "pass": 4, "n/a": 5}
 
 
-def diagnostic_lines(fleet, width=110, limit=20):
+def diagnostic_lines(fleet, width=110, limit=20, max_hosts=None):
     """Under the table: each host's diagnostic sentences (n/a left out), wrapped to ``width``.
-    Hosts with a failed or warning diagnostic come first; at most ``limit`` hosts."""
+    Hosts with a failed or warning diagnostic come first; at most ``limit`` hosts. Past
+    ``max_hosts`` hosts only those of the hosts that did not pass, the PASS hosts counted."""
     hosts = []
+    passed = flagged = 0
+    only_bad = bounded(fleet, max_hosts)
     for h in fleet["hosts"]:
         items = diagnostic_items(h)
-        if items:
+        if items and only_bad and h["verdict"] == "PASS":
+            passed += 1
+            flagged += any(i["status"] in ("warn", "fail") for i in items)
+        elif items:
             hosts.append((min(_DIAG_RANK.get(i["status"], 5) for i in items), h["host"], items))
-    if not hosts:
+    if not hosts and not passed:
         return []
     hosts.sort(key=lambda x: x[0])         # stable: fleet order within a rank
     lines = []
@@ -161,4 +205,7 @@ def diagnostic_lines(fleet, width=110, limit=20):
     if len(hosts) > limit:
         lines.append("... diagnostics of %d more hosts in report.html, report.md and fleet.json"
                      % (len(hosts) - limit))
+    if passed:
+        lines.append(truncate("... diagnostics of %s (%d with a warning or failure) in report.html, report.md and fleet.json"
+                              % (_plural(passed, "PASS host"), flagged), width))
     return lines

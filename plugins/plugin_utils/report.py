@@ -25,6 +25,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.prometheus impor
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.render_html import render_html
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.render_junit import render_junit
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.render_markdown import render_markdown
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.report_config import table_max_hosts
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.render_text import detail_lines, render_drive_table, render_table
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.report_rows import summary_line, table_rows
 # md_cell for callers that import it from here (tests/unit/test_diagnostics.py)
@@ -37,9 +38,9 @@ WHO = "fleetqual.storage.qualify_report"
 
 def publish(fleet, root, run_dir, get_option, display, history=True):
     """Everything a report of a run puts out, as the callback's options say (``get_option``:
-    formats, table_width, html_detail_hosts, history, prometheus_textfile): the terminal
-    table, the drive table and the lines under them (on ``display``: Ansible's Display or a
-    callback's), every file format into ``run_dir``, a line per host appended to
+    formats, table_width, table_max_hosts, html_detail_hosts, history, prometheus_textfile): the
+    terminal table, the drive table and the lines under them (on ``display``: Ansible's Display
+    or a callback's; past table_max_hosts hosts only the hosts that did not pass), every file format into ``run_dir``, a line per host appended to
     ``<root>/history.jsonl`` (``history``: False when each qualify run appended its own), the
     Prometheus textfile. Returns {what: path} of the files written."""
     formats = [str(f).strip().lower() for f in (get_option("formats") or []) if str(f).strip()]
@@ -48,15 +49,20 @@ def publish(fleet, root, run_dir, get_option, display, history=True):
         display.warning("%s: unknown formats ignored: %s" % (WHO, ", ".join(unknown)))
 
     width = int(get_option("table_width") or 110)
+    try:
+        max_hosts = table_max_hosts(get_option)
+    except ValueError as exc:
+        display.warning("%s: %s; every host is listed" % (WHO, exc))
+        max_hosts = None
     rows = table_rows(fleet)
     if "table" in formats:
         display.banner("FLEET REPORT [%s]" % fleet["run_id"])
-        display.display(render_table(fleet, width=width, rows=rows))
-        drives = render_drive_table(fleet, width=width)
+        display.display(render_table(fleet, width=width, rows=rows, max_hosts=max_hosts))
+        drives = render_drive_table(fleet, width=width, max_hosts=max_hosts)
         if drives:
             display.display("drives (%s):" % fleet["options"]["drives"])
             display.display(drives)
-        for line in detail_lines(fleet, width=width):
+        for line in detail_lines(fleet, width=width, max_hosts=max_hosts):
             display.display(line)
 
     written = write_reports(fleet, run_dir, formats, rows=rows, detail_hosts=int(get_option("html_detail_hosts") or 0))

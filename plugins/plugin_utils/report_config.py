@@ -23,6 +23,28 @@ def default_results_dir():
     return os.environ.get(RESULTS_DIR_ENV) or os.path.join(os.getcwd(), "results")
 
 
+def table_max_hosts(get_option):
+    """The option ``table_max_hosts`` from a plugin's ``get_option``: None (unset, or a plugin
+    without the option: the terminal table lists every host) or a number of hosts >= 0 past
+    which the terminal lists only the hosts that did not pass (render_text.bounded). ValueError
+    for anything else."""
+    try:
+        value = get_option("table_max_hosts")
+    except KeyError:
+        return None
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, bool):
+        raise ValueError("table_max_hosts must be a number of hosts, not %r" % value)
+    try:
+        count = int(value)
+    except (TypeError, ValueError):
+        raise ValueError("table_max_hosts must be a number of hosts, not %r" % value) from None
+    if count < 0 or count != float(value):
+        raise ValueError("table_max_hosts must be a whole number of hosts >= 0, not %r" % value)
+    return count
+
+
 def options_and_baseline(get_option):
     """(options for fleet.aggregate, the loaded baseline or None, notes) from a plugin's
     ``get_option``; a baseline that cannot be read is left out, said in the notes."""

@@ -99,3 +99,11 @@ def test_prometheus_series(fleet):
     iops = fleet["arrays"][1]["steps"][2]["aggregate"]["iops"]
     assert 'fleetqual_array_iops{array="nas",initiators="3",mode="rndrd",step="3",threads="2"} %r' % iops in text
     assert 'percentile="p99"' in text
+
+
+def test_the_line_chart_names_its_x_axis():
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.render_svg import svg_line_chart
+    series = [("a", {"1": 10.0, "4": 20.0})]
+    assert '>threads</text>' in str(svg_line_chart("t", series, ["1", "4"], "IOPS"))           # the default
+    svg = str(svg_line_chart("t", series, ["1", "4"], "IOPS", x_label="queue <depth>"))
+    assert '>queue &lt;depth&gt;</text>' in svg and '>threads</text>' not in svg

@@ -1,9 +1,12 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The stdout callback fleetqual.storage.bounded (issue 18 item 3) with the real
 ansible-playbook over local-connection hosts: a passing run prints the same lines for 1 and
-for 6 hosts; a failure is printed in full with its banner; warnings of results not printed
+for 6 hosts, the fleet report's table included (the qualify_report callback with
+examples/ansible.cfg's [fleetqual_report], table_max_hosts = 0); a failure is printed in full with its banner; warnings of results not printed
 are one line per task; -v prints what the default callback prints. The SSH fleet test with
 the whole qualify playbook is tests/fleet/test_fleet_output.py."""
+import configparser
+import json
 import os
 import re
 import subprocess
@@ -15,6 +18,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BIN = os.path.dirname(sys.executable)
 
 pytestmark = pytest.mark.slow
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "report"))
+import report_synth as synth  # noqa: E402
+
+EXAMPLE_CFG = os.path.join(ROOT, "examples", "ansible.cfg")
 
 PLAYBOOK = """
 - name: Play one
@@ -47,6 +55,19 @@ PLAYBOOK = """
       ansible.builtin.debug: {msg: bye}
 """
 
+# the records the qualify role hands over: the qualify_report callback builds the fleet from them
+REPORT_PLAY = """
+- name: Play three
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Hand over the record
+      ansible.builtin.set_stats:
+        data:
+          fleetqual_report: "{{ lookup('ansible.builtin.file', 'records/' ~ inventory_hostname ~ '.json') | from_json }}"
+        per_host: true
+"""
+
 WARNER = """#!/usr/bin/python
 from ansible.module_utils.basic import AnsibleModule
 m = AnsibleModule(argument_spec=dict(text=dict(type='str')))
@@ -63,15 +84,28 @@ def play(tmp_path):
     (tmp_path / "library" / "warner.py").write_text(WARNER)
     (tmp_path / "ansible.cfg").write_text("[defaults]\nstdout_callback = fleetqual.storage.bounded\n"
                                           "forks = 2\nretry_files_enabled = False\n")
+    # with the fleet report: the example's [fleetqual_report] as it is, the results in tmp_path
+    (tmp_path / "pb-report.yml").write_text(PLAYBOOK + REPORT_PLAY)
+    example = configparser.ConfigParser(interpolation=None)
+    example.read(EXAMPLE_CFG)
+    report = ["[defaults]", "stdout_callback = fleetqual.storage.bounded", "callbacks_enabled = fleetqual.storage.qualify_report",
+              "forks = 2", "retry_files_enabled = False", "[fleetqual_report]"]
+    report += ["%s = %s" % kv for kv in example["fleetqual_report"].items()]
+    report += ["output_dir = %s" % (tmp_path / "results")]
+    (tmp_path / "ansible-report.cfg").write_text("\n".join(report) + "\n")
+    (tmp_path / "records").mkdir()
 
-    def run(hosts, *args, fail_hosts=()):
+    def run(hosts, *args, fail_hosts=(), report=False):
         inv = tmp_path / ("inv-%d" % hosts)
         inv.write_text("".join("h%d ansible_connection=local ansible_python_interpreter=%s\n" % (i, sys.executable)
                                for i in range(1, hosts + 1)))
-        env = dict(os.environ, ANSIBLE_CONFIG=str(tmp_path / "ansible.cfg"),
+        for i in range(1, hosts + 1):
+            (tmp_path / "records" / ("h%d.json" % i)).write_text(json.dumps(synth.make_record(
+                "h%d" % i, matrix=[("cache", "rndrd", 1), ("log", "seqwr", 1)], samples=2, seed=1)))
+        env = dict(os.environ, ANSIBLE_CONFIG=str(tmp_path / ("ansible-report.cfg" if report else "ansible.cfg")),
                    ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
                    ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_LIBRARY=str(tmp_path / "library"))
-        argv = [os.path.join(BIN, "ansible-playbook"), "-i", str(inv), str(tmp_path / "pb.yml"),
+        argv = [os.path.join(BIN, "ansible-playbook"), "-i", str(inv), str(tmp_path / ("pb-report.yml" if report else "pb.yml")),
                 "-e", '{"fail_hosts": %s}' % list(fail_hosts).__repr__().replace("'", '"')] + list(args)
         p = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=300, check=False)
         return p.returncode, p.stdout + p.stderr
@@ -79,12 +113,20 @@ def play(tmp_path):
 
 
 def test_a_passing_run_prints_the_same_lines_for_one_and_six_hosts(play):
-    rc1, out1 = play(1)
-    rc6, out6 = play(6)
+    rc1, out1 = play(1, report=True)
+    rc6, out6 = play(6, report=True)
     assert rc1 == 0 and rc6 == 0, out6
     def shape(out):
         return [re.sub(r"(host|result|warning)s\b", r"\1", re.sub(r"\d+", "N", ln)) for ln in out.splitlines()]
     assert shape(out1) == shape(out6), out1 + "\n----\n" + out6
+    # the fleet report's table is in what was compared: its header, the PASS hosts counted
+    for out, n in ((out1, "1 PASS host"), (out6, "6 PASS hosts")):
+        lines = out.splitlines()
+        head = [i for i, ln in enumerate(lines) if ln.startswith("host ") and "verdict" in ln and "first failing rule" in ln]
+        assert len(head) == 1 and "FLEET REPORT [20261121T120000Z]" in out, out
+        assert lines[head[0] + 2].startswith("... %s not listed (table_max_hosts 0" % n), out
+        assert "fleet: %s/%s hosts passed" % ((1, 1) if n[0] == "1" else (6, 6)) in out, out
+    assert not re.search(r"^h\d+ ", out6, re.M), out6
     assert not re.search(r"^(ok|changed|skipping|included): ", out6, re.M), out6
     assert "hello" not in out6 and "Inside the include" not in out6 and "TASK [" not in out6
     assert "Play one: 6 hosts, all ok | ok 30, changed 6, skipped 12 results" in out6, out6
@@ -92,7 +134,8 @@ def test_a_passing_run_prints_the_same_lines_for_one_and_six_hosts(play):
     # the warnings of the hidden results: one line for the task, the first warning, the count
     assert re.search(r"^\[WARNING\]: A task that warns: disk of h\d is slow \(6 warnings, 6 hosts\)$", out6, re.M), out6
     assert out6.count("[WARNING]") == 1
-    assert "6 hosts without a failure : ok=42 changed=6 unreachable=0 failed=0 skipped=12" in out6
+    assert "Play three: 6 hosts, all ok | ok 6 results" in out6
+    assert "6 hosts without a failure : ok=48 changed=6 unreachable=0 failed=0 skipped=12" in out6
 
 
 def test_a_failure_is_printed_in_full_with_its_banner(play):
