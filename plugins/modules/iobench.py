@@ -28,6 +28,9 @@ description:
     error) with the binary's error line in C(msg). Exit codes 4 (I/O errors) and 5
     (interrupted) return the partial result with C(failed=false) so the data is kept; the
     judge turns them into a non-PASS verdict.
+  - The range of each numeric option is the option table's
+    (C(plugins/module_utils/iobench_options.py), checked against the binary's own), listed in
+    C(docs/iobench.md); it is not repeated here. A value outside it fails before anything runs.
 author:
   - fleetqual.storage developers (!UNKNOWN)
 options:
@@ -77,7 +80,7 @@ options:
     type: raw
     default: 16K
   threads:
-    description: Number of worker threads (C(--threads)), 1 to 1024.
+    description: Number of worker threads (C(--threads)); its range is the option table's (docs/iobench.md).
     type: int
     default: 1
   engine:
@@ -86,7 +89,7 @@ options:
     choices: [sync, io_uring]
     default: sync
   iodepth:
-    description: Requests in flight per thread with O(engine=io_uring) (C(--iodepth)), 1 to 4096.
+    description: Requests in flight per thread with O(engine=io_uring) (C(--iodepth)); its range is the option table's (docs/iobench.md).
     type: int
     default: 1
   direct:
@@ -132,7 +135,7 @@ options:
     description: Random seed (C(--seed)).
     type: int
   rw_ratio:
-    description: Read/write ratio for O(mode=rndrw) (C(--rw-ratio)), greater than 0.
+    description: Read/write ratio for O(mode=rndrw) (C(--rw-ratio)); its range is the option table's (docs/iobench.md).
     type: float
   search:
     description:
@@ -145,13 +148,15 @@ options:
     type: str
     choices: [threads, iodepth]
   search_bound_ms:
-    description: Latency bound of the search in milliseconds (C(--search-bound-ms)), greater than 0. Binary default 50.
+    description: Latency bound of the search in milliseconds (C(--search-bound-ms)); its range is the option table's. Binary default 50.
     type: float
   search_max:
-    description: Last value of the searched knob (C(--search-max)); 1..1024 for threads, 1..4096 for iodepth. Binary default 64.
+    description:
+      - Last value of the searched knob (C(--search-max)); its range is that of the searched knob (O(threads) or
+        O(iodepth)) in the option table. Binary default 64.
     type: int
   search_step_time:
-    description: Measured seconds per search step (C(--search-step-time)), 1 to 3600. Binary default 5.
+    description: Measured seconds per search step (C(--search-step-time)); its range is the option table's. Binary default 5.
     type: int
   search_percentile:
     description: Percentile compared with the bound (C(--search-percentile)). Binary default p99.
@@ -171,7 +176,7 @@ options:
         (C(--db-log-size)); created and filled by iobench in O(dir), removed by cleanup. Binary default 64M.
     type: raw
   db_flushers:
-    description: O(mode=dbpattern) page flusher threads doing random page writes (C(--db-flushers)), 0 to 64. Binary default 1.
+    description: O(mode=dbpattern) page flusher threads doing random page writes (C(--db-flushers)); its range is the option table's. Binary default 1.
     type: int
   db_flush_rate:
     description: O(mode=dbpattern) page writes per second over all flushers (C(--db-flush-rate)); 0 = as fast as they go.

@@ -89,3 +89,36 @@ def test_the_check_sees_a_second_constant_and_not_an_alias():
                "c.py": "from a import READ_MODES\nLIMIT_ALIAS = a._LIMIT\n_LIMIT = 4\n",
                "d.py": "import a\nREAD_MODES = a.READ_MODES\nlower_case = 1\n"}
     assert constants_defined_twice(sources) == {"READ_MODES": ["a.py", "b.py"], "_LIMIT": ["a.py", "c.py"]}
+
+
+# --------------------------------------------------------------------------- ranges
+
+RANGE_TEXT = r"\d\s*(?:to|\.\.|-)\s*\d|(?:greater|less) than \d|between \d|>=?\s*\d|<=?\s*\d"
+
+
+def test_iobench_documentation_repeats_no_range_of_the_option_table():
+    """The range of an iobench option is written once, in the option table
+    (module_utils/iobench_options.py; docs/iobench.md is checked against it by
+    test_iobench_options): the module's DOCUMENTATION points there instead of repeating it."""
+    import re
+
+    import yaml
+    from ansible_collections.fleetqual.storage.plugins.module_utils import iobench_options as opts
+    from ansible_collections.fleetqual.storage.plugins.modules import iobench as mod
+    doc = yaml.safe_load(mod.DOCUMENTATION)
+    ranged = [o["name"] for o in opts.OPTIONS if ("min" in o or "max" in o) and o["name"] in doc["options"]]
+    assert {"threads", "iodepth", "search_max", "search_step_time", "db_flushers"} <= set(ranged)
+
+    def text(entry):
+        d = entry.get("description")
+        return " ".join(d) if isinstance(d, list) else str(d)
+    repeated = {name: text(doc["options"][name]) for name in ranged if re.search(RANGE_TEXT, text(doc["options"][name]))}
+    assert repeated == {}
+    assert "docs/iobench.md" in text(doc) and "option table" in text(doc["options"]["threads"])
+
+
+def test_the_range_check_sees_a_range_written_by_hand():
+    import re
+    for hand in ("Number of threads, 1 to 1024.", "1..4096 for iodepth", "greater than 0", "0-64 flushers"):
+        assert re.search(RANGE_TEXT, hand), hand
+    assert not re.search(RANGE_TEXT, "Binary default 64; 0 = no limit (C(--db-group-commit-max)).")
