@@ -17,8 +17,13 @@ Process hygiene (no sshd may outlive the tests):
 Inventory: ``Fleet.inventory(dir, hosts)`` writes ``hosts.yml`` plus ``host_vars/`` and
 ``group_vars/`` files; every host gets its own ``fleetqual_test_dir`` and
 ``fleetqual_bin_dir``.
+
+Loop devices: :func:`loop_device` (a blank device, an unmounted ext4 or a mounted one over a
+file of its own), the one shape of that setup for the fleet tests (tests/unit/loopdev.py is
+the unit tests' and bench/'s mounted-ext4 one).
 """
 import atexit
+import contextlib
 import ctypes
 import json
 import os
@@ -362,3 +367,50 @@ def sshd_pids_below(pid_list):
 def load_json(path):
     with open(path) as fh:
         return json.load(fh)
+
+
+# --------------------------------------------------------------------------- loop devices
+
+LOOP_TOOLS = ("losetup", "mkfs.ext4", "mount", "umount")
+
+
+def loop_tools_missing():
+    """Why :func:`loop_device` cannot work here (a reason to skip), or None."""
+    if os.geteuid() != 0 or not all(shutil.which(t) for t in LOOP_TOOLS):
+        return "needs root, %s" % ", ".join(LOOP_TOOLS)
+    return None
+
+
+def _cmd(argv):
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+
+
+@contextlib.contextmanager
+def loop_device(image, size, mkfs=False, mount=None):
+    """A loop device over ``image`` (created, ``size`` bytes of zeros): blank, or with
+    ``mkfs`` an ext4 (inode tables and journal initialised at mkfs, so no ext4lazyinit
+    writes in the background of a measurement), and with ``mount`` (a directory, created)
+    mounted there. Yields ``/dev/loopN``; unmounted (lazily if busy) and detached afterwards.
+    A losetup that fails (no free loop device) skips the test."""
+    with open(image, "wb") as fh:
+        fh.truncate(size)
+    p = _cmd(["losetup", "--find", "--show", image])
+    if p.returncode != 0:
+        import pytest
+        pytest.skip("losetup failed: %s" % p.stderr.strip())
+    dev = p.stdout.strip()
+    mounted = False
+    try:
+        if mkfs or mount:
+            p = _cmd(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", dev])
+            assert p.returncode == 0, p.stderr
+        if mount:
+            os.makedirs(mount, exist_ok=True)
+            p = _cmd(["mount", dev, mount])
+            assert p.returncode == 0, p.stderr
+            mounted = True
+        yield dev
+    finally:
+        if mounted and _cmd(["umount", mount]).returncode != 0:
+            _cmd(["umount", "-l", mount])
+        _cmd(["losetup", "-d", dev])

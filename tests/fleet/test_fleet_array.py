@@ -27,7 +27,6 @@ What must hold:
 * the array's data sets are gone afterwards.
 """
 import os
-import shutil
 import signal
 import statistics
 import threading
@@ -35,8 +34,8 @@ import time
 
 import pytest
 
+import fleetlib
 from fleetrun import run_playbook
-from test_fleet_targets import _run
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import arrays as arrays_mod
 
@@ -56,31 +55,13 @@ TINY = [{"workload": "cache", "mode": "rndrd", "threads": 1, "file_num": 1, "tot
 @pytest.fixture(scope="module")
 def shared_loop(tmp_path_factory):
     """One ext4 filesystem on one loop device, mounted: (mount point, /dev/loopN)."""
-    if os.geteuid() != 0 or not all(shutil.which(t) for t in ("losetup", "mkfs.ext4", "mount", "umount")):
-        pytest.skip("needs root, losetup, mkfs.ext4 and mount")
+    if fleetlib.loop_tools_missing():
+        pytest.skip(fleetlib.loop_tools_missing())
     base = str(tmp_path_factory.mktemp("arrayloop"))
-    img = os.path.join(base, "array.img")
-    with open(img, "wb") as fh:
-        fh.truncate(512 << 20)
-    p = _run(["losetup", "--find", "--show", img])
-    if p.returncode != 0:
-        pytest.skip("losetup failed: %s" % p.stderr.strip())
-    dev = p.stdout.strip()
     mnt = os.path.join(base, "mnt")
-    os.mkdir(mnt)
-    mounted = False
-    try:
-        # initialised at mkfs: no ext4lazyinit writing into the measured windows
-        p = _run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", dev])
-        assert p.returncode == 0, p.stderr
-        p = _run(["mount", dev, mnt])
-        assert p.returncode == 0, p.stderr
-        mounted = True
+    # ext4 initialised at mkfs (loop_device): no ext4lazyinit writing into the measured windows
+    with fleetlib.loop_device(os.path.join(base, "array.img"), 512 << 20, mount=mnt) as dev:
         yield mnt, dev
-    finally:
-        if mounted and _run(["umount", mnt]).returncode != 0:
-            _run(["umount", "-l", mnt])
-        _run(["losetup", "-d", dev])
 
 
 def _cmdline(pid):

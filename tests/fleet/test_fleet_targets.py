@@ -19,15 +19,15 @@ on the first 64 MiB, its results keyed ``<id>@blank``, the collectors watch the 
 itself, the host passes, and afterwards the backing file is all zeros again (the job's
 cleanup zeroes what iobench wrote: no signature left).
 """
+import contextlib
 import hashlib
 import importlib.util
 import os
-import shutil
-import subprocess
 import xml.etree.ElementTree as ET
 
 import pytest
 
+import fleetlib
 from fleetrun import run_playbook
 
 pytestmark = [pytest.mark.fleet, pytest.mark.slow]
@@ -64,55 +64,25 @@ def _unit_drives():
     return mod
 
 
-def _run(argv):
-    return subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
-
-
 @pytest.fixture(scope="module")
 def loop_filesystems(tmp_path_factory):
     """Two ext4 filesystems on loop devices, mounted, a third loop device holding an
     unmounted ext4 filesystem and a fourth, blank one (all zeros, 128 MiB):
     ([(mount point, loop device)], (loop device, backing file), (loop device, backing file))."""
-    if os.geteuid() != 0 or not all(shutil.which(t) for t in ("losetup", "mkfs.ext4", "mount", "umount")):
-        pytest.skip("needs root, losetup, mkfs.ext4 and mount")
-    base = tmp_path_factory.mktemp("loopfs")
-    made = []
-    try:
+    if fleetlib.loop_tools_missing():
+        pytest.skip(fleetlib.loop_tools_missing())
+    base = str(tmp_path_factory.mktemp("loopfs"))
+    with contextlib.ExitStack() as stack:
+        mounted = []
         for name in ("a", "b"):
-            img = os.path.join(str(base), name + ".img")
-            with open(img, "wb") as fh:
-                fh.truncate(768 << 20)
-            p = _run(["losetup", "--find", "--show", img])
-            if p.returncode != 0:
-                pytest.skip("losetup failed: %s" % p.stderr.strip())
-            dev = p.stdout.strip()
-            mnt = os.path.join(str(base), "mnt-" + name)
-            os.mkdir(mnt)
-            made.append((mnt, dev, False))
-            assert _run(["mkfs.ext4", "-q", "-F", dev]).returncode == 0
-            p = _run(["mount", dev, mnt])
-            assert p.returncode == 0, p.stderr
-            made[-1] = (mnt, dev, True)
-        img = os.path.join(str(base), "raw.img")
-        with open(img, "wb") as fh:
-            fh.truncate(64 << 20)
-        p = _run(["losetup", "--find", "--show", img])
-        assert p.returncode == 0, p.stderr
-        made.append((None, p.stdout.strip(), False))
-        assert _run(["mkfs.ext4", "-q", "-F", made[-1][1]]).returncode == 0
-        raw = (made[-1][1], img)
-        img = os.path.join(str(base), "blank.img")
-        with open(img, "wb") as fh:
-            fh.truncate(2 * BLANK_SIZE)
-        p = _run(["losetup", "--find", "--show", img])
-        assert p.returncode == 0, p.stderr
-        made.append((None, p.stdout.strip(), False))
-        yield [(m, d) for m, d, _mounted in made[:2]], raw, (made[-1][1], img)
-    finally:
-        for mnt, dev, mounted in reversed(made):
-            if mounted and _run(["umount", mnt]).returncode != 0:
-                _run(["umount", "-l", mnt])
-            _run(["losetup", "-d", dev])
+            mnt = os.path.join(base, "mnt-" + name)
+            mounted.append((mnt, stack.enter_context(fleetlib.loop_device(os.path.join(base, name + ".img"), 768 << 20,
+                                                                          mount=mnt))))
+        img = os.path.join(base, "raw.img")
+        raw = (stack.enter_context(fleetlib.loop_device(img, 64 << 20, mkfs=True)), img)
+        img = os.path.join(base, "blank.img")
+        blank = (stack.enter_context(fleetlib.loop_device(img, 2 * BLANK_SIZE)), img)
+        yield mounted, raw, blank
 
 
 @pytest.fixture(scope="module")
