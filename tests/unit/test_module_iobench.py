@@ -329,10 +329,18 @@ def test_real_exit_3_missing_dir(iobench_binary, testdir):
 
 
 def test_real_exit_2_usage_error(iobench_binary, testdir):
-    # 64 threads over a 4-block sequential working set: only the binary knows this rule
-    r = run_module(small(iobench_binary, testdir, mode="seqrd", file_num=1, total_size="64K", threads=64))
-    assert r["failed"] is True and r["rc"] == 2
-    assert r["msg"].startswith("iobench: error:") and "--threads" in r["msg"]
+    # A usage error that reaches the binary: the module's own validation (which knows the
+    # binary's rules, iobench_options.rule_errors) is passed by preparing a valid call, then
+    # asking for 64 threads over a 4-block sequential working set.
+    p = workload.defaults()
+    p.update(small(iobench_binary, testdir, mode="seqrd", file_num=1, total_size="64K", threads=1))
+    errors, sizes, info, source, tools = workload.prepare(p)
+    assert not errors
+    p["threads"] = 64
+    res, failed, msg, _warnings = workload.run_workload(p, sizes=sizes, collector_info=info, source=source,
+                                                        tools=tools)
+    assert failed is True and res["rc"] == 2
+    assert msg.startswith("iobench: error:") and "--threads" in msg
 
 
 @pytest.mark.slow
