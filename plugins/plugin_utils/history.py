@@ -80,8 +80,8 @@ INT_KEYS = {"trend_runs": 2, "trend_min_runs": 2}
 
 # the plan: what makes two runs' figures comparable (time, warmup and seed do not)
 FIGURE_KEYS = ("workload", "mode", "threads", "iodepth", "block_size", "direct", "total_size", "file_num", "engine",
-             "fsync_freq", "fsync_mode", "fsync_all", "rw_ratio", "rate_iops", "open_flags", "target_kind",
-             "device_size", "steady_state", "precondition")
+               "fsync_freq", "fsync_mode", "fsync_all", "rw_ratio", "rate_iops", "open_flags", "target_kind",
+               "device_size", "steady_state", "precondition")
 HEALTH_COUNTERS = ("media_errors", "reallocated_sectors", "pending_sectors")
 ACCEPTED = ("PASS",)
 _RUN_ID_TIME = re.compile(r"^(\d{8}T\d{6})Z$")
