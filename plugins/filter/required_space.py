@@ -20,7 +20,7 @@ extends_documentation_fragment:
 
 EXAMPLES = r"""
 - name: Check the test directory for every data set of the plan
-  fleetqual.storage.test_dir:
+  fleetqual.storage.bench_dir:
     path: "{{ fleetqual_test_dir }}"
     datasets: "{{ _fleetqual_plan | map(attribute='dataset') | unique | list }}"
     required_bytes: "{{ _fleetqual_plan | fleetqual.storage.required_space }}"

@@ -345,7 +345,7 @@ def refusal_message(result):
 # A device target's job records, before it writes a byte, the regions it will write
 # (job.Job.begin: status.json "regions"); its cleanup zeroes them. A job killed before its
 # cleanup (SIGKILL, OOM, power) leaves them written: the next run's preflight
-# (modules/test_dir.py) zeroes each one whose device is again an opted-in target of that run
+# (modules/bench_dir.py) zeroes each one whose device is again an opted-in target of that run
 # (the same drive: serial, else WWID, else a loop device's backing file), or refuses.
 
 def region_label(device, size):

@@ -21,7 +21,7 @@ description:
     round (docs/testing.md).
 options:
   path:
-    description: The test directory (created and marked by M(fleetqual.storage.test_dir)).
+    description: The test directory (created and marked by M(fleetqual.storage.bench_dir)).
     type: path
     required: true
   state:

@@ -132,6 +132,6 @@ def test_results_and_test_dirs_are_owner_only():
                 or mod == "ansible.builtin.copy" and "results_file" in str(task[mod]):
             modes[task.get("name")] = str(task[mod].get("mode"))
     assert modes and all(m in ("0600", "0700") for m in modes.values()), modes
-    # the test directory is made by the test_dir module: 0700, marker 0600
-    src = open(os.path.join(ROOT, "plugins", "modules", "test_dir.py")).read()
+    # the test directory is made by the bench_dir module: 0700, marker 0600
+    src = open(os.path.join(ROOT, "plugins", "modules", "bench_dir.py")).read()
     assert "os.makedirs(path, mode=0o700)" in src and "os.mkdir(sub, 0o700)" in src

@@ -3,7 +3,7 @@
 
 The job records the regions it will write in its status before the first byte
 (``job.Job.begin``: ``regions``). On real loop devices with the real iobench and the real
-job: the job is killed mid-write; the controller's cleanup (``test_dir state=absent``)
+job: the job is killed mid-write; the controller's cleanup (``bench_dir state=absent``)
 without the device keeps the job's status; the next preflight refuses while the device is
 not an opted-in target (another loop device opted in does not count and is not touched),
 names the device, the job and how to clear it; with the device opted in it zeroes exactly

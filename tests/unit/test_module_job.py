@@ -23,7 +23,7 @@ iobench_binary = test_module_iobench.iobench_binary   # the fixture
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 COLLECTIONS = os.path.join(ROOT, "build", "collections")
 JOB = "ansible_collections.fleetqual.storage.plugins.modules.job"
-TEST_DIR = "ansible_collections.fleetqual.storage.plugins.modules.test_dir"
+TEST_DIR = "ansible_collections.fleetqual.storage.plugins.modules.bench_dir"
 
 pytestmark = pytest.mark.slow
 

@@ -287,18 +287,18 @@ def test_an_explicit_working_set_off_the_sector_is_refused_on_a_device():
 
 
 def test_the_cleanup_hands_every_device_target_to_test_dir():
-    """roles/qualify/tasks/main.yml's always: "Remove the test files" gives test_dir the
+    """roles/qualify/tasks/main.yml's always: "Remove the test files" gives bench_dir the
     devices of the host's device targets (a job killed during the run has its regions zeroed
     by the same run), from the resolved targets' kind and device keys; none when the plan
-    failed before the targets were resolved. test_dir's devices option takes those paths."""
+    failed before the targets were resolved. bench_dir's devices option takes those paths."""
     from ansible.parsing.dataloader import DataLoader
     from ansible.template import Templar, trust_as_template
-    from ansible_collections.fleetqual.storage.plugins.modules import test_dir
+    from ansible_collections.fleetqual.storage.plugins.modules import bench_dir
     with open(os.path.join(ROOT, "roles", "qualify", "tasks", "main.yml")) as fh:
         (block,) = yaml.safe_load(fh)
     (task,) = [t for t in block["always"] if t["name"] == "Remove the test files"]
-    args = task["fleetqual.storage.test_dir"]
-    assert args["state"] == "absent" and "devices" in yaml.safe_load(test_dir.DOCUMENTATION)["options"]
+    args = task["fleetqual.storage.bench_dir"]
+    assert args["state"] == "absent" and "devices" in yaml.safe_load(bench_dir.DOCUMENTATION)["options"]
     resolved, errors = V.resolve_targets([{"path": "/data1/fq"}, {"device": "/dev/sdb", "destroy_data": True},
                                           {"name": "nv", "device": "/dev/nvme0n1", "destroy_data": True}])
     assert errors == []

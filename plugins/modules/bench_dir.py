@@ -6,7 +6,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
-module: test_dir
+module: bench_dir
 short_description: Prepare, check and remove the marked directory iobench writes in
 version_added: "0.1.0"
 description:
@@ -93,7 +93,7 @@ attributes:
 
 EXAMPLES = r"""
 - name: Check and create the test directory for a 2 GiB working set with O_DIRECT
-  fleetqual.storage.test_dir:
+  fleetqual.storage.bench_dir:
     path: /var/tmp/fleetqual
     datasets: [cache, over_cache]
     required_bytes: 2147483648
@@ -101,7 +101,7 @@ EXAMPLES = r"""
   register: preflight
 
 - name: Remove what the benchmark created
-  fleetqual.storage.test_dir:
+  fleetqual.storage.bench_dir:
     path: /var/tmp/fleetqual
     datasets: [cache, over_cache]
     binary: /opt/fleetqual/bin/iobench

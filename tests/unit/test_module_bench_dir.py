@@ -1,4 +1,4 @@
-"""The test_dir module on real filesystems: every refusal happens before anything is
+"""The bench_dir module on real filesystems: every refusal happens before anything is
 written, names the variable and the numbers, and cleanup removes only what is ours."""
 import hashlib
 import json
@@ -11,7 +11,7 @@ import pytest
 COLLECTIONS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                            "build", "collections")
 
-MOD = "ansible_collections.fleetqual.storage.plugins.modules.test_dir"
+MOD = "ansible_collections.fleetqual.storage.plugins.modules.bench_dir"
 MARKER = ".fleetqual-storage"
 
 
