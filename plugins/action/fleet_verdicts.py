@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The verdict gate's inputs (module docs: plugins/modules/fleet_verdicts.py): every play
 host's final verdict, its record judged with the fleet judgements (outliers, regressions,
-drive consistency) by verdict.final_verdict, from the records the role left in each host's
+drive consistency, the arrays it is an initiator of, its own history) by verdict.final_verdict, from the records the role left in each host's
 ``_fleetqual_host_record``. Run once, on the controller; registered, the result reaches
 every host of the play."""
 
@@ -14,7 +14,6 @@ from ansible.plugins.loader import callback_loader
 from ansible.utils.display import Display
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet import aggregate
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet_hosts import build_host
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.report_config import options_and_baseline
 
 display = Display()
@@ -39,8 +38,10 @@ def final_verdicts(records, get_option, warn):
     opts, baseline, notes = options_and_baseline(get_option)
     for note in notes:
         warn("%s: %s" % (CALLBACK, note))
-    entries = [build_host(name, rec, keep_detail=False) for name, rec in records.items()]
-    fleet = aggregate({}, entries=entries, options=opts, baseline=baseline, detail_hosts=0)
+    # the records themselves, not entries built from them: the aggregation reads each
+    # record's array_run (an array's verdict gates its members) and finds the results
+    # directory of the host's own history (drift) from the records' results_file
+    fleet = aggregate(records, options=opts, baseline=baseline, detail_hosts=0)
     return {h["host"]: {"verdict": h["verdict"], "reasons": h["reasons"]} for h in fleet["hosts"]}
 
 

@@ -103,3 +103,19 @@ def test_a_report_merged_from_slices_keeps_the_array(tmp_path):
     assert merged["arrays"] == whole["arrays"]
     assert merged["arrays"][0]["steps_complete"] == 3
     assert {h["host"]: h["verdict"] for h in merged["hosts"]} == {"h1": "FAIL", "h2": "FAIL", "h3": "FAIL", "db1": "PASS"}
+
+
+def test_the_gate_fails_the_members_of_a_failing_array(tmp_path):
+    """The gate play's verdicts (action fleet_verdicts) come from the same aggregation as the
+    report: an array that fails its rule fails its members at the gate, so the exit code."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                    "plugins", "action"))
+    from ansible_collections.fleetqual.storage.plugins.action.fleet_verdicts import final_verdicts
+    defaults = dict(fleet.DEFAULT_OPTIONS)
+    warnings = []
+    failing = final_verdicts(records(str(tmp_path), [{"initiators": 3, "min_aggregate_iops": 1e9}]),
+                             defaults.get, warnings.append)
+    assert {h: v["verdict"] for h, v in failing.items()} == dict(dict.fromkeys(HOSTS, "FAIL"), db1="PASS")
+    assert failing[HOSTS[0]]["reasons"][0].startswith("array san: min_aggregate_iops@*/i3: step 3")
+    passing = final_verdicts(records(str(tmp_path), [{"min_fairness": 0.5}]), defaults.get, warnings.append)
+    assert {v["verdict"] for v in passing.values()} == {"PASS"} and warnings == []
