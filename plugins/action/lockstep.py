@@ -39,7 +39,7 @@ from ansible.utils.display import Display
 
 from ansible_collections.fleetqual.storage.plugins.module_utils import lockstep as _ls
 from ansible_collections.fleetqual.storage.plugins.module_utils.atomic import write_json_atomic
-from ansible_collections.fleetqual.storage.plugins.module_utils.job import job_dir, pid_start
+from ansible_collections.fleetqual.storage.plugins.module_utils.job_runner import job_dir, pid_start
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import arrays as _arrays
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import workload_record
 

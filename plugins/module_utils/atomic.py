@@ -7,7 +7,7 @@ A reader of the file sees the old content or the new one, never a half-written f
 text goes to a temporary file in the same directory (so the rename stays on one
 filesystem), which is given its mode and renamed over the path. ``fsync=True`` also
 flushes it to the disk first (the detached job's status, which must survive a crash of
-the host). Used by the job's status (module_utils/job.py), the controller's progress
+the host). Used by the job's status (module_utils/job_runner.py), the controller's progress
 files (action/job.py) and every report file (plugin_utils: run store, report writers)."""
 
 from __future__ import annotations

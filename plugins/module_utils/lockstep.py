@@ -2,7 +2,7 @@
 """Array mode, the host side: lock-step windows (issue 16).
 
 Every member host of an array runs the array's steps inside its detached job
-(``module_utils/job.py`` calls :func:`run_array` before the host's own plan):
+(``module_utils/job_runner.py`` calls :func:`run_array` before the host's own plan):
 
 1. it prepares its data set (``iobench prepare`` in ``<target>/array-<name>``), records its
    clock's sync state (:func:`sync_state`) and says ``ready`` in its status;
@@ -254,7 +254,7 @@ def scheduled(start, step):
 
 
 class ArrayRun:
-    """The array part of one job (``job``: a ``module_utils.job.Job``)."""
+    """The array part of one job (``job``: a ``module_utils.job_runner.Job``)."""
 
     def __init__(self, job):
         self.job = job
@@ -392,8 +392,8 @@ class ArrayRun:
 
 
 def _job_remove(path, names, binary):
-    # imported late: module_utils/job.py imports this module
-    from ansible_collections.fleetqual.storage.plugins.module_utils import job as _job
+    # imported late: module_utils/job_runner.py imports this module
+    from ansible_collections.fleetqual.storage.plugins.module_utils import job_runner as _job
     return _job.remove_datasets(path, names, binary)
 
 

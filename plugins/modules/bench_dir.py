@@ -176,7 +176,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.fleetqual.storage.plugins.module_utils import blockdev as _blockdev
 from ansible_collections.fleetqual.storage.plugins.module_utils.size import human_size
-from ansible_collections.fleetqual.storage.plugins.module_utils import job as _job
+from ansible_collections.fleetqual.storage.plugins.module_utils import job_runner as _job
 
 MARKER = ".fleetqual-storage"
 MARKER_TEXT = "This directory was created by fleetqual.storage for storage benchmarks.\n"

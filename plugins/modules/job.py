@@ -127,7 +127,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 status:
-  description: The job's status document (module_utils/job.py), without C(results) unless the job ended or O(results=true).
+  description: The job's status document (module_utils/job_runner.py), without C(results) unless the job ended or O(results=true).
   returned: always
   type: dict
   contains:
@@ -150,7 +150,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.fleetqual.storage.plugins.module_utils import job as _job
+from ansible_collections.fleetqual.storage.plugins.module_utils import job_runner as _job
 from ansible_collections.fleetqual.storage.plugins.module_utils import lockstep as _lockstep
 
 

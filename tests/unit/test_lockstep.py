@@ -21,7 +21,7 @@ sys.path.insert(0, HERE)
 import test_module_iobench  # noqa: E402
 
 from ansible_collections.fleetqual.storage.plugins.action import lockstep as ctl  # noqa: E402
-from ansible_collections.fleetqual.storage.plugins.module_utils import job as _job  # noqa: E402
+from ansible_collections.fleetqual.storage.plugins.module_utils import job_runner as _job  # noqa: E402
 from ansible_collections.fleetqual.storage.plugins.module_utils import lockstep as ls  # noqa: E402
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import arrays  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""The detached measurement job (plugins/modules/job.py, plugins/module_utils/job.py) with the
+"""The detached measurement job (plugins/modules/job.py, plugins/module_utils/job_runner.py) with the
 real iobench binary in real directories: it returns at once, runs the plan on its own,
 gives each workload the single-workload module's result shape, removes its files, stops at
 its deadline (SIGTERM to iobench: an interrupted partial result) and leaves a status that
@@ -138,7 +138,7 @@ def test_job_runs_each_directory_target_in_its_own_directory(iobench_binary, tdi
 
 
 def test_cleanup_plan_and_where_of_each_target_kind():
-    from ansible_collections.fleetqual.storage.plugins.module_utils import job as job_utils
+    from ansible_collections.fleetqual.storage.plugins.module_utils import job_runner as job_utils
     plan = [{"id": "a", "dataset": "s1"},
             {"id": "a", "dataset": "s1", "target": "d1", "target_kind": "path", "target_path": "/d1"},
             {"id": "b", "dataset": "s2", "target": "d1", "target_kind": "path", "target_path": "/d1"},
@@ -258,7 +258,7 @@ def test_precondition_runs_before_the_workload_without_a_second_prepare(iobench_
 
 
 def test_precondition_argvs_for_files_and_devices():
-    from ansible_collections.fleetqual.storage.plugins.module_utils import job as modjob
+    from ansible_collections.fleetqual.storage.plugins.module_utils import job_runner as modjob
     files = modjob.precondition_argvs({"binary": "/b/iobench", "dir": "/t/set", "file_num": 2, "total_size": "8M",
                                        "direct": True, "prepare": True}, 3)
     assert files == [["/b/iobench", "prepare", "--dir", "/t/set", "--file-num", "2", "--total-size", "8388608"],

@@ -29,12 +29,12 @@ Status document (``status.json``)::
 first byte; ``cleanup.removed`` names each one it zeroed (``blockdev.region_label``). A region
 left out of it (the job was killed before its cleanup) is zeroed by the next run's preflight
 when its drive is again an opted-in target, else that preflight refuses the host
-(``modules/test_dir.py``, ``blockdev.match_regions``).
+(``modules/bench_dir.py``, ``blockdev.match_regions``).
 
 ``failed``: a workload failed the way the module fails (iobench exit 1/2/3, no JSON), the
 job stopped there. ``expired``: the deadline passed; the running iobench was stopped with
 SIGTERM (its partial, interrupted result is kept) and the rest was not run. ``stopped``:
-the job got SIGTERM/SIGHUP/SIGINT (``test_dir state=absent`` stops a live job that way).
+the job got SIGTERM/SIGHUP/SIGINT (``bench_dir state=absent`` stops a live job that way).
 """
 
 import errno
