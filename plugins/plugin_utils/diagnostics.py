@@ -25,7 +25,7 @@ each record's ``metrics`` (``metrics.py``, the one reader of the benchmark's JSO
 plan keys. Pure Python, never raises on odd input.
 """
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils._common import dig
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.vocabulary import dig
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import fmt_k, fmt_ms, fmt_num, fmt_pct, fmt_x
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import as_number, is_number, median, ratio
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import STABILITY_MIN_INTERVALS, record_metrics

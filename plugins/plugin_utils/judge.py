@@ -99,7 +99,7 @@ Diagnostics (docs/diagnostics.md; ``diagnostics`` argument, computed with
   null, ``kind`` is ``diagnostic``.
 """
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils._common import (
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.vocabulary import (
     dig,
     READ_MODES,
     WRITE_MODES,

@@ -83,7 +83,7 @@ from ansible_collections.fleetqual.storage.plugins.module_utils.sysstat import (
     compute_iostat,
     iostat_average,
 )
-from ansible_collections.fleetqual.storage.plugins.plugin_utils._common import (
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.vocabulary import (
     dig,
     OPS,
     PCT_SOURCE,

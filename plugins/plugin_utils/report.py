@@ -28,8 +28,6 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.render_markdown 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.report_config import table_max_hosts
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.render_text import detail_lines, render_drive_table, render_table
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.report_rows import summary_line, table_rows
-# md_cell for callers that import it from here (tests/unit/test_diagnostics.py)
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.templating import md_cell  # noqa: F401
 
 FORMATS = ("table", "json", "junit", "html", "md")
 FILE_NAMES = {"json": "fleet.json", "junit": "junit.xml", "html": "report.html", "md": "report.md"}

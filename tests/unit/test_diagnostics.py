@@ -26,11 +26,12 @@ import realrun as rr  # noqa: E402
 import yaml  # noqa: E402
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import diagnostics as D  # noqa: E402
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet, report  # noqa: E402
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet, render_text, report  # noqa: E402
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import plan as P  # noqa: E402
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import judge  # noqa: E402
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import workload_record  # noqa: E402
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.rules import rule_name, validate_rules  # noqa: E402
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.templating import md_cell  # noqa: E402
 
 MIB = 1024 * 1024
 
@@ -506,7 +507,7 @@ def test_judge_checks_diagnostic_rules_once_per_host():
 
 
 def test_filter_and_store_expression():
-    from ansible_collections.fleetqual.storage.plugins.plugin_utils.filters import FILTERS as f
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.filter_wrappers import FILTERS as f
     from ansible.errors import AnsibleFilterError
     out = f["diagnostics"](sweep(SWEEP), latency_bound_ms=5)
     assert out["tipping_point"]["evidence"]["bound_ms"] == 5
@@ -582,7 +583,7 @@ def test_report_shows_every_sentence_in_terminal_html_md_and_json(tmp_path):
                       "db3": recorded("readahead")})
     h = {x["host"]: x for x in f["hosts"]}
     assert h["db1"]["diagnostics"]["cache_proof"]["status"] == "fail"
-    lines = report.detail_lines(f, width=100)
+    lines = render_text.detail_lines(f, width=100)
     assert all(len(line) <= 100 for line in lines)
     text = " ".join(" ".join(line.split()) for line in lines)
     files = report.write_reports(f, str(tmp_path), formats=("json", "html", "md"), records=recs)
@@ -596,13 +597,13 @@ def test_report_shows_every_sentence_in_terminal_html_md_and_json(tmp_path):
     for host, s in sentences:
         assert s in text, s
         assert htmlmod.escape(s, quote=True) in html_text or htmlmod.escape(s, quote=False) in html_text, s
-        assert report.md_cell(s) in md_text, s
+        assert md_cell(s) in md_text, s
         assert s in [d["sentence"] for d in {x["host"]: x for x in fj["hosts"]}[host]["diagnostics"].values()]
     # failing hosts first, with a status mark
     assert lines[lines.index("diagnostics db1:") + 1].startswith("  [FAIL] Cache proof failed")
     assert '<table id="diagnostics">' in html_text and "## Diagnostics" in md_text
     # the table itself is unchanged: still within 100 columns
-    assert all(len(line) <= 100 for line in report.render_table(f, width=100).splitlines())
+    assert all(len(line) <= 100 for line in render_text.render_table(f, width=100).splitlines())
 
 
 def test_report_limits_terminal_diagnostics_to_a_few_hosts_and_computes_missing_ones():
@@ -610,7 +611,7 @@ def test_report_limits_terminal_diagnostics_to_a_few_hosts_and_computes_missing_
                         "checks": []} for i in range(30)}      # records without diagnostics (older role)
     f = fleet.aggregate(recs)
     assert f["hosts"][0]["diagnostics"]["tipping_point"]["conclusion"] == "within_bound"
-    lines = report.detail_lines(f, width=100, limit=5)
+    lines = render_text.detail_lines(f, width=100, limit=5)
     assert sum(1 for line in lines if line.startswith("diagnostics ")) == 5
     assert lines[-1] == "... diagnostics of 25 more hosts in report.html, report.md and fleet.json"
     assert fleet.aggregate({"x": {"host": "x", "workloads": [], "verdict": "ERROR"}})["hosts"][0]["diagnostics"] == {}
