@@ -25,11 +25,9 @@ from ansible_collections.fleetqual.storage.plugins.module_utils.sysstat import (
 )
 from ansible_collections.fleetqual.storage.plugins.module_utils import iobench_options as opts
 from ansible_collections.fleetqual.storage.plugins.module_utils import foreign as _foreign
-from ansible_collections.fleetqual.storage.plugins.module_utils.iobench_options import (  # noqa: F401
-    SEARCH_OPTS, DB_OPTS, build_argv,
-)
+# build_argv is also the iobench module's (it imports it from here)
+from ansible_collections.fleetqual.storage.plugins.module_utils.iobench_options import build_argv
 
-MODES = list(opts.MODES)
 KILL_GRACE_S = 30
 
 # module parameters that are not iobench options
