@@ -8,7 +8,7 @@
   absence;
 * what the play saw for the host *before* the verdict gate (a task failed, unreachable);
 * the fleet judgements about the host: its outliers, baseline regressions and drive
-  consistency findings (``plugin_utils/drive_fleet.py``), with the report options
+  consistency findings (``plugin_utils/drive_consistency.py``), with the report options
   ``outliers`` / ``regressions`` / ``drives`` (``warn`` | ``fail`` | ``off``).
 
 The verdict gate of playbooks/qualify.yml, the fleet report (every format) and therefore
@@ -52,10 +52,10 @@ def final_verdict(record, failed=None, unreachable=None, outliers=(), regression
     record:      the host record (dict) or None when the role stored none
     failed:      the last not-ignored, not-rescued failed task before the gate ({task, msg}) or None
     unreachable: the last unreachable event ({task, msg}) or None
-    outliers:    the host's fleet outliers (fleet.find_outliers entries: worse, text)
+    outliers:    the host's fleet outliers (outliers.find_outliers entries: worse, text)
     regressions: the host's baseline regressions (entries with text)
     options:     {"outliers": warn|fail|off, "regressions": warn|fail|off, "drives": warn|fail|off}
-    drive_findings: the host's drive consistency findings (drive_fleet.drive_findings:
+    drive_findings: the host's drive consistency findings (drive_consistency.drive_findings:
                  severity, message); those of severity ``fail`` fail the host
     arrays:      the arrays the host is an initiator of (fleet.json ``arrays`` entries:
                  name, verdict, reasons; plugin_utils/arrays.py host_arrays), issue 16
@@ -64,7 +64,7 @@ def final_verdict(record, failed=None, unreachable=None, outliers=(), regression
 
     Rules, in order (the table in docs/report.md):
       1. no record: UNREACHABLE if unreachable, else ERROR (a task failed, or no record);
-      2. the record's verdict (the judge's; anything but PASS/FAIL/ERROR is ERROR);
+      2. the record's verdict (the judge's; anything but PASS/FAIL/ERROR/INCONCLUSIVE is ERROR);
       3. PASS but the host then failed a task or became unreachable -> ERROR;
       4. PASS with no workload results -> ERROR;
       5. PASS and ``outliers: fail`` with an outlier in the worse direction -> FAIL;
