@@ -3,10 +3,14 @@
 """The verdict gate's inputs (module docs: plugins/modules/fleet_verdicts.py): every play
 host's final verdict, its record judged with the fleet judgements (outliers, regressions,
 drive consistency, the arrays it is an initiator of, its own history) by verdict.final_verdict, from the records the role left in each host's
-``_fleetqual_host_record``. Run once, on the controller; registered, the result reaches
+``_fleetqual_host_record``, and whether the gate fails it (``fails``: verdict.exit_fails
+with the host's INCONCLUSIVE policy, the ``inconclusive`` argument: the role variable
+``fleetqual_inconclusive``). Run once, on the controller; registered, the result reaches
 every host of the play."""
 
 from __future__ import annotations
+
+import difflib
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
@@ -15,11 +19,14 @@ from ansible.utils.display import Display
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet import aggregate
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.report_config import options_and_baseline
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.verdict import INCONCLUSIVE_POLICIES, exit_fails
 
 display = Display()
 
 CALLBACK = "fleetqual.storage.qualify_report"
 RECORD_VAR = "_fleetqual_host_record"
+POLICY_VAR = "fleetqual_inconclusive"
+DEFAULT_POLICY = "fail"
 
 
 def report_settings():
@@ -33,8 +40,39 @@ def report_settings():
     return cb.get_option
 
 
-def final_verdicts(records, get_option, warn):
-    """{host: {verdict, reasons}} of the hosts with a record ({host: record})."""
+def inconclusive_policies(value, hosts):
+    """``{host: fail | warn}`` from the ``inconclusive`` argument: one policy for every host
+    (a string; None: ``fail``) or a policy per host (a mapping; a host not in it, or None:
+    ``fail``). A value that is no policy raises AnsibleActionFail naming the host, the
+    variable and the closest policy."""
+    if value is None or isinstance(value, str):
+        given = dict.fromkeys(hosts, value)
+    elif isinstance(value, dict):
+        given = {str(h): value.get(h) for h in hosts}
+    else:
+        raise AnsibleActionFail("inconclusive: must be %s or a mapping of host -> %s (%s), got %s"
+                                % (" or ".join(INCONCLUSIVE_POLICIES), " | ".join(INCONCLUSIVE_POLICIES),
+                                   POLICY_VAR, type(value).__name__))
+    out, errors = {}, []
+    for host, policy in given.items():
+        if policy is None:
+            policy = DEFAULT_POLICY
+        if policy not in INCONCLUSIVE_POLICIES:
+            close = difflib.get_close_matches(str(policy), INCONCLUSIVE_POLICIES, n=1, cutoff=0.5)
+            errors.append("host %s: %s must be %s, got %r%s" % (
+                host, POLICY_VAR, " or ".join(INCONCLUSIVE_POLICIES), policy,
+                " (did you mean %s?)" % close[0] if close else ""))
+        out[str(host)] = policy
+    if errors:
+        raise AnsibleActionFail("inconclusive: %s" % "; ".join(errors))
+    return out
+
+
+def final_verdicts(records, get_option, warn, inconclusive=None):
+    """{host: {verdict, reasons, fails}} of the hosts with a record ({host: record});
+    ``fails``: whether the verdict gate fails the host (verdict.exit_fails with the host's
+    policy from ``inconclusive``, see :func:`inconclusive_policies`; default ``fail``)."""
+    policies = inconclusive_policies(inconclusive, list(records))
     opts, baseline, notes = options_and_baseline(get_option)
     for note in notes:
         warn("%s: %s" % (CALLBACK, note))
@@ -42,14 +80,19 @@ def final_verdicts(records, get_option, warn):
     # record's array_run (an array's verdict gates its members) and finds the results
     # directory of the host's own history (drift) from the records' results_file
     fleet = aggregate(records, options=opts, baseline=baseline, detail_hosts=0)
-    return {h["host"]: {"verdict": h["verdict"], "reasons": h["reasons"]} for h in fleet["hosts"]}
+    out = {}
+    for h in fleet["hosts"]:
+        policy = policies.get(h["host"], DEFAULT_POLICY)
+        out[h["host"]] = {"verdict": h["verdict"], "reasons": h["reasons"],
+                          "fails": exit_fails(h["verdict"], {"inconclusive": policy})}
+    return out
 
 
 class ActionModule(ActionBase):
     """fleetqual.storage.fleet_verdicts"""
 
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("hosts",))
+    _VALID_ARGS = frozenset(("hosts", "inconclusive"))
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -58,6 +101,8 @@ class ActionModule(ActionBase):
         if not isinstance(hosts, list):
             raise AnsibleActionFail("hosts: must be a list of host names, got %r" % (hosts,))
         hostvars = task_vars.get("hostvars") or {}
+        # checked before the records are read: a policy that is none fails the task, never a host silently
+        inconclusive_policies(self._task.args.get("inconclusive"), [str(h) for h in hosts])
         records = {}
         for name in hosts:
             try:
@@ -66,6 +111,6 @@ class ActionModule(ActionBase):
                 rec = None
             if isinstance(rec, dict):
                 records[str(name)] = rec
-        verdicts = final_verdicts(records, report_settings(), display.warning)
+        verdicts = final_verdicts(records, report_settings(), display.warning, self._task.args.get("inconclusive"))
         result.update(changed=False, verdicts=verdicts)
         return result

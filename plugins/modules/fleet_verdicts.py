@@ -19,11 +19,23 @@ description:
     the verdict gate and the fleet report decide alike.
   - The verdict gate play of C(playbooks/qualify.yml) runs it once and registers it; a host without a
     record is not in the result (the gate fails it as C(ERROR)).
+  - Says per host whether the gate fails it (C(fails) in RV(verdicts)) - every verdict but C(PASS), except
+    C(INCONCLUSIVE) when the host's policy (O(inconclusive)) is C(warn).
 options:
   hosts:
     description: The hosts to judge. Default the play's hosts (C(ansible_play_hosts_all)).
     type: list
     elements: str
+  inconclusive:
+    description:
+      - Exit-code policy of an C(INCONCLUSIVE) host (the role variable C(fleetqual_inconclusive)); C(fail) - the
+        gate fails the host (C(ansible-playbook) exits non-zero); C(warn) - it does not (the gate play prints
+        its verdict and reasons instead).
+      - Either one policy for every host (C(fail) or C(warn)) or a mapping of host name to policy (a host
+        not in it, or null, is C(fail)); C(playbooks/qualify.yml) passes each host's own C(fleetqual_inconclusive).
+      - Any other value fails the task, naming the host and the closest policy, before any host is judged.
+    type: raw
+    default: fail
 author:
   - fleetqual.storage developers (!UNKNOWN)
 """
@@ -35,25 +47,38 @@ EXAMPLES = r"""
   delegate_to: localhost
   register: _fleetqual_final
 
-- name: Gate on the verdict
+- name: Gate on the verdict (an INCONCLUSIVE host fails unless its policy is warn)
   ansible.builtin.fail:
     msg: "{{ _fleetqual_final.verdicts[inventory_hostname].reasons | join('; ') }}"
-  when: _fleetqual_final.verdicts[inventory_hostname].verdict != 'PASS'
+  when: _fleetqual_final.verdicts[inventory_hostname].fails
+
+- name: Judge with one policy per host (fleetqual_inconclusive of each host)
+  fleetqual.storage.fleet_verdicts:
+    inconclusive: {db1: fail, db2: warn}
+  run_once: true
+  delegate_to: localhost
+  register: _fleetqual_final
 """
 
 RETURN = r"""
 verdicts:
-  description: "C({host: {verdict, reasons}}) of every host with a record; C(verdict) is PASS, FAIL, ERROR or UNREACHABLE."
+  description:
+    - "C({host: {verdict, reasons, fails}}) of every host with a record; C(verdict) is PASS, FAIL, ERROR, UNREACHABLE
+      or INCONCLUSIVE; C(fails) is whether the verdict gate fails the host (every verdict but PASS, except
+      INCONCLUSIVE with the policy C(warn))."
   returned: always
   type: dict
-  sample: {"db1": {"verdict": "PASS", "reasons": []}, "db5": {"verdict": "FAIL", "reasons": ["fleet outlier: ..."]}}
+  sample: {"db1": {"verdict": "PASS", "reasons": [], "fails": false},
+           "db2": {"verdict": "INCONCLUSIVE", "reasons": ["cache-rndrd-t1: shared window: ..."], "fails": false},
+           "db5": {"verdict": "FAIL", "reasons": ["fleet outlier: ..."], "fails": true}}
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
 
 def main():
-    module = AnsibleModule(argument_spec=dict(hosts=dict(type="list", elements="str")))
+    module = AnsibleModule(argument_spec=dict(hosts=dict(type="list", elements="str"),
+                                              inconclusive=dict(type="raw", default="fail")))
     module.fail_json(msg="fleetqual.storage.fleet_verdicts runs on the controller (its action plugin); it has no host part")
 
 

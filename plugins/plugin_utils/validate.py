@@ -17,15 +17,23 @@ variable path and, where one exists, the closest valid value:
 * the threshold rules (``rules.validate_rules``) and, issue 10.2, every workload rule
   whose selectors match no workload of this host's plan (:func:`unmatched_rules`): a
   misspelled ``workload: overcache`` would otherwise open the gate it was meant to close;
-* the compliance settings ``fleetqual_drift`` and ``fleetqual_retention`` (issue 17).
+* the compliance settings ``fleetqual_drift`` and ``fleetqual_retention`` (issue 17);
+* the foreign-I/O and impact settings ``fleetqual_foreign_io`` and ``fleetqual_impact``
+  (issue 17) as the run uses them: the profile's production safety
+  (``fleetqual_profile_safety[fleetqual_profile]``) under the user's keys, the merge of
+  roles/qualify/tasks/run.yml (:func:`effective_safety`), checked by
+  ``module_utils/foreign.py`` ``settings_errors``; the exit-code policy
+  ``fleetqual_inconclusive`` (``verdict.INCONCLUSIVE_POLICIES``).
 """
 
 import difflib
 
+from ansible_collections.fleetqual.storage.plugins.module_utils import foreign as _foreign
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import history as _history
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import plan as _plan
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import retention as _retention
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import rules as _rules
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.verdict import INCONCLUSIVE_POLICIES
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.vocabulary import type_name
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import is_int, is_number
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.targets import (  # noqa: F401 - re-exported
@@ -37,6 +45,10 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.targets import (
 )
 
 VAR_NAMES = _plan.VAR_NAMES
+FOREIGN_VAR = "fleetqual_foreign_io"
+IMPACT_VAR = "fleetqual_impact"
+SAFETY_VAR = "fleetqual_profile_safety"
+INCONCLUSIVE_VAR = "fleetqual_inconclusive"
 
 
 def validate_profile(profiles, profile, matrix=None, cache_size=_plan.DEFAULT_CACHE_SIZE, overrides=None,
@@ -136,6 +148,80 @@ def unmatched_rules(rules, plan_list, var_name=_rules.DEFAULT_VAR, plan_label="p
     return out
 
 
+# --------------------------------------------------------------------------- foreign I/O, impact
+
+def effective_safety(inputs, names=None):
+    """``(foreign_io, impact, errors)`` as the run gets them (roles/qualify/tasks/run.yml):
+    ``fleetqual_profile_safety[fleetqual_profile]``'s ``foreign_io`` / ``impact`` with the
+    user's ``fleetqual_foreign_io`` / ``fleetqual_impact`` keys over them (a shallow
+    ``combine``). A user value that is not a mapping is returned as it is (the settings'
+    check says so); a malformed profile safety is an error naming it."""
+    nm = dict(VAR_NAMES, **(names or {}))
+    errors = []
+    safety = inputs.get(SAFETY_VAR)
+    profile = inputs.get(nm["profile"])
+    if safety is None:
+        safety = {}
+    if not isinstance(safety, dict):
+        errors.append("%s: must be a mapping of profile name -> {foreign_io, impact}, got %s"
+                      % (SAFETY_VAR, type_name(safety)))
+        safety = {}
+    mine = safety.get(profile) if isinstance(profile, str) else None
+    if mine is None:
+        mine = {}
+    if not isinstance(mine, dict):
+        errors.append("%s.%s: must be a mapping with foreign_io and impact, got %s" % (SAFETY_VAR, profile, type_name(mine)))
+        mine = {}
+    unknown = sorted(str(k) for k in mine if k not in ("foreign_io", "impact"))
+    for key in unknown:
+        close = difflib.get_close_matches(key, ["foreign_io", "impact"], n=1)
+        errors.append("%s.%s.%s: unknown key%s; valid: foreign_io, impact"
+                      % (SAFETY_VAR, profile, key, " (did you mean %s?)" % close[0] if close else ""))
+    out = []
+    for part, var in (("foreign_io", FOREIGN_VAR), ("impact", IMPACT_VAR)):
+        base = mine.get(part)
+        if base is None:
+            base = {}
+        if not isinstance(base, dict):
+            errors.append("%s.%s.%s: must be a mapping, got %s" % (SAFETY_VAR, profile, part, type_name(base)))
+            base = {}
+        given = inputs.get(var)
+        if given is None:
+            given = {}
+        if isinstance(given, dict):
+            merged = dict(base)
+            merged.update(given)
+            given = merged
+        out.append(given)
+    return out[0], out[1], errors
+
+
+def safety_errors(inputs, names=None, host=None):
+    """The problems of ``fleetqual_foreign_io`` / ``fleetqual_impact`` after the profile's
+    safety settings, naming the host (when given) and the variable, with the closest key."""
+    foreign_io, impact, errors = effective_safety(inputs, names)
+    checked = []
+    for value, var, defaults in ((foreign_io, FOREIGN_VAR, _foreign.FOREIGN_DEFAULTS),
+                                 (impact, IMPACT_VAR, _foreign.IMPACT_DEFAULTS)):
+        if isinstance(value, dict):
+            value = dict(value)
+            for key in sorted((k for k in value if k in defaults and value[k] is not None), key=str):
+                want = defaults[key]
+                if isinstance(want, bool):
+                    bad = not isinstance(value[key], bool)
+                    if bad:
+                        errors.append("%s.%s: must be true or false, got %r" % (var, key, value[key]))
+                else:
+                    bad = isinstance(want, (int, float)) and not is_number(value[key])
+                    if bad:
+                        errors.append("%s.%s: must be a number, got %r (default %s)" % (var, key, value[key], want))
+                if bad:
+                    value[key] = None     # the range checks below see the default
+        checked.append(value)
+    errors = ["host %s: %s" % (host, e) if host else e for e in errors]
+    return errors + _foreign.settings_errors(checked[0], checked[1], host=host)
+
+
 # --------------------------------------------------------------------------- all inputs
 
 def validate_inputs(inputs, names=None, host=None):
@@ -145,7 +231,9 @@ def validate_inputs(inputs, names=None, host=None):
     ``fleetqual_matrix``, ``fleetqual_cache_size``, ``fleetqual_workload_overrides``,
     ``fleetqual_test_dir``, ``fleetqual_thresholds``, ``fleetqual_seed``,
     ``fleetqual_latency_bound_ms``, ``fleetqual_drift`` (history.validate_drift),
-    ``fleetqual_retention`` (retention.validate_retention); absent ones are not checked.
+    ``fleetqual_retention`` (retention.validate_retention), ``fleetqual_foreign_io`` and
+    ``fleetqual_impact`` over ``fleetqual_profile_safety`` (:func:`safety_errors`),
+    ``fleetqual_inconclusive`` (fail | warn); absent ones are not checked.
     When the plan and the rules are valid, a workload rule that matches no workload of the
     plan is an error too.
     ``fleetqual_targets`` is checked with :func:`resolve_targets`; ``host`` (optional)
@@ -198,9 +286,17 @@ def validate_inputs(inputs, names=None, host=None):
         errors.extend(_history.validate_drift(inputs[_history.DRIFT_VAR], host=host))
     if _retention.RETENTION_VAR in inputs:
         errors.extend(_retention.validate_retention(inputs[_retention.RETENTION_VAR], host=host))
+    if FOREIGN_VAR in inputs or IMPACT_VAR in inputs or SAFETY_VAR in inputs:
+        errors.extend(safety_errors(inputs, names, host=host))
+    if INCONCLUSIVE_VAR in inputs and inputs[INCONCLUSIVE_VAR] not in INCONCLUSIVE_POLICIES:
+        value = inputs[INCONCLUSIVE_VAR]
+        close = difflib.get_close_matches(str(value), INCONCLUSIVE_POLICIES, n=1, cutoff=0.5)
+        errors.append("%s%s: must be %s, got %r%s" % (
+            "host %s: " % host if host else "", INCONCLUSIVE_VAR, " or ".join(INCONCLUSIVE_POLICIES), value,
+            " (did you mean %s?)" % close[0] if close else ""))
     return errors
 
 
 __all__ = ["validate_inputs", "validate_profile", "resolve_targets", "TARGET_KEYS", "unmatched_rules",
-           "unmatched_rule_problem",
+           "unmatched_rule_problem", "effective_safety", "safety_errors",
            "check_test_dir", "UNSAFE_DIRS"]

@@ -201,3 +201,152 @@ def test_a_workload_not_run_is_inconclusive_and_its_rules_are_not_said_to_match_
     assert r["verdict"] == "INCONCLUSIVE" and "never got quiet" in r["reasons"][0]
     assert not any("matched no workload" in w for w in r["warnings"])
     assert [c["rule"] for c in r["checks"]] == ["foreign_io"]
+
+
+# --------------------------------------------------------------------------- the gate's policy (action)
+
+def _gate_records():
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "report"))
+    import report_synth as synth
+    small = [("cache", "rndrd", 1)]
+    shared = "cache-rndrd-t1: shared window: foreign share 0.35 > limit 0.1"
+    return {"db1": synth.make_record("db1", matrix=small, samples=4, seed=1),
+            "db2": synth.make_record("db2", matrix=small, samples=4, seed=2, verdict="INCONCLUSIVE", reasons=[shared]),
+            "db3": synth.make_record("db3", matrix=small, samples=4, seed=3, verdict="INCONCLUSIVE", reasons=[shared]),
+            "db4": synth.make_record("db4", matrix=small, samples=4, seed=4, verdict="FAIL", reasons=["iops low"])}
+
+
+def _report_option(key):
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet
+    return dict(fleet.DEFAULT_OPTIONS, history=False).get(key)
+
+
+def test_the_gate_action_says_per_host_whether_the_gate_fails_it():
+    """fleet_verdicts' ``fails``: every verdict but PASS fails; INCONCLUSIVE only with the
+    policy fail (the default), per host when the policy is a mapping."""
+    from ansible_collections.fleetqual.storage.plugins.action.fleet_verdicts import final_verdicts
+    recs = _gate_records()
+    warnings = []
+
+    def fails(policy):
+        out = final_verdicts(recs, _report_option, warnings.append, policy)
+        assert {h: v["verdict"] for h, v in out.items()} == {"db1": "PASS", "db2": "INCONCLUSIVE",
+                                                             "db3": "INCONCLUSIVE", "db4": "FAIL"}
+        assert out["db2"]["reasons"] == ["cache-rndrd-t1: shared window: foreign share 0.35 > limit 0.1"]
+        return {h: v["fails"] for h, v in out.items()}
+
+    everyone = {"db1": False, "db2": True, "db3": True, "db4": True}
+    assert fails(None) == everyone and fails("fail") == everyone
+    assert fails("warn") == {"db1": False, "db2": False, "db3": False, "db4": True}
+    # one host's own policy: the others keep the default (fail); a FAIL host is failed whatever its policy
+    assert fails({"db2": "warn", "db4": "warn", "db3": None}) == {"db1": False, "db2": False, "db3": True, "db4": True}
+    assert warnings == []
+
+
+def test_the_gate_action_refuses_a_policy_that_is_none_naming_host_and_closest():
+    import pytest
+    from ansible.errors import AnsibleActionFail
+    from ansible_collections.fleetqual.storage.plugins.action.fleet_verdicts import final_verdicts, inconclusive_policies
+    with pytest.raises(AnsibleActionFail) as exc:
+        final_verdicts(_gate_records(), _report_option, [].append, {"db1": "fail", "db3": "wran"})
+    assert "host db3: fleetqual_inconclusive must be fail or warn, got 'wran' (did you mean warn?)" in str(exc.value)
+    assert "db1" not in str(exc.value)
+    with pytest.raises(AnsibleActionFail, match="inconclusive: must be fail or warn or a mapping"):
+        inconclusive_policies(["warn"], ["db1"])
+    assert inconclusive_policies("warn", ["db1", "db2"]) == {"db1": "warn", "db2": "warn"}
+
+
+def test_the_gate_action_takes_the_argument_and_no_other(monkeypatch):
+    """ActionModule.run: ``inconclusive`` is a valid argument, passed to final_verdicts with
+    the play hosts' records; an unknown argument or a bad policy fails the task."""
+    from unittest import mock
+
+    import pytest
+    from ansible.errors import AnsibleActionFail
+    from ansible.playbook.play_context import PlayContext
+    from ansible_collections.fleetqual.storage.plugins.action import fleet_verdicts as action
+    recs = _gate_records()
+    monkeypatch.setattr(action, "report_settings", lambda: _report_option)
+
+    def run(args):
+        task = mock.MagicMock(args=args, async_val=0, check_mode=False, diff=False)
+        task.action = "fleetqual.storage.fleet_verdicts"
+        conn = mock.MagicMock()
+        conn._shell.tmpdir = "/tmp/x"
+        plugin = action.ActionModule(task, conn, PlayContext(), mock.MagicMock(), mock.MagicMock(), mock.MagicMock())
+        hostvars = {h: {"_fleetqual_host_record": r} for h, r in recs.items()}
+        return plugin.run(task_vars={"ansible_play_hosts_all": sorted(recs), "hostvars": hostvars})
+
+    res = run({"inconclusive": {"db3": "warn"}})
+    assert {h: v["fails"] for h, v in res["verdicts"].items()} == {"db1": False, "db2": True, "db3": False,
+                                                                    "db4": True}
+    assert run({})["verdicts"]["db3"]["fails"] is True
+    with pytest.raises(AnsibleActionFail, match="did you mean warn"):
+        run({"inconclusive": "warm"})
+    with pytest.raises(AnsibleActionFail, match="inconclusiv"):
+        run({"inconclusiv": "warn"})
+
+
+# --------------------------------------------------------------------------- validation of the settings
+
+def _profiles_yml():
+    import os
+
+    import yaml
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                        "roles", "qualify", "defaults", "main", "profiles.yml")
+    with open(path, encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+def _safety():
+    return _profiles_yml()["fleetqual_profile_safety"]
+
+
+def _checked(**inputs):
+    """validate_inputs with the role's defaults (profile quick) under ``inputs``."""
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.validate import validate_inputs
+    base = {"fleetqual_foreign_io": {}, "fleetqual_impact": {}, "fleetqual_profile_safety": _safety(),
+            "fleetqual_profile": "quick", "fleetqual_profiles": _profiles_yml()["fleetqual_profiles"]}
+    base.update(inputs)
+    return validate_inputs(base, host="db01")
+
+
+def test_validate_inputs_checks_foreign_io_and_impact_after_the_profiles_safety():
+    assert _checked() == [] and _checked(fleetqual_profile_safety={}) == []
+    errs = _checked(fleetqual_foreign_io={"max_shar": 0.2})
+    assert len(errs) == 1
+    assert errs[0].startswith("host db01: fleetqual_foreign_io.max_shar: unknown key (did you mean max_share?)")
+    assert _checked(fleetqual_foreign_io={"on_busy": "maybe"}) == [
+        "host db01: fleetqual_foreign_io.on_busy must be one of inconclusive, fail, warn, got 'maybe'"]
+    assert _checked(fleetqual_impact={"nice": 30, "max_iops": "lots"}) == [
+        "host db01: fleetqual_impact.max_iops: must be a number, got 'lots' (default 0.0)",
+        "host db01: fleetqual_impact.nice must be between -20 and 19, got 30"]
+    assert _checked(fleetqual_foreign_io="quiet") == ["host db01: fleetqual_foreign_io must be a mapping, got str"]
+    assert _checked(fleetqual_foreign_io={"enabled": "yes"}) == [
+        "host db01: fleetqual_foreign_io.enabled: must be true or false, got 'yes'"]
+
+
+def test_the_merge_is_run_yml_s_the_users_keys_over_the_chosen_profiles():
+    """A bad value in the chosen profile's safety is an error unless the user's key replaces
+    it; another profile's safety does not matter; a malformed safety names its path."""
+    safety = _safety()
+    safety["compliance"]["foreign_io"]["max_share"] = 7
+    assert any("fleetqual_foreign_io.max_share must be between 0 and 1, got 7" in e
+               for e in _checked(fleetqual_profile="compliance", fleetqual_profile_safety=safety))
+    assert _checked(fleetqual_profile="compliance", fleetqual_profile_safety=safety,
+                    fleetqual_foreign_io={"max_share": 0.2}) == []
+    assert _checked(fleetqual_profile="quick", fleetqual_profile_safety=safety) == []
+    assert _checked(fleetqual_profile="compliance", fleetqual_profile_safety={"compliance": {"foreign": {}}}) == [
+        "host db01: fleetqual_profile_safety.compliance.foreign: unknown key (did you mean foreign_io?); "
+        "valid: foreign_io, impact"]
+
+
+def test_validate_inputs_checks_the_exit_code_policy():
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.validate import validate_inputs
+    assert validate_inputs({"fleetqual_inconclusive": "warn"}) == []
+    assert validate_inputs({"fleetqual_inconclusive": "fail"}) == []
+    assert validate_inputs({"fleetqual_inconclusive": "wran"}, host="db01") == [
+        "host db01: fleetqual_inconclusive: must be fail or warn, got 'wran' (did you mean warn?)"]
