@@ -4,7 +4,8 @@
 controller's fleet summary (``prometheus_text`` / ``write_prometheus``) and one host's own
 series for its node_exporter textfile directory (``host_prometheus_text``). Names follow
 the Prometheus conventions: base units (seconds, bytes), no verdict label on a ``_pass``
-metric."""
+metric.  A workload run with foreign-I/O detection (issue 17) adds its foreign share
+(``fleetqual_workload_foreign_share_ratio``) to both."""
 
 from __future__ import annotations
 
@@ -18,6 +19,48 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.history import a
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet_rows import PCT_KEYS, row_key, summarize_workload
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.outliers import JUDGED_METRICS
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.plain import gc_paused
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import to_float
+
+FOREIGN_SHARE = "fleetqual_workload_foreign_share_ratio"
+FOREIGN_SHARE_HELP = ("Share of the device's requests or bytes (the larger) in the workload's measured window that "
+                      "were not the benchmark's (metrics foreign_share, 0..1).")
+
+
+def foreign_share(metrics):
+    """A workload's ``foreign_share`` metric (0..1), or None: the job ran without
+    foreign-I/O detection, or the metrics are missing."""
+    return to_float(metrics.get("foreign_share")) if isinstance(metrics, dict) else None
+
+
+def add_foreign_share(reg, rows, labels):
+    """The per-workload ``fleetqual_workload_foreign_share_ratio`` series of ``rows``
+    (``(label values, share)``, share None left out) in the registry ``reg``; the gauge is
+    registered only when a row has a share, so a run without foreign-I/O detection writes
+    no empty series."""
+    from prometheus_client import Gauge  # pylint: disable=import-outside-toplevel
+
+    rows = [(lab, share) for lab, share in rows if share is not None]
+    if rows:
+        g = Gauge(FOREIGN_SHARE, FOREIGN_SHARE_HELP, labels, registry=reg)
+        for lab, share in rows:
+            g.labels(**lab).set(share)
+    return reg
+
+
+def _fleet_foreign_rows(fleet):
+    """(labels, share) of every workload row of the fleet that carries its metrics (the
+    hosts with detail in fleet.json: ``html_detail_hosts``, those not PASS first)."""
+    catalog = {w.get("id"): w for w in fleet.get("workloads") or () if isinstance(w, dict)}
+    for h in fleet["hosts"]:
+        for row in h.get("workloads") or ():
+            share = foreign_share(row.get("metrics"))
+            if share is None:
+                continue
+            spec = catalog.get(row.get("id")) or {}
+            mode = row["mode"] if "mode" in row else spec.get("mode")
+            threads = row["threads"] if "threads" in row else spec.get("threads")
+            yield ({"host": h["host"], "group": h.get("group") or "", "workload": row_key(row), "mode": mode or "",
+                    "threads": "" if threads is None else str(threads)}, share)
 
 
 def prometheus_registry(fleet):
@@ -48,6 +91,7 @@ def prometheus_registry(fleet):
             if v is not None:
                 lat.labels(workload=row["workload"], op=row["latency_op"], percentile=pct).set(v / 1000.0)
     add_history_prometheus(reg, fleet["hosts"])     # drift, wear, INCONCLUSIVE in a row (issue 17, docs/compliance.md)
+    add_foreign_share(reg, _fleet_foreign_rows(fleet), ["host", "group", "workload", "mode", "threads"])
     ts = Gauge("fleetqual_last_run_timestamp_seconds", "When the fleet report was generated.", registry=reg)
     try:
         ts.set(datetime.datetime.strptime(fleet["generated_at"], "%Y-%m-%dT%H:%M:%SZ").replace(
@@ -80,12 +124,14 @@ def host_prometheus_registry(record, now=None):
                        labels, registry=reg),
     }
     record = record if isinstance(record, dict) else {}
+    shares = []
     for w in record.get("workloads") or []:
         if not isinstance(w, dict):
             continue
         row = summarize_workload(w, keep_metrics=False)
         lab = {"workload": row_key(row), "mode": row["mode"] or "", "threads": "" if row["threads"] is None
                else str(row["threads"])}
+        shares.append((lab, foreign_share(w.get("metrics"))))
         for key, gauge, factor in (("iops", "ops", 1.0), ("mibps", "bytes", 1048576.0), ("util_pct", "util", 0.01),
                                    ("await_ms", "await", 0.001)):
             if row[key] is not None:
@@ -97,6 +143,7 @@ def host_prometheus_registry(record, now=None):
           registry=reg).set(1 if str(record.get("verdict")).upper() == "PASS" else 0)
     Gauge("fleetqual_last_run_timestamp_seconds", "When this host's record was assembled.",
           registry=reg).set((now or utc_now()).timestamp())
+    add_foreign_share(reg, shares, labels)      # foreign I/O in the window (issue 17)
     return add_host_history_prometheus(reg, record)     # against its own history (issue 17)
 
 

@@ -425,6 +425,28 @@ def test_host_prometheus_series_base_units(tmp_path):
     tools.promtool_check(text)
 
 
+def test_foreign_share_series_on_the_host_and_the_controller(tmp_path):
+    """Issue 17: a workload measured with foreign-I/O detection has its foreign share as
+    fleetqual_workload_foreign_share_ratio in the host's own textfile (labels workload,
+    mode, threads) and, for the hosts with detail, in the controller's (plus host, group);
+    a workload without the figure has none, and both files stay promtool-clean."""
+    recs = records(3)
+    recs["db2"]["workloads"][0]["metrics"]["foreign_share"] = 0.35
+    recs["db2"]["workloads"][1]["metrics"]["foreign_share"] = 0.0
+    text = prometheus.host_prometheus_text(recs["db2"], now=NOW)
+    assert 'fleetqual_workload_foreign_share_ratio{mode="rndrd",threads="1",workload="cache-rndrd-t1"} 0.35' in text
+    assert 'fleetqual_workload_foreign_share_ratio{mode="rndrd",threads="64",workload="cache-rndrd-t64"} 0.0' in text
+    assert sum(1 for x in text.splitlines() if x.startswith("fleetqual_workload_foreign_share_ratio{")) == 2
+    tools.promtool_check(text)
+    assert "foreign_share" not in prometheus.host_prometheus_text(recs["db1"], now=NOW)
+    f = fleet.aggregate(recs, now=NOW)
+    text = prometheus.prometheus_text(f)
+    assert ('fleetqual_workload_foreign_share_ratio{group="db",host="db2",mode="rndrd",threads="1",'
+            'workload="cache-rndrd-t1"} 0.35') in text
+    assert sum(1 for x in text.splitlines() if x.startswith("fleetqual_workload_foreign_share_ratio{")) == 2
+    tools.promtool_check(text)
+
+
 def test_final_verdict_is_decided_in_one_place():
     """verdict.final_verdict, rule by rule (docs/report.md "What can change a verdict")."""
     from ansible_collections.fleetqual.storage.plugins.plugin_utils.verdict import final_verdict
