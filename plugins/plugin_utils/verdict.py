@@ -164,9 +164,10 @@ def final_verdict(record, failed=None, unreachable=None, outliers=(), regression
 
 def exit_fails(verdict, options=None):
     """Whether the verdict gate fails a host of this final verdict (so ``ansible-playbook``
-    exits non-zero): every verdict but PASS, except INCONCLUSIVE with the report option
-    ``inconclusive: warn`` (default ``fail``: a host that could not be measured is not a
-    passed host)."""
+    exits non-zero): every verdict but PASS, except INCONCLUSIVE with ``options``
+    ``{"inconclusive": "warn"}`` (the host's role variable ``fleetqual_inconclusive``, which the
+    action fleet_verdicts passes; default ``fail``: a host that could not be measured is not
+    a passed host)."""
     verdict = str(verdict or "ERROR").upper()
     if verdict == "PASS":
         return False
