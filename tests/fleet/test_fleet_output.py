@@ -59,9 +59,9 @@ def test_eight_hosts_print_as_many_lines_as_one(passing):
     assert one.summary() == (1, 1, 1, 0, 0, 0) and eight.summary() == (8, 8, 8, 0, 0, 0)
     lines1, rounds1 = split(one.out)
     lines8, rounds8 = split(eight.out)
-    assert len(lines1) == len(lines8), "\n".join(
-        "%-60.60s | %s" % (a, b) for a, b in zip(lines1 + [""] * (len(lines8) - len(lines1)),
-                                                   lines8 + [""] * (len(lines1) - len(lines8))))
+    pad1 = lines1 + [""] * (len(lines8) - len(lines1))
+    pad8 = lines8 + [""] * (len(lines1) - len(lines8))
+    assert len(lines1) == len(lines8), "\n".join("%-60.60s | %s" % (a, b) for a, b in zip(pad1, pad8))
     # one progress line per round: at least one, at most the rounds the run's duration spans
     for run, rounds in ((one, rounds1), (eight, rounds8)):
         assert 1 <= len(rounds) <= math.ceil(run.elapsed / INTERVAL) + 1, (len(rounds), run.elapsed)

@@ -116,6 +116,7 @@ def test_a_passing_run_prints_the_same_lines_for_one_and_six_hosts(play):
     rc1, out1 = play(1, report=True)
     rc6, out6 = play(6, report=True)
     assert rc1 == 0 and rc6 == 0, out6
+
     def shape(out):
         return [re.sub(r"(host|result|warning)s\b", r"\1", re.sub(r"\d+", "N", ln)) for ln in out.splitlines()]
     assert shape(out1) == shape(out6), out1 + "\n----\n" + out6
