@@ -3,7 +3,8 @@ on a loop device of its own (tests/unit/loopdev.py). A quiet disk passes; the sa
 a neighbour (a process of this test reading its own file on that device with O_DIRECT,
 bounded in time, ended by PID) shares the disk is INCONCLUSIVE -- not PASS, not FAIL --,
 is counted apart in the fleet summary, and fails the verdict gate (the default exit-code
-policy for INCONCLUSIVE)."""
+policy for INCONCLUSIVE); with ``fleetqual_inconclusive: warn`` the same shared run exits 0,
+and both print the host's verdict and reasons."""
 import json
 import os
 import sys
@@ -40,9 +41,10 @@ def test_a_shared_disk_is_inconclusive_and_a_quiet_one_passes(playbook):
         assert wl["metrics"]["foreign_share"] < 0.05
         assert wl["metrics"]["impact"]["nice"] == 5
 
-        with Neighbour(other, threads=1, seconds=400) as nb:
+        with Neighbour(other, threads=1, seconds=900) as nb:
             nb.started()
             busy = playbook(extra_vars=ev)
+            warned = playbook(extra_vars=dict(ev, fleetqual_inconclusive="warn"))
         assert busy.rc != 0, busy.out[-3000:]
         rec = busy.record()
         (wl,) = rec["workloads"]
@@ -52,3 +54,14 @@ def test_a_shared_disk_is_inconclusive_and_a_quiet_one_passes(playbook):
             summary = json.load(fh)["summary"]
         assert summary["by_verdict"]["INCONCLUSIVE"] == 1 and summary["by_verdict"]["FAIL"] == 0
         assert "INCONCLUSIVE 1" in busy.out
+        # the gate failed the host with its verdict and reasons
+        said = "localhost: INCONCLUSIVE %s" % "; ".join(rec["reasons"])
+        assert '"msg": "%s"' % " ".join(said.split()) in " ".join(busy.out.split()), busy.out[-3000:]
+
+        # fleetqual_inconclusive: warn -- the same shared disk: exit 0, the verdict and reasons printed
+        assert warned.rc == 0, warned.out[-3000:]
+        rec = warned.record()
+        assert rec["verdict"] == "INCONCLUSIVE" and "shared window" in rec["reasons"][0], rec["reasons"]
+        said = "localhost: INCONCLUSIVE %s (not failed: fleetqual_inconclusive is warn)" % "; ".join(rec["reasons"])
+        assert '"msg": "%s"' % " ".join(said.split()) in " ".join(warned.out.split()), warned.out[-3000:]
+        assert "FAILED!" not in warned.out and "INCONCLUSIVE 1" in warned.out

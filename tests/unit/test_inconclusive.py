@@ -280,8 +280,7 @@ def test_the_gate_action_takes_the_argument_and_no_other(monkeypatch):
         return plugin.run(task_vars={"ansible_play_hosts_all": sorted(recs), "hostvars": hostvars})
 
     res = run({"inconclusive": {"db3": "warn"}})
-    assert {h: v["fails"] for h, v in res["verdicts"].items()} == {"db1": False, "db2": True, "db3": False,
-                                                                    "db4": True}
+    assert {h: v["fails"] for h, v in res["verdicts"].items()} == {"db1": False, "db2": True, "db3": False, "db4": True}
     assert run({})["verdicts"]["db3"]["fails"] is True
     with pytest.raises(AnsibleActionFail, match="did you mean warn"):
         run({"inconclusive": "warm"})
@@ -316,6 +315,7 @@ def _checked(**inputs):
 
 def test_validate_inputs_checks_foreign_io_and_impact_after_the_profiles_safety():
     assert _checked() == [] and _checked(fleetqual_profile_safety={}) == []
+    assert _checked(fleetqual_profile="compliance") == []          # the shipped safety settings are valid
     errs = _checked(fleetqual_foreign_io={"max_shar": 0.2})
     assert len(errs) == 1
     assert errs[0].startswith("host db01: fleetqual_foreign_io.max_shar: unknown key (did you mean max_share?)")
