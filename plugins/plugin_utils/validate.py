@@ -298,5 +298,5 @@ def validate_inputs(inputs, names=None, host=None):
 
 
 __all__ = ["validate_inputs", "validate_profile", "resolve_targets", "TARGET_KEYS", "unmatched_rules",
-           "unmatched_rule_problem", "effective_safety", "safety_errors",
+           "unmatched_rule_problem", "effective_safety", "safety_errors", "SHORTHAND_TARGET",
            "check_test_dir", "UNSAFE_DIRS"]

@@ -113,7 +113,7 @@ def test_a_shared_window_is_never_judged_on_its_numbers(share, limit, on_busy, r
 
 def test_a_real_failure_elsewhere_is_a_fail_and_errors_stay_errors():
     shared, rules = record(0.5, 0.1, "inconclusive", 500, 5, True, wid="cache-rndrd-t1")
-    clean, _ = record(0.0, 0.1, "inconclusive", None, 5, True, wid="cache-rndrd-t64")
+    clean = record(0.0, 0.1, "inconclusive", None, 5, True, wid="cache-rndrd-t64")[0]
     rules = [{"id": "cache-rndrd-t64", "min_iops": 10 ** 9}]
     r = judge([shared, clean], rules, expected_ids=["cache-rndrd-t1", "cache-rndrd-t64"])
     assert r["verdict"] == "FAIL"
@@ -123,8 +123,8 @@ def test_a_real_failure_elsewhere_is_a_fail_and_errors_stay_errors():
 
 
 def test_target_verdicts_count_inconclusive_apart():
-    a, _ = record(0.5, 0.1, "inconclusive", 500, 5, True, target="data1")
-    b, _ = record(0.0, 0.1, "inconclusive", None, 5, True, target="data2")
+    a = record(0.5, 0.1, "inconclusive", 500, 5, True, target="data1")[0]
+    b = record(0.0, 0.1, "inconclusive", None, 5, True, target="data2")[0]
     r = judge([a, b], [])
     assert r["verdict"] == "INCONCLUSIVE"
     tv = target_verdicts(r)
@@ -132,7 +132,7 @@ def test_target_verdicts_count_inconclusive_apart():
 
 
 def test_a_guard_stop_is_inconclusive_not_an_interrupted_error():
-    rec, _ = record(0.3, 0.5, "inconclusive", 50, 5, True)
+    rec = record(0.3, 0.5, "inconclusive", 50, 5, True)[0]
     rec["result"]["bench"]["interrupted"] = True
     rec["result"]["foreign"]["guard"] = {"stopped": True, "reason": "stopped: the other I/O's await was 80.0 ms"}
     r = judge([rec], [])

@@ -109,7 +109,7 @@ def test_warn_does_not_fail_the_gate_but_prints_the_verdict_and_reasons(tmp_path
 def test_each_host_keeps_its_own_policy(tmp_path):
     """db2's inventory says warn, db3 says nothing: db3 is failed, db2 printed; the one
     run_once action judges both with their own policy."""
-    rc, out, _ = _gate(tmp_path, host_vars={"db2": {"fleetqual_inconclusive": "warn"}})
+    rc, out = _gate(tmp_path, host_vars={"db2": {"fleetqual_inconclusive": "warn"}})[:2]
     assert rc == 2, out
     assert _gate_failed(out) == ["db3"] and _printed(out) == ["db2"]
     assert '"msg": "db2: INCONCLUSIVE %s (not failed: fleetqual_inconclusive is warn)"' % SHARED in out
