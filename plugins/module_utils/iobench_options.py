@@ -37,6 +37,8 @@ A test (tests/unit/test_iobench_options.py) fails when this table, the binary's 
 (``iobench options --format json``) and docs/iobench.md disagree.
 """
 
+import math
+
 MODES = ("seqwr", "seqrewr", "seqrd", "rndrd", "rndwr", "rndrw", "dbpattern")
 
 # name, type, default, flag, how, extra (choices, elements, required, group, plan), doc
@@ -178,7 +180,7 @@ def _is_int(value):
 
 
 def _is_number(value):
-    return (_is_int(value) or isinstance(value, float)) and value == value and value not in (float("inf"), float("-inf"))
+    return _is_int(value) or (isinstance(value, float) and math.isfinite(value))
 
 
 def _num(x):

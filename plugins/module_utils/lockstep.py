@@ -381,7 +381,7 @@ class ArrayRun:
             e["error"] = "lost mid-step: the job was stopped (%s)" % (self.job.reason or "stopped")
         elif result.get("rc") == 5 or result.get("timed_out") or bench.get("interrupted"):
             e["error"] = "lost mid-step: iobench was interrupted (exit %s)" % result.get("rc")
-        elif result.get("rc") == 4 or ((bench.get("errors") or {}).get("total") or 0):
+        elif result.get("rc") == 4 or (bench.get("errors") or {}).get("total"):
             e["error"] = "iobench reported I/O errors (exit %s)" % result.get("rc")
         elif late_s > LATE_SHARE * float(step["time"]):
             e["error"] = ("not ready at the start: iobench began its warm-up %.0f ms late (over %d %% of the "

@@ -72,9 +72,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.vocabulary impor
     type_name,
 )
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.plan_summary import (  # noqa: F401 - re-exported
-    DB_LOG_SIZE_DEFAULT,
     SEARCH_DEFAULTS,
-    SS_DEFAULTS,
     WORKING_SETS,
     dataset_name,
     expected_duration_s,
@@ -87,10 +85,8 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.plan_summary imp
     workload_line,
 )
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.targets import (  # noqa: F401 - re-exported
-    DEVICE_ALIGN,
     PlanError,
     TARGET_SPEC_KEYS,
-    TARGET_VAR,
     plan_targets,
     target_args,
     workload_key,

@@ -29,7 +29,7 @@ from __future__ import annotations
 VERDICTS = ("PASS", "FAIL", "UNREACHABLE", "ERROR", "INCONCLUSIVE")
 RECORD_VERDICTS = ("PASS", "FAIL", "ERROR", "INCONCLUSIVE")
 # Verdicts whose host the gate fails (ansible-playbook exits non-zero); INCONCLUSIVE too
-# unless the report option ``inconclusive`` is ``warn`` (see exit_fails).
+# unless the host's ``fleetqual_inconclusive`` is ``warn`` (see exit_fails).
 GATE_FAILS = ("FAIL", "UNREACHABLE", "ERROR")
 INCONCLUSIVE_POLICIES = ("fail", "warn")
 

@@ -27,6 +27,7 @@ What must hold:
 * the array's data sets are gone afterwards.
 """
 import os
+import re
 import signal
 import statistics
 import threading
@@ -241,3 +242,14 @@ def test_host_killed_mid_step_makes_that_step_incomplete_naming_it(array_run):
 def test_array_data_sets_removed(array_run):
     for h in HOSTS:
         assert not os.path.exists(os.path.join(array_run.mnt, h, "test", "array-san1")), h
+
+
+def test_the_gate_agrees_with_the_report(array_run):
+    """The gate play (action fleet_verdicts) judges the members with their array like the
+    report does: a host is failed at the gate exactly when fleet.json's verdict is not PASS."""
+    reported = {h["host"]: h["verdict"] for h in array_run.fleet()["hosts"] if h["host"] in HOSTS}
+    assert sorted(reported) == HOSTS
+    gated = {h for h in HOSTS if re.search(r"fatal: \[%s\]: FAILED! => .*%s: (FAIL|ERROR|UNREACHABLE|INCONCLUSIVE)"
+                                           % (h, h), array_run.out)}
+    assert gated == {h for h, v in reported.items() if v != "PASS"}, (reported, array_run.out[-3000:])
+    assert (array_run.rc != 0) == bool(gated)

@@ -73,7 +73,7 @@ def test_live_log_final_counts_equal_the_result(ib, prepared, tmp_path):
 def test_live_log_appends(ib, prepared, tmp_path):
     log = tmp_path / "live.jsonl"
     log.write_text('{"mine": 1}\n')
-    for _ in range(2):
+    for _attempt in range(2):
         r = ib("run", "--dir", prepared, *SMALL, "--mode", "rndrd", "--requests", "300", "--live-log", log)
         assert r.rc == 0, r
     ls = lines(log)

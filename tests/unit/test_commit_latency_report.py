@@ -16,7 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "fixtures", "diagnostics"))
 import realrun as rr  # noqa: E402
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet, metrics, report  # noqa: E402
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet, metrics  # noqa: E402
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import fmt, render_html, render_junit, render_markdown, render_text  # noqa: E402
 

@@ -321,7 +321,8 @@ def test_gate_report_and_exit_code_agree_on_outliers(tmp_path, mode):
     expect = {h: ("FAIL" if (h == "db5" and mode == "fail") else "PASS") for h in HOSTS[:6]}
     assert summary["verdicts"] == expect and summary["slice"] == "local"
     assert summary["counts"] == {"PASS": list(expect.values()).count("PASS"),
-                                 "FAIL": list(expect.values()).count("FAIL"), "ERROR": 0, "UNREACHABLE": 0}
+                                 "FAIL": list(expect.values()).count("FAIL"), "ERROR": 0, "UNREACHABLE": 0,
+                                 "INCONCLUSIVE": 0}
     stored = json.load(open(os.path.join(results, RUN_ID, "fleet.json"), encoding="utf-8"))
     verdicts = {h["host"]: h["verdict"] for h in stored["hosts"]}
     if mode == "fail":

@@ -258,7 +258,7 @@ def test_target_logic_lives_in_one_module():
     for mod in (P, V, T):
         path = mod.__file__
         with open(path) as fh:
-            assert sum(1 for _ in fh) <= 700, path
+            assert sum(1 for _line in fh) <= 700, path
 
 
 def test_a_workload_iobench_refuses_on_a_device_is_refused_before_any_host():
