@@ -124,9 +124,13 @@ def detail_lines(fleet, width=110, limit=20, max_hosts=None):
     if len(bad) > limit:
         lines.append("... and %d more non-passing hosts (see fleet.json)" % (len(bad) - limit))
     mode = fleet["options"]["outliers"]
+    only_bad = bounded(fleet, max_hosts)
+    passed = {h["host"] for h in fleet["hosts"] if h["verdict"] == "PASS"} if only_bad else set()
     per_host = {}
     for o in fleet["outliers"]:
         per_host.setdefault(o["host"], []).append(o)
+    quiet = {"outliers": len(set(per_host) & passed)}       # PASS hosts' warn lines, counted past max_hosts
+    per_host = {host: items for host, items in per_host.items() if host not in passed}
     for host, items in list(per_host.items())[:limit]:
         parts = []
         for metric in JUDGED_METRICS:
@@ -145,18 +149,26 @@ def detail_lines(fleet, width=110, limit=20, max_hosts=None):
         lines.append("... and %d more hosts with outliers (see fleet.json)" % (len(per_host) - limit))
     base = fleet.get("baseline")
     if base:
-        regs = base["regressions"]
+        regs = [r for r in base["regressions"] if r["host"] not in passed]
+        quiet["regressions"] = len({r["host"] for r in base["regressions"]} & passed)
         lines.append(truncate("baseline %s: %d workload(s) compared, %d regression(s) (%s)"
-                              % (base.get("run_id") or base.get("path"), base["compared_workloads"], len(regs),
+                              % (base.get("run_id") or base.get("path"), base["compared_workloads"],
+                                 len(base["regressions"]),
                                  fleet["options"]["regressions"]), width))
         for r in regs[:limit]:
             lines.append(truncate("regression %s: %s" % (r["host"], r["text"]), width))
-    found = [line for h in fleet["hosts"] for line in history_lines(h) if line.startswith("[")]
+    found = [line for h in fleet["hosts"] if h["host"] not in passed for line in history_lines(h) if line.startswith("[")]
+    quiet["history findings"] = sum(1 for h in fleet["hosts"] if h["host"] in passed
+                                    and any(line.startswith("[") for line in history_lines(h)))
     lines.extend(truncate("history %s" % line, width) for line in found[:limit])    # issue 17
     if len(found) > limit:
         lines.append("... and %d more history findings (see fleet.json)" % (len(found) - limit))
     notes = fleet["notes"]
-    if bounded(fleet, max_hosts):
+    if only_bad:
+        # the PASS hosts' warnings (outliers, regressions, history findings in warn mode) grow
+        # with the fleet: one line counting them, whatever the fleet's size
+        lines.append(truncate("passing hosts with warnings: %s (see report.md, fleet.json)"
+                              % ", ".join("%d with %s" % (n, what) for what, n in quiet.items()), width))
         # a group too small to judge is a note of its own in a fleet of 1 or 2 hosts: one
         # line for every group, whatever the fleet's size
         groups = fleet.get("groups") or []

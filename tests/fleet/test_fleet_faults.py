@@ -320,7 +320,7 @@ def check_common(ctx):
     assert run.summary() == (3, 10, 3, 0, 2, 5), run.out[-3000:]
     fj = run.fleet()
     assert fj["summary"]["hosts"] == 10 and fj["summary"]["passed"] == 3
-    assert fj["summary"]["by_verdict"] == {"PASS": 3, "FAIL": 0, "UNREACHABLE": 2, "ERROR": 5}
+    assert fj["summary"]["by_verdict"] == {"PASS": 3, "FAIL": 0, "UNREACHABLE": 2, "ERROR": 5, "INCONCLUSIVE": 0}
     got = {h["host"]: h["verdict"] for h in fj["hosts"]}
     assert got == EXPECTED, got
     for name in HEALTHY:

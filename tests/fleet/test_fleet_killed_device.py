@@ -102,34 +102,16 @@ def test_killed_job_region_refused_then_zeroed_by_the_next_runs(fleet, blank_loo
     status_path = os.path.join(fleet.host_dirs(HOST, os.path.join(base, "hostdirs"))["fleetqual_test_dir"],
                                ".fleetqual-job", "status.json")
 
-    # run 1: SIGKILL the job (and its iobench) while it writes the device
-    inv1 = inventory(fleet, base, "inv1", dev, 120)
-    box = {}
-    t = threading.Thread(target=lambda: box.update(run=run_playbook(fleet, inv1, base, "killed", timeout=900)))
-    t.start()
-    killed = []
-    try:
-        end = time.monotonic() + 300
-        status = None
-        while time.monotonic() < end and t.is_alive():
-            try:
-                with open(status_path) as fh:
-                    status = json.load(fh)
-            except (OSError, ValueError):
-                status = None
-            if status and status.get("index") and descendants(status["pid"]) and written(img):
-                break
-            time.sleep(0.5)
-        assert status and status.get("regions"), "the job never started writing (status %s)" % status
-        killed = [status["pid"]] + descendants(status["pid"])
-        for pid in killed:
-            os.kill(pid, signal.SIGKILL)
-    finally:
-        t.join(900)
-    assert not any(alive(p) for p in killed)
-    run1 = box["run"]
+    # run 1: SIGKILL the job (and its iobench) while it writes the device: the run's own
+    # cleanup (always:, bench_dir absent with the run's device targets) zeroes the region
+    killed, run1 = kill_mid_write(fleet, base, "killed", dev, img, status_path, controller_too=False)
     assert run1.rc == 2, run1.out[-4000:]
     assert run1.record(HOST)["verdict"] == "ERROR"
+    assert not written(img) and digest(img, REGION, DISK) == outside
+
+    # run 1b: the controller dies with the job (ansible-playbook SIGKILLed too): nothing
+    # cleans up in that run, the region stays written and the job's status says which
+    killed, _run1b = kill_mid_write(fleet, base, "killed2", dev, img, status_path, controller_too=True)
     assert written(img) and os.path.exists(status_path)
     with open(status_path) as fh:
         assert [(r["device"], r["size"]) for r in json.load(fh)["regions"]] == [(dev, REGION)]
@@ -151,6 +133,55 @@ def test_killed_job_region_refused_then_zeroed_by_the_next_runs(fleet, blank_loo
     assert run3.rc == 0, run3.out[-4000:]
     rec3 = run3.record(HOST)
     assert rec3["verdict"] == "PASS", rec3["reasons"]
-    assert rec3["previous_job"]["run_id"] == "killed"
+    assert rec3["previous_job"]["run_id"] == "killed2"
     assert rec3["previous_job"]["regions_zeroed"] == ["%s[0+%d]" % (dev, REGION)]
     assert not written(img) and digest(img, REGION, DISK) == outside
+
+
+def kill_mid_write(fleet, base, run_id, dev, img, status_path, controller_too):
+    """Run the playbook, SIGKILL the job and its iobench (and, with ``controller_too``, the
+    ansible-playbook this test started, with its forks) once the job writes the device.
+    Returns (the killed job's pids, the run)."""
+    inv = inventory(fleet, base, "inv-" + run_id, dev, 120)
+    box = {}
+    t = threading.Thread(target=lambda: box.update(run=run_playbook(fleet, inv, base, run_id, timeout=900)))
+    t.start()
+    killed = []
+    try:
+        end = time.monotonic() + 300
+        status = None
+        while time.monotonic() < end and t.is_alive():
+            try:
+                with open(status_path) as fh:
+                    status = json.load(fh)
+            except (OSError, ValueError):
+                status = None
+            if status and status.get("run_id") == run_id and status.get("index") and descendants(status["pid"]) \
+                    and written(img):
+                break
+            time.sleep(0.5)
+        assert status and status.get("run_id") == run_id and status.get("regions"), \
+            "the job never started writing (status %s)" % status
+        killed = [status["pid"]] + descendants(status["pid"])
+        controller = []
+        if controller_too:
+            # only the ansible-playbook this test started: a child of this process, for this inventory
+            for child in descendants(os.getpid()):
+                try:
+                    with open("/proc/%d/cmdline" % child, "rb") as fh:
+                        argv = fh.read().split(b"\0")
+                except OSError:
+                    continue
+                if any(a.endswith(b"ansible-playbook") for a in argv) and inv.encode() in argv:
+                    controller = [child] + descendants(child)
+                    break
+            assert controller, "ansible-playbook of run %s not found" % run_id
+        for pid in controller + killed:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    finally:
+        t.join(900)
+    assert not any(alive(p) for p in killed)
+    return killed, box.get("run")

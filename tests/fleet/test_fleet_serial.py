@@ -64,7 +64,7 @@ def test_batch_of_failed_hosts(fleet, inv, tmp_path):
     assert run.record("fq12")["verdict"] == "ERROR"
     check_batch_two(run)
     assert run.summary() == (2, 4, 2, 1, 0, 1)
-    assert run.fleet()["summary"]["by_verdict"] == {"PASS": 2, "FAIL": 1, "UNREACHABLE": 0, "ERROR": 1}
+    assert run.fleet()["summary"]["by_verdict"] == {"PASS": 2, "FAIL": 1, "UNREACHABLE": 0, "ERROR": 1, "INCONCLUSIVE": 0}
     assert (foreign / "keep.txt").read_text() == "mine\n"
 
 
@@ -77,7 +77,7 @@ def test_batch_of_unreachable_hosts(fleet, inv, tmp_path):
     check_batch_two(run)
     assert run.summary() == (2, 4, 2, 0, 2, 0), run.out[-3000:]
     fj = run.fleet()
-    assert fj["summary"]["by_verdict"] == {"PASS": 2, "FAIL": 0, "UNREACHABLE": 2, "ERROR": 0}
+    assert fj["summary"]["by_verdict"] == {"PASS": 2, "FAIL": 0, "UNREACHABLE": 2, "ERROR": 0, "INCONCLUSIVE": 0}
     for name in ("fq01", "fq02"):
         h = next(h for h in fj["hosts"] if h["host"] == name)
         assert h["verdict"] == "UNREACHABLE" and h["record_verdict"] is None

@@ -66,7 +66,7 @@ def test_members_of_a_complete_tarball_pass():
              "roles/iobench/README.md", "roles/iobench/meta/main.yml", "roles/iobench/meta/argument_specs.yml",
              "roles/iobench/files/src/Makefile", "roles/iobench/files/src/main.c",
              "roles/iobench/files/src/iobench.h", "templates/report.html.j2", "docs/iobench.md",
-             "examples/ansible.cfg", "requirements.txt"]
+             "examples/ansible.cfg", "requirements.txt", "extensions/prometheus/fleetqual-alerts.yml"]
     assert galaxy_import.check_members(names) == []
 
 

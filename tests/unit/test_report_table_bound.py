@@ -150,3 +150,22 @@ def test_the_example_config_prints_the_bounded_table():
     section = cfg["fleetqual_report"]
     assert "table" in [x.strip() for x in section["formats"].split(",")]
     assert section["table_max_hosts"] == "0"
+
+
+def test_warnings_of_passing_hosts_are_counted_not_listed_past_the_bound(tmp_path):
+    """Warn-mode outliers of PASS hosts grow with the fleet (8 loopback hosts gave 3): past
+    the bound one line counts them, so 1 and 8 passing hosts print the same lines; without
+    the bound each is listed as before."""
+    def with_outliers(f, hosts):
+        f["outliers"] = [{"host": h, "group": "db", "metric": "iops", "direction": "high", "pct_from_median": 30.0,
+                          "score": 5.0, "workload": "w", "worse": False} for h in hosts]
+        return f
+
+    one, _w = _printed(tmp_path / "1", with_outliers(_fleet(1), []), table_max_hosts=0)
+    eight, _w = _printed(tmp_path / "8", with_outliers(_fleet(8), ["h02", "h05", "h07"]), table_max_hosts=0)
+    assert len(one) == len(eight) and _shape(one) == _shape(eight), "\n".join(one) + "\n----\n" + "\n".join(eight)
+    assert "passing hosts with warnings: 3 with outliers, 0 with history findings (see report.md, fleet.json)" in eight
+    assert not any(ln.startswith("outlier (warn)") for ln in eight)
+    listed, _w = _printed(tmp_path / "all", with_outliers(_fleet(8), ["h02", "h05", "h07"]))
+    assert sum(ln.startswith("outlier (warn) h0") for ln in listed) == 3
+    assert not any(ln.startswith("passing hosts with warnings") for ln in listed)
