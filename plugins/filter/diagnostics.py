@@ -28,7 +28,7 @@ options:
     type: float
     default: 50
   options:
-    description: "Other thresholds by name (see C(DEFAULTS) in plugins/plugin_utils/diagnostics.py), for
+    description: "Other thresholds by name (see C(DEFAULTS) in plugins/plugin_utils/diagnostics_model.py), for
       example C({cache_proof_min_ratio: 0.8, serial_ratio: 0.5}). Unknown names and values <= 0 fail."
     type: dict
 """

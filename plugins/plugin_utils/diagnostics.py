@@ -23,173 +23,35 @@ Used by the role (filter ``fleetqual.storage.diagnostics`` in store.yml, result 
 as the host record's ``diagnostics``), by the judge and by the fleet report. Reads only
 each record's ``metrics`` (``metrics.py``, the one reader of the benchmark's JSON) and its
 plan keys. Pure Python, never raises on odd input.
+
+The names, defaults, entry shape and workload view are ``diagnostics_model.py``; the
+thread sweep, tipping point and bounded maximum (5, 6) are ``diagnostics_sweep.py``. Both
+are re-exported here.
 """
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.vocabulary import dig
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import fmt_k, fmt_ms, fmt_num, fmt_pct, fmt_x
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import as_number, is_number, median, ratio
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import STABILITY_MIN_INTERVALS, record_metrics
-
-NAMES = ("cache_proof", "write_amplification", "write_serialization", "write_cache",
-         "tipping_point", "bounded_max", "db_pattern", "readahead", "stability")
-
-TITLES = {
-    "cache_proof": "cache proof",
-    "write_amplification": "write amplification",
-    "write_serialization": "O_DIRECT write serialization",
-    "write_cache": "write cache",
-    "tipping_point": "tipping point",
-    "bounded_max": "latency-bounded maximum",
-    "db_pattern": "database pattern",
-    "readahead": "read-ahead",
-    "stability": "stability",
-}
-
-STATUSES = ("pass", "warn", "fail", "unproven", "info", "n/a")
-
-CONCLUSIONS = {
-    "cache_proof": ("disk", "cache", "unproven", "n/a"),
-    "write_amplification": ("amplified", "normal", "deferred", "unproven", "n/a"),
-    "write_serialization": ("serialized", "parallel", "n/a"),
-    "write_cache": ("write-back", "write-through", "unclear", "n/a"),
-    "tipping_point": ("within_bound", "exceeds_bound", "n/a"),
-    "bounded_max": ("within_bound", "exceeds_bound", "n/a"),
-    "db_pattern": ("measured", "n/a"),
-    "readahead": ("significant", "small", "unproven", "n/a"),
-    "stability": ("slowed", "steady", "n/a"),
-}
-
-DEFAULTS = {
-    # cache proof: device bytes (and requests) must reach this share of the benchmark's
-    "cache_proof_min_ratio": 0.8,
-    # write amplification: device bytes / benchmark bytes
-    "amplified_ratio": 2.0,
-    "deferred_ratio": 0.5,
-    # write serialization: one-file IOPS / many-files IOPS below this = serialized
-    "serial_ratio": 0.5,
-    # write cache (single-thread O_DIRECT random write p50 latency)
-    "wb_fast_ms": 0.2,          # answered at or under this: a cache acknowledged it
-    "wt_slow_ms": 1.0,          # at or over this: media latency
-    "wb_set_ratio": 0.5,        # cache-set latency / over-cache latency at or under this: cache
-    "wb_thread_gain": 2.0,      # IOPS(most threads) / IOPS(1 thread) at or under this: barely gains
-    # tipping point / bounded maximum
-    "latency_bound_ms": 50.0,
-    "sweep_min_steps": 3,
-    "saturation_gain": 0.10,    # IOPS rising more than 10 % past 100 %util: a parallel device
-    "knee_share": 0.9,          # the knee: fewest threads reaching 90 % of the sweep's best IOPS
-    "util_full_pct": 99.0,
-    "little_tolerance": 0.5,    # |aqu-sz / (IOPS x await) - 1| above this: figures disagree
-    # read-ahead: buffered MiB/s / O_DIRECT MiB/s at or over this = significant
-    "readahead_ratio": 1.5,
-    # stability: last third of a run's intervals this share below its first third = slowed
-    "stability_drop": 0.2,
-}
-
-OVER_CACHE_LABELS = ("over_cache",)
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _r(v, digits=3):
-    return None if v is None else round(v, digits)
-
-
-def _entry(status, conclusion, sentence, evidence=None, workloads=None):
-    return {"status": status, "conclusion": conclusion, "sentence": sentence,
-            "evidence": evidence or {}, "workloads": list(workloads or [])}
-
-
-def _cap(text):
-    return text[:1].upper() + text[1:]
-
-
-def _na(name, why):
-    return _entry("n/a", "n/a", "%s: not measured (%s)." % (_cap(TITLES[name]), why))
-
-
-class _W:
-    """A workload record with its metrics (the only figures diagnostics read)."""
-
-    __slots__ = ("rec", "id", "m", "mode", "threads", "direct", "block", "file_num", "total", "label",
-                 "ok", "fkey")
-
-    def __init__(self, rec, index):
-        self.rec = rec
-        self.id = str(rec.get("id") or "workload[%d]" % index)
-        self.m = record_metrics(rec)
-        self.mode = rec.get("mode")
-        self.threads = as_number(rec.get("threads")) or as_number((self.m.get("concurrency") or {}).get("threads"))
-        self.direct = rec.get("direct")
-        self.block = as_number(rec.get("block_size"))
-        self.file_num = as_number(rec.get("file_num"))
-        self.total = as_number(rec.get("total_size"))
-        self.label = rec.get("workload")
-        result = rec.get("result")
-        self.ok = (not self.m.get("errors")) and not self.m.get("interrupted") and bool(self.m.get("measured")) \
-            and not (isinstance(result, dict) and result.get("failed"))
-        self.fkey = None
-
-    @property
-    def measured(self):
-        return bool(self.m.get("measured"))
-
-    def get(self, key):
-        return as_number(self.m.get(key))
-
-    def kb_s(self, op):
-        """Benchmark KiB/s of an op (its MiB/s, else its bytes over the run)."""
-        mib = self.get("%s_mibps" % op)
-        if mib is not None:
-            return mib * 1024.0
-        nbytes, el = self.get("bench_%s_bytes" % op), self.get("elapsed_s")
-        if nbytes is not None and el:
-            return nbytes / el / 1024.0
-        return None
-
-    def has_device(self):
-        return any(self.get(k) is not None for k in ("dev_r_s", "dev_w_s", "dev_rkb_s", "dev_wkb_s"))
-
-    def over_cache(self):
-        return self.rec.get("working_set") == "over_cache" or self.label in OVER_CACHE_LABELS
-
-    def cache_set(self):
-        return self.rec.get("working_set") == "cache" or self.label == "cache"
-
-    def device(self):
-        return self.m.get("device")
-
-    def no_device_reason(self):
-        source = dig(self.rec, "result", "collector", "source") or "none"
-        reason = dig(self.rec, "result", "collector", "reason")
-        fs = self.m.get("filesystem")
-        text = "collector %s" % source
-        if fs:
-            text += ", filesystem %s" % fs
-        if reason:
-            text += ": %s" % reason
-        if self.m.get("device_note"):
-            text += "; %s" % self.m["device_note"]
-        return text
-
-    def p(self, op, pct):
-        return self.get("%s_%s_ms" % (op, pct))
-
-
-def _records(workloads):
-    out = []
-    for i, rec in enumerate(workloads or []):
-        if isinstance(rec, dict):
-            out.append(_W(rec, i))
-    return out
-
-
-def _opts(options):
-    o = dict(DEFAULTS)
-    for k, v in (options or {}).items():
-        if k in DEFAULTS and is_number(v):
-            o[k] = float(v)
-    return o
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import fmt_k, fmt_ms, fmt_num, fmt_x
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import is_number, ratio
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import STABILITY_MIN_INTERVALS
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.diagnostics_model import (  # noqa: F401 - re-exported
+    CONCLUSIONS,
+    DEFAULTS,
+    NAMES,
+    STATUSES,
+    TITLES,
+    _W,
+    _entry,
+    _na,
+    _opts,
+    _r,
+    _records,
+)
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.diagnostics_sweep import (  # noqa: F401 - re-exported
+    _bounded_max,
+    _tipping_point,
+    knee,
+    sweep_steps,
+)
 
 
 # --------------------------------------------------------------------------- 1. cache proof
@@ -477,182 +339,6 @@ def _write_cache(ws, o):
                   ev, used)
 
 
-# --------------------------------------------------------------------------- 5. tipping point
-
-def _family_key(w):
-    if w.fkey is None:
-        r = w.rec
-        w.fkey = (w.mode, bool(w.direct), w.block, w.total, w.file_num, r.get("engine") or "sync",
-                  r.get("iodepth") or 1, r.get("rw_ratio"), r.get("fsync_freq"), w.label)
-    return w.fkey
-
-
-def _p99(w):
-    """p99 of the operation that describes the workload (metrics ``latency_op``)."""
-    return w.get("lat_p99_ms")
-
-
-def sweep_steps(ws, o=None):
-    """The thread sweep of the host: (family label, steps sorted by threads) or (None, [])."""
-    o = o or DEFAULTS
-    fams = {}
-    for w in ws:
-        if w.ok and w.threads and w.get("iops") is not None:
-            # one workload per thread count (the first)
-            fams.setdefault(_family_key(w), {}).setdefault(int(w.threads), w)
-    best = None
-    for key, by_t in fams.items():
-        if len(by_t) < o["sweep_min_steps"]:
-            continue
-        rank = (len(by_t), key[0] == "rndrd", bool(by_t[max(by_t)].over_cache()))
-        if best is None or rank > best[0]:
-            best = (rank, key, by_t)
-    if best is None:
-        return None, []
-    _rank, key, by_t = best
-    steps = []
-    for t in sorted(by_t):
-        w = by_t[t]
-        rs, wsec = w.get("dev_r_s"), w.get("dev_w_s")
-        dev_ops = None if rs is None and wsec is None else (rs or 0.0) + (wsec or 0.0)
-        r_aw, w_aw = w.get("dev_r_await_ms"), w.get("dev_w_await_ms")
-        if dev_ops:
-            aw = ((rs or 0.0) * (r_aw or 0.0) + (wsec or 0.0) * (w_aw or 0.0)) / dev_ops
-        else:
-            aw = max([v for v in (r_aw, w_aw) if v is not None] or [None]) if (r_aw or w_aw) else None
-        aqu = w.get("dev_aqu_sz")
-        little = ratio(aqu, dev_ops * aw / 1000.0) if dev_ops and aw is not None else None
-        steps.append({"threads": t, "id": w.id, "iops": _r(w.get("iops"), 1), "p99_ms": _r(_p99(w), 4),
-                      "aqu_sz": _r(aqu, 2), "await_ms": _r(aw, 3), "util_pct": _r(w.get("dev_util_pct"), 1),
-                      "dev_iops": _r(dev_ops, 1), "little_ratio": _r(little)})
-    label = "%s %s%s" % (key[9] or "", key[0], "" if key[1] else " buffered")
-    return label.strip(), steps
-
-
-def knee(steps, share):
-    """``(knee step, best step)`` of a sweep: the step with the fewest threads whose IOPS
-    reach ``share`` of the sweep's best (one noisy dip does not end the growth early);
-    ``(None, None)`` without IOPS."""
-    rated = [s for s in steps if s.get("iops") is not None]
-    if not rated:
-        return None, None
-    top = max(rated, key=lambda s: s["iops"])
-    first = min((s for s in rated if s["iops"] >= share * top["iops"]), key=lambda s: s["threads"])
-    return first, top
-
-
-def _bound_best(steps, bound):
-    within = [s for s in steps if s.get("p99_ms") is not None and s["p99_ms"] <= bound]
-    if not within:
-        return None, None
-    hi_t = max(within, key=lambda s: s["threads"])
-    hi_iops = max(within, key=lambda s: s["iops"] or 0)
-    return hi_t, hi_iops
-
-
-def _tipping_point(ws, o):
-    name = "tipping_point"
-    label, steps = sweep_steps(ws, o)
-    if not steps:
-        return _na(name, "needs a thread sweep: one workload at %d or more thread counts" % o["sweep_min_steps"])
-    bound = o["latency_bound_ms"]
-    hi_t, hi_iops = _bound_best(steps, bound)
-    # the knee, judged from the whole sweep: the fewest threads reaching knee_share of its best IOPS
-    sat, top = knee(steps, o["knee_share"])
-    full = next((s for s in steps if s.get("util_pct") is not None and s["util_pct"] >= o["util_full_pct"]), None)
-    gain_after_full = None
-    if full is not None:
-        later = [s["iops"] for s in steps if s["threads"] > full["threads"] and s["iops"] is not None]
-        if later and full["iops"]:
-            gain_after_full = max(later) / full["iops"]
-    littles = [s["little_ratio"] for s in steps if s.get("little_ratio") is not None]
-    little = median(littles)
-    ev = {"family": label, "bound_ms": bound, "steps": steps,
-          "max_threads_within_bound": hi_t["threads"] if hi_t else None,
-          "max_iops_within_bound": hi_iops["iops"] if hi_iops else None,
-          "threads_at_max_iops": hi_iops["threads"] if hi_iops else None,
-          "p99_ms_at_max_iops": hi_iops["p99_ms"] if hi_iops else None,
-          "saturation_threads": sat["threads"] if sat else None,
-          "knee_share": o["knee_share"], "best_iops": top["iops"] if top else None,
-          "best_threads": top["threads"] if top else None,
-          "util_full_threads": full["threads"] if full else None,
-          "iops_gain_after_util_full": _r(gain_after_full),
-          "little_ratio": _r(little), "little_ok": None if little is None else abs(little - 1) <= o["little_tolerance"]}
-    span = "%d-%d threads" % (steps[0]["threads"], steps[-1]["threads"])
-    if hi_t:
-        s = ("Tipping point (%s, %s): p99 stays under %s up to %d threads; best %s IOPS at %d threads (p99 %s)"
-             % (label, span, fmt_ms(bound), hi_t["threads"], fmt_k(hi_iops["iops"]), hi_iops["threads"],
-                fmt_ms(hi_iops["p99_ms"])))
-        status, concl = "pass", "within_bound"
-    else:
-        s = ("Tipping point (%s, %s): p99 is over %s already at %d thread%s (%s)"
-             % (label, span, fmt_ms(bound), steps[0]["threads"], "" if steps[0]["threads"] == 1 else "s",
-                fmt_ms(steps[0]["p99_ms"])))
-        status, concl = "warn", "exceeds_bound"
-    if sat is not None and sat is not steps[-1]:
-        s += ("; IOPS reach %s of the sweep's best (%s at %d threads) at %d threads"
-              % (fmt_pct(o["knee_share"]), fmt_k(top["iops"]), top["threads"], sat["threads"]))
-    else:
-        s += "; IOPS still growing at %d threads" % steps[-1]["threads"]
-    if full is not None and gain_after_full is not None and gain_after_full > 1 + o["saturation_gain"]:
-        s += ("; %%util reached 100 at %d threads yet IOPS rose %s more (a parallel device is not saturated "
-              "at 100 %%util)" % (full["threads"], fmt_x(gain_after_full)))
-    if little is not None:
-        s += "; Little's law aqu-sz/(IOPS x await) = %.2f%s" % (
-            little, "" if ev["little_ok"] else " (device figures disagree: other I/O or too few samples)")
-    return _entry(status, concl, s + ".", ev, [st["id"] for st in steps])
-
-
-# --------------------------------------------------------------------------- 6. bounded maximum
-
-def _search_of(ws):
-    for w in ws:
-        s = w.m.get("search")
-        if isinstance(s, dict) and isinstance(s.get("steps"), list):
-            return w, s
-    return None, None
-
-
-def _bounded_max(ws, o, tipping):
-    name = "bounded_max"
-    w, search = _search_of(ws)
-    if search is not None:
-        bound = as_number(search.get("bound_ms")) or o["latency_bound_ms"]
-        steps = [{k: st.get(k) for k in ("threads", "iodepth", "iops", "p99_ms")} for st in search["steps"]]
-        knob = search.get("knob") or ("iodepth" if any(st["threads"] is None and st["iodepth"] is not None
-                                                       for st in steps) else "threads")
-        best = search.get("best")
-        if isinstance(best, dict):
-            best = {k: best.get(k) for k in ("threads", "iodepth", "iops", "p99_ms")}
-        else:                                               # absent / null: the best complete step within the bound
-            _most_threads, best = _bound_best([st for st, raw in zip(steps, search["steps"]) if raw.get("complete", True)], bound)
-        ev = {"source": "search", "workload": w.id, "bound_ms": bound, "knob": knob, "steps": steps,
-              "best": best, "stopped": search.get("stopped"),
-              "iops": best.get("iops") if best else None, "p99_ms": best.get("p99_ms") if best else None}
-        if best and best.get("iops") is not None:
-            at = best.get(knob)
-            return _entry("pass", "within_bound",
-                          "Latency-bounded maximum (iobench search, %s): %s IOPS at %s %s with p99 %s <= %s."
-                          % (w.id, fmt_k(best["iops"]), fmt_num(at), knob, fmt_ms(best.get("p99_ms")), fmt_ms(bound)),
-                          ev, [w.id])
-        return _entry("warn", "exceeds_bound",
-                      "Latency-bounded maximum (iobench search, %s): no step kept p99 under %s."
-                      % (w.id, fmt_ms(bound)), ev, [w.id])
-    if tipping["status"] == "n/a":
-        return _na(name, "no iobench search result and no thread sweep")
-    t = tipping["evidence"]
-    ev = {"source": "sweep", "bound_ms": t["bound_ms"], "knob": "threads", "iops": t["max_iops_within_bound"],
-          "threads": t["threads_at_max_iops"], "p99_ms": t["p99_ms_at_max_iops"], "family": t["family"]}
-    if t["max_iops_within_bound"] is None:
-        return _entry("warn", "exceeds_bound",
-                      "Latency-bounded maximum (from the %s thread sweep): no thread count kept p99 under %s."
-                      % (t["family"], fmt_ms(t["bound_ms"])), ev, tipping["workloads"])
-    return _entry("pass", "within_bound",
-                  "Latency-bounded maximum (from the %s thread sweep): %s IOPS at %d threads with p99 %s <= %s."
-                  % (t["family"], fmt_k(ev["iops"]), ev["threads"], fmt_ms(ev["p99_ms"]), fmt_ms(t["bound_ms"])),
-                  ev, tipping["workloads"])
-
-
 # --------------------------------------------------------------------------- 7. database pattern
 
 def _db_pattern(ws, o):
@@ -827,5 +513,5 @@ def sentences(diagnostics, include_na=False):
     return out
 
 
-__all__ = ["diagnose", "cache_proof_of", "cache_proof_failures", "sentences", "sweep_steps",
+__all__ = ["diagnose", "cache_proof_of", "cache_proof_failures", "sentences", "sweep_steps", "knee",
            "validate_options", "NAMES", "TITLES", "STATUSES", "CONCLUSIONS", "DEFAULTS"]

@@ -62,7 +62,8 @@ Missing values -- an explicit decision:
   (``metrics.steady_state``), quoting the tracked value of every round, and on one that
   ran without steady state (validation refuses a rule that can only match such ones).
 
-Drives (issue 11; ``drives`` argument, the host's drives of docs/contracts.md section 7):
+Drives (issue 11; ``drives`` argument, the host's drives of docs/contracts.md section 7;
+the checks are ``judge_drives.py``):
 
 * Always, per drive, ``rule: drive_health``: FAIL when the drive's own SMART / NVMe verdict
   is failed (``health.passed`` false), pass when it passed, ``n/a`` with the reason (and a
@@ -111,15 +112,19 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils import diagnosti
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import DEVICE_FIELDS, record_metrics
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.plan import workload_key
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.rules import (
-    DRIVE_LIMITS,
     compile_metric,
-    drive_selected,
     is_diagnostic_rule,
     is_drive_rule,
     rule_limits,
     rule_matches,
     rule_name,
     validate_rules,
+)
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge_checks import _check, _cmp_word, _compare, _error
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge_drives import (  # noqa: F401 - re-exported
+    _drive_checks,
+    drive_label,
+    drive_list,
 )
 
 PASS, FAIL, ERROR, INCONCLUSIVE = "PASS", "FAIL", "ERROR", "INCONCLUSIVE"
@@ -180,25 +185,7 @@ def evidence(record, metrics, focus=None):
 
 
 # --------------------------------------------------------------------------- checks
-
-def _check(wid, rule, metric, value, limit, op, passed, ev, status, kind, message):
-    return {"workload": wid, "rule": rule, "metric": metric, "value": value, "limit": limit, "op": op,
-            "passed": passed, "evidence": ev, "status": status, "kind": kind, "message": message}
-
-
-def _error(wid, rule, message, value=None, metric=None, ev=""):
-    return _check(wid, rule, metric, value, None, None, False, ev, "error", "error", message)
-
-
-def _compare(value, op, limit):
-    return value >= limit if op == ">=" else value <= limit
-
-
-def _cmp_word(op, passed):
-    if passed:
-        return op
-    return "<" if op == ">=" else ">"
-
+# (the check dict and the comparison are judge_checks.py; the drive checks judge_drives.py)
 
 def _integrity(record, wid, metrics):
     """Error checks for one record (the module's result status and the metrics)."""
@@ -384,116 +371,6 @@ def _diagnostic_checks(rule, diags):
         out.append(_check(None, rname, expr, value, limit, op, passed, sentence,
                           "pass" if passed else "fail", "diagnostic", msg))
     return out
-
-
-# --------------------------------------------------------------------------- drives (issue 11)
-
-def drive_label(drive):
-    """``drive sda (Samsung SSD 870, serial WD-WX12A3456789)``: how reasons cite a drive."""
-    return "drive %s (%s, serial %s)" % (drive.get("name") or drive.get("path") or "?",
-                                         drive.get("model") or "model unknown", drive.get("serial") or "unknown")
-
-
-def _drive_check(drive, rule, metric, value, limit, op, passed, status, message, ev):
-    c = _check(None, rule, metric, value, limit, op, passed, ev, status, "drive", message)
-    c.update(drive=drive.get("name"), serial=drive.get("serial"), model=drive.get("model"),
-             firmware=drive.get("firmware"))
-    return c
-
-
-def _health_evidence(health):
-    if not health.get("collected"):
-        return "health not collected: %s" % (health.get("reason") or "no reason given")
-    items = ["%s %s" % (k.replace("_", " "), fmt_num(health[k])) for k in (
-        "critical_warning", "media_errors", "percentage_used", "available_spare", "reallocated_sectors",
-        "pending_sectors", "temperature_c", "power_on_hours") if is_number(health.get(k))]
-    return "%s: %s" % (health.get("tool") or "health", ", ".join(items) or "no counters reported")
-
-
-def drive_list(drives):
-    """The drives of a ``drives`` argument: a list, or the drives module's result."""
-    if isinstance(drives, dict):
-        drives = drives.get("drives")
-    return [d for d in drives or [] if isinstance(d, dict)] if isinstance(drives, list) else None
-
-
-def _drive_checks(checks, rules, drives, matched, applicable):
-    """Drive checks appended to ``checks``: the default verdict check of every drive
-    (``drive_health``), then every drive rule over the drives it selects. Returns warnings."""
-    warnings = []
-    drive_rules = [(ri, r) for ri, r in enumerate(rules) if is_drive_rule(r)]
-    listed = drive_list(drives)
-    if listed is None:
-        for ri, rule in drive_rules:
-            matched[ri] += 1
-            for key, op, limit in rule_limits(rule):
-                msg = "%s: drive inventory not collected for this host; not applicable" % rule_name(rule, key)
-                checks.append(_check(None, rule_name(rule, key), "health.%s" % DRIVE_LIMITS[key], None, limit, op,
-                                     None, "no drive inventory", "n/a", "drive", msg))
-        return warnings
-    for d in listed:
-        health = d.get("health") if isinstance(d.get("health"), dict) else {
-            "collected": False, "reason": "no health in the drive inventory (drives module run without health)"}
-        label = drive_label(d)
-        ev = _health_evidence(health)
-        if not health.get("collected"):
-            msg = "%s: own health verdict not applicable: %s" % (label, ev)
-            checks.append(_drive_check(d, "drive_health", "health.passed", None, True, "==", None, "n/a", msg, ev))
-            warnings.append(msg)
-        elif health.get("passed") is False:
-            problems = "; ".join(health.get("problems") or []) or "the drive reports itself failing"
-            msg = "%s: the drive's own health verdict is FAILED (%s)" % (label, problems)
-            checks.append(_drive_check(d, "drive_health", "health.passed", False, True, "==", False, "fail", msg, ev))
-        elif health.get("passed") is True:
-            msg = "%s: the drive's own health verdict is PASSED" % label
-            checks.append(_drive_check(d, "drive_health", "health.passed", True, True, "==", True, "pass", msg, ev))
-        else:
-            msg = "%s: %s gives no overall health verdict; not applicable (%s)" % (
-                label, health.get("tool") or "the tool", ev)
-            checks.append(_drive_check(d, "drive_health", "health.passed", None, True, "==", None, "n/a", msg, ev))
-    for ri, rule in drive_rules:
-        chosen = [d for d in listed if drive_selected(rule, d)]
-        if not chosen:
-            matched[ri] += 1
-            applicable[ri] += 1
-            names = ", ".join("%s (%s)" % (d.get("name"), d.get("serial") or "serial unknown") for d in listed)
-            name = rule_name(rule, rule_limits(rule)[0][0])
-            msg = "%s: selects no drive of this host (drive: %s); its drives: %s" % (
-                name, rule.get("drive"), names or "none")
-            checks.append(_check(None, name, "drive", rule.get("drive"), None, None, False, names, "fail", "drive",
-                                 msg))
-            continue
-        matched[ri] += 1
-        for d in chosen:
-            health = d.get("health") if isinstance(d.get("health"), dict) else {"collected": False}
-            for key, op, limit in rule_limits(rule):
-                field = DRIVE_LIMITS[key]
-                c = _drive_limit_check(d, health, rule, key, field, op, limit)
-                if c["status"] != "n/a":
-                    applicable[ri] += 1
-                checks.append(c)
-    return warnings
-
-
-def _drive_limit_check(drive, health, rule, key, field, op, limit):
-    name = rule_name(rule, key)
-    label = drive_label(drive)
-    ev = _health_evidence(health)
-    what = field.replace("_", " ")
-    tag = " [rule %s]" % rule["name"] if rule.get("name") else ""
-    if not health.get("collected"):
-        msg = "%s: %s not applicable, %s%s" % (label, name, ev, tag)
-        return _drive_check(drive, name, "health.%s" % field, None, limit, op, None, "n/a", msg, ev)
-    value = health.get(field)
-    if not is_number(value):
-        msg = "%s: %s does not report %s; %s not applicable%s" % (label, health.get("tool") or "the tool", what,
-                                                                  name, tag)
-        return _drive_check(drive, name, "health.%s" % field, None, limit, op, None, "n/a", msg, ev)
-    passed = _compare(value, op, limit)
-    msg = "%s: %s %s %s limit %s%s (%s)" % (label, what, fmt_num(value), _cmp_word(op, passed), fmt_num(limit),
-                                            tag, ev)
-    return _drive_check(drive, name, "health.%s" % field, value, limit, op, passed,
-                        "pass" if passed else "fail", msg, ev)
 
 
 def judge(workloads, rules, expected_ids=None, error=None, diagnostics=None, options=None, drives=None):
