@@ -29,106 +29,25 @@ workload runs, and how the workload keeps out of its way. Used by ``workload.run
   benchmark's requests). Above ``guard_await_ms`` for ``guard_samples`` intervals in a row
   (with at least ``guard_min_iops`` foreign requests/s) the benchmark is stopped, and the
   record says why (``guard``).
-* **Impact limits** (``impact``): idle I/O priority (``ioprio_set`` IDLE in the child before
-  it executes iobench; recorded with the device's scheduler and whether it honours it),
-  ``nice``, an IOPS cap and a bandwidth cap (a rate from the block size, through
-  ``--rate-iops``), a thread cap and a working-set cap (a share of the free space).
+* **Impact limits** (``impact``): idle I/O priority, ``nice``, the IOPS, bandwidth, thread
+  and working-set caps are ``impact.py``; the settings' defaults and validation are
+  ``foreign_settings.py``.
 """
 
-import ctypes
-import ctypes.util
-import difflib
 import json
 import os
-import platform
 import threading
 import time
 
+from ansible_collections.fleetqual.storage.plugins.module_utils.foreign_settings import (  # noqa: F401 - re-exported
+    FOREIGN_DEFAULTS, IMPACT_DEFAULTS, options, settings_errors, validate,
+)
+from ansible_collections.fleetqual.storage.plugins.module_utils.impact import (  # noqa: F401 - re-exported
+    IOPRIO_CLASS_IDLE, applied, limit_params, preexec, scheduler,
+)
+
 BLKIO_V1 = "/sys/fs/cgroup/blkio"
 CGROUP2_CANDIDATES = ("/sys/fs/cgroup/unified", "/sys/fs/cgroup")
-
-FOREIGN_DEFAULTS = dict(enabled=True, max_share=0.1, wait_s=120, on_busy="inconclusive", sample_s=3.0,
-                        quiet_util_pct=10.0, interval=1.0, guard_await_ms=0.0, guard_samples=2,
-                        guard_min_iops=5.0, min_foreign_iops=5.0, cgroup="auto")
-IMPACT_DEFAULTS = dict(ioprio="none", nice=0, max_iops=0.0, max_mibps=0.0, max_threads=0, max_free_share=0.0,
-                       budget_s=0)
-ON_BUSY = ("inconclusive", "fail", "warn")
-
-# schedulers and whether they honour the IDLE I/O priority class
-SCHEDULER_IDLE = {
-    "bfq": (True, "bfq serves idle-class I/O only when no other class waits"),
-    "cfq": (True, "cfq serves idle-class I/O only when no other class waits"),
-    "mq-deadline": (False, "mq-deadline orders dispatch by priority class (kernel 5.14+) but has no idle "
-                           "semantics: idle-class requests still compete"),
-    "kyber": (False, "kyber ignores I/O priorities"),
-    "none": (False, "no scheduler: I/O priorities are ignored"),
-}
-
-IOPRIO_WHO_PROCESS = 1
-IOPRIO_CLASS_IDLE = 3
-IOPRIO_CLASS_SHIFT = 13
-_SYS_IOPRIO = {"x86_64": (251, 252), "i386": (289, 290), "i686": (289, 290), "aarch64": (30, 31),
-               "arm64": (30, 31), "riscv64": (30, 31), "ppc64le": (273, 274), "ppc64": (273, 274),
-               "s390x": (282, 283), "armv7l": (314, 315)}
-
-
-def options(given, defaults):
-    """``given`` over ``defaults`` (None values take the default); ``(options, errors)``."""
-    out = dict(defaults)
-    errors = []
-    if given is not None and not isinstance(given, dict):
-        return out, ["must be a mapping, got %s" % type(given).__name__]
-    for k, v in (given or {}).items():
-        if k not in defaults:
-            close = difflib.get_close_matches(str(k), sorted(defaults), n=1)
-            hint = " (did you mean %s?)" % close[0] if close else ""
-            errors.append("%s: unknown key%s; known: %s" % (k, hint, ", ".join(sorted(defaults))))
-        elif v is not None:
-            out[k] = v
-    return out, errors
-
-
-def settings_errors(foreign_io, impact, host=None):
-    """Every problem of the role's ``fleetqual_foreign_io`` / ``fleetqual_impact`` (after the
-    profile's), as sentences naming the host and the variable, for the controller's
-    validation before any host is contacted."""
-    fopts, ferr = options(foreign_io, FOREIGN_DEFAULTS)
-    iopts, ierr = options(impact, IMPACT_DEFAULTS)
-    errors = ["fleetqual_foreign_io.%s" % e if ":" in e else "fleetqual_foreign_io %s" % e for e in ferr]
-    errors += ["fleetqual_impact.%s" % e if ":" in e else "fleetqual_impact %s" % e for e in ierr]
-    if not errors:
-        try:
-            errors = [e.replace("foreign_io.", "fleetqual_foreign_io.").replace("impact.", "fleetqual_impact.")
-                      for e in validate(fopts, iopts)]
-        except (TypeError, ValueError) as e:
-            errors = ["fleetqual_foreign_io / fleetqual_impact: a value is not a number: %s" % e]
-    return ["host %s: %s" % (host, e) if host else e for e in errors]
-
-
-def validate(foreign, impact):
-    """Errors of the ``foreign_io`` and ``impact`` settings (after :func:`options`)."""
-    errors = []
-    if not 0 <= float(foreign["max_share"]) <= 1:
-        errors.append("foreign_io.max_share must be between 0 and 1, got %s" % foreign["max_share"])
-    if foreign["on_busy"] not in ON_BUSY:
-        errors.append("foreign_io.on_busy must be one of %s, got %r" % (", ".join(ON_BUSY), foreign["on_busy"]))
-    for k in ("wait_s", "sample_s", "quiet_util_pct", "guard_await_ms", "guard_min_iops", "min_foreign_iops"):
-        if float(foreign[k]) < 0:
-            errors.append("foreign_io.%s must not be negative, got %s" % (k, foreign[k]))
-    if not 0.1 <= float(foreign["interval"]) <= 60:
-        errors.append("foreign_io.interval must be between 0.1 and 60 seconds, got %s" % foreign["interval"])
-    if foreign["cgroup"] not in ("auto", "off"):
-        errors.append("foreign_io.cgroup must be auto or off, got %r" % foreign["cgroup"])
-    if impact["ioprio"] not in ("none", "idle"):
-        errors.append("impact.ioprio must be none or idle, got %r" % impact["ioprio"])
-    if not -20 <= int(impact["nice"]) <= 19:
-        errors.append("impact.nice must be between -20 and 19, got %s" % impact["nice"])
-    for k in ("max_iops", "max_mibps", "max_threads", "budget_s"):
-        if float(impact[k]) < 0:
-            errors.append("impact.%s must not be negative, got %s" % (k, impact[k]))
-    if not 0 <= float(impact["max_free_share"]) <= 1:
-        errors.append("impact.max_free_share must be between 0 and 1, got %s" % impact["max_free_share"])
-    return errors
 
 
 # --------------------------------------------------------------------------- devices
@@ -148,19 +67,6 @@ def devnum(dev):
             return fh.read().strip()
     except OSError:
         return None
-
-
-def scheduler(dev):
-    """``{name, idle_honoured, note}`` of the device's I/O scheduler (``[name]`` in
-    ``/sys/block/<dev>/queue/scheduler``)."""
-    try:
-        with open("/sys/block/%s/queue/scheduler" % dev) as fh:
-            text = fh.read()
-    except OSError as e:
-        return {"device": dev, "name": None, "idle_honoured": False, "note": "scheduler unknown: %s" % e}
-    name = text[text.find("[") + 1:text.find("]")] if "[" in text else text.strip() or None
-    honoured, note = SCHEDULER_IDLE.get(name, (False, "scheduler %s: idle priority not known to be honoured" % name))
-    return {"device": dev, "name": name, "idle_honoured": honoured, "note": note}
 
 
 def util_pct(a, b, secs):
@@ -273,120 +179,6 @@ class Cgroup:
             except OSError:
                 time.sleep(0.1)
         self.path = None
-
-
-# --------------------------------------------------------------------------- priority
-
-_LIBC = None
-
-
-def _libc():
-    global _LIBC
-    if _LIBC is None:
-        _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    return _LIBC
-
-
-def _ioprio_nr(which):
-    nums = _SYS_IOPRIO.get(platform.machine())
-    return None if nums is None else nums[which]
-
-
-def ioprio_get(pid):
-    """The I/O priority class of ``pid`` (0 none, 1 RT, 2 BE, 3 IDLE), or None."""
-    nr = _ioprio_nr(1)
-    if nr is None:
-        return None
-    value = _libc().syscall(nr, IOPRIO_WHO_PROCESS, pid)
-    return None if value < 0 else value >> IOPRIO_CLASS_SHIFT
-
-
-def preexec(procs_path=None, ioprio="none", nice=0):
-    """A ``preexec_fn`` that joins the cgroup, sets the idle I/O class and the nice value in
-    the child before it executes the benchmark (failures are seen afterwards by
-    :func:`applied`, which reads what the child really got)."""
-    nr = _ioprio_nr(0) if ioprio == "idle" else None
-    libc = _libc() if nr is not None else None
-
-    def fn():
-        if procs_path:
-            try:
-                fd = os.open(procs_path, os.O_WRONLY)
-                os.write(fd, str(os.getpid()).encode())
-                os.close(fd)
-            except OSError:
-                pass
-        if libc is not None:
-            libc.syscall(nr, IOPRIO_WHO_PROCESS, 0, IOPRIO_CLASS_IDLE << IOPRIO_CLASS_SHIFT)
-        if nice:
-            try:
-                os.nice(int(nice))
-            except OSError:
-                pass
-    return fn
-
-
-def applied(pid, cgroup, ioprio, nice, devices):
-    """What the child really got: ``{cgroup, ioprio, nice, schedulers, notes}``."""
-    notes = []
-    in_group = None
-    if cgroup is not None and cgroup.path:
-        try:
-            with open(cgroup.procs) as fh:
-                in_group = str(pid) in fh.read().split()
-        except OSError:
-            in_group = False
-        if not in_group:
-            notes.append("the benchmark could not join cgroup %s" % cgroup.path)
-    got_class = ioprio_get(pid) if ioprio == "idle" else None
-    scheds = [scheduler(d) for d in devices]
-    if ioprio == "idle":
-        if got_class != IOPRIO_CLASS_IDLE:
-            notes.append("idle I/O priority not set (class %s)" % got_class)
-        for s in scheds:
-            if not s["idle_honoured"]:
-                notes.append("device %s: idle I/O priority not honoured: %s" % (s["device"], s["note"]))
-    try:
-        got_nice = os.getpriority(os.PRIO_PROCESS, pid)
-    except OSError:
-        got_nice = None
-    return {"in_cgroup": in_group, "ioprio_class": got_class, "nice": got_nice, "schedulers": scheds, "notes": notes}
-
-
-# --------------------------------------------------------------------------- impact
-
-def limit_params(params, impact, block_size, total_size, free_bytes):
-    """Apply the impact caps to the run parameters (a copy): ``(params, notes)``. A
-    bandwidth cap becomes a request rate: max_mibps x 1 MiB / block size."""
-    p = dict(params)
-    notes = []
-    rates = []
-    if impact.get("max_iops"):
-        rates.append(float(impact["max_iops"]))
-    if impact.get("max_mibps") and block_size:
-        rates.append(float(impact["max_mibps"]) * 1048576.0 / block_size)
-    if rates and p.get("engine", "sync") == "sync" and not p.get("search") and p.get("mode") != "dbpattern":
-        cap = max(1.0, round(min(rates), 1))
-        if not p.get("rate_iops") or p["rate_iops"] > cap:
-            p["rate_iops"] = cap
-            notes.append("paced at %s requests/s (max_iops %s, max_mibps %s at block %d)"
-                         % (cap, impact.get("max_iops") or "-", impact.get("max_mibps") or "-", block_size or 0))
-    elif rates:
-        notes.append("not paced: rate pacing needs the sync engine and a plain run (not search or dbpattern)")
-    if impact.get("max_threads") and p.get("threads", 1) > int(impact["max_threads"]) and not p.get("search"):
-        notes.append("threads %d capped to %d" % (p["threads"], int(impact["max_threads"])))
-        p["threads"] = int(impact["max_threads"])
-    share = float(impact.get("max_free_share") or 0)
-    if share and total_size and free_bytes is not None and not p.get("device"):
-        cap = int(free_bytes * share)
-        files = max(1, int(p.get("file_num") or 1))
-        unit = files * (block_size or 512)
-        if total_size > cap:
-            new = max(unit, cap // unit * unit)
-            p["total_size"] = new
-            notes.append("working set %d bytes capped to %d (%s of the %d bytes free)"
-                         % (total_size, new, share, free_bytes))
-    return p, notes
 
 
 # --------------------------------------------------------------------------- sampling
@@ -721,3 +513,8 @@ def job_params(spec, params, started_epoch, wl=None, index=None):
     if ends:
         p["budget_end_epoch"] = min(ends)
     return p
+
+
+__all__ = ["BLKIO_V1", "CGROUP2_CANDIDATES", "read_stat", "devnum", "util_pct", "Cgroup", "LiveLog",
+           "take_sample", "foreign_await", "Sampler", "wait_quiet", "supports_live_log", "Run", "job_params",
+           "FOREIGN_DEFAULTS", "IMPACT_DEFAULTS", "settings_errors", "IOPRIO_CLASS_IDLE", "scheduler"]

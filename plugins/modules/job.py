@@ -86,7 +86,7 @@ options:
       - Foreign-I/O accounting and the quiet wait (issue 17, docs/compliance.md). When set (even V({})),
         each workload first waits for a quiet device, runs in a block-I/O cgroup of its own, and its
         result gains C(foreign) (samples of the device's and our own counters, the quiet wait, the guard).
-      - Keys (defaults in C(module_utils/foreign.py) C(FOREIGN_DEFAULTS)) C(enabled) (true),
+      - Keys (defaults in C(module_utils/foreign_settings.py) C(FOREIGN_DEFAULTS)) C(enabled) (true),
         C(max_share) (0.1; recorded for the judge), C(wait_s) (120), C(on_busy) (C(inconclusive), C(fail),
         C(warn); recorded for the judge), C(sample_s) (3), C(quiet_util_pct) (10), C(interval) (1),
         C(guard_await_ms) (0 = no guard), C(guard_samples) (2), C(guard_min_iops) (5), C(cgroup) (C(auto) or C(off)).

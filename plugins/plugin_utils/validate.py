@@ -22,13 +22,13 @@ variable path and, where one exists, the closest valid value:
   (issue 17) as the run uses them: the profile's production safety
   (``fleetqual_profile_safety[fleetqual_profile]``) under the user's keys, the merge of
   roles/qualify/tasks/run.yml (:func:`effective_safety`), checked by
-  ``module_utils/foreign.py`` ``settings_errors``; the exit-code policy
+  ``module_utils/foreign_settings.py`` ``settings_errors``; the exit-code policy
   ``fleetqual_inconclusive`` (``verdict.INCONCLUSIVE_POLICIES``).
 """
 
 import difflib
 
-from ansible_collections.fleetqual.storage.plugins.module_utils import foreign as _foreign
+from ansible_collections.fleetqual.storage.plugins.module_utils import foreign_settings as _foreign_settings
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import history as _history
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import plan as _plan
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import retention as _retention
@@ -201,8 +201,8 @@ def safety_errors(inputs, names=None, host=None):
     safety settings, naming the host (when given) and the variable, with the closest key."""
     foreign_io, impact, errors = effective_safety(inputs, names)
     checked = []
-    for value, var, defaults in ((foreign_io, FOREIGN_VAR, _foreign.FOREIGN_DEFAULTS),
-                                 (impact, IMPACT_VAR, _foreign.IMPACT_DEFAULTS)):
+    for value, var, defaults in ((foreign_io, FOREIGN_VAR, _foreign_settings.FOREIGN_DEFAULTS),
+                                 (impact, IMPACT_VAR, _foreign_settings.IMPACT_DEFAULTS)):
         if isinstance(value, dict):
             value = dict(value)
             for key in sorted((k for k in value if k in defaults and value[k] is not None), key=str):
@@ -219,7 +219,7 @@ def safety_errors(inputs, names=None, host=None):
                     value[key] = None     # the range checks below see the default
         checked.append(value)
     errors = ["host %s: %s" % (host, e) if host else e for e in errors]
-    return errors + _foreign.settings_errors(checked[0], checked[1], host=host)
+    return errors + _foreign_settings.settings_errors(checked[0], checked[1], host=host)
 
 
 # --------------------------------------------------------------------------- all inputs
