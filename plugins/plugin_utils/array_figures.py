@@ -181,6 +181,11 @@ def _series_cv(per_host_intervals, start, end):
     return (sum((x - avg) ** 2 for x in bins) / n) ** 0.5 / avg
 
 
+# Windows that overlap by less than this (fleet.json's resolution of overlap_s) do not
+# overlap: there is no common window to count in.
+MIN_OVERLAP_S = 1e-6
+
+
 def step_figures(step, entries, expected, clock_offsets=None, rank_of=None):
     """The array's figures of one step (docs/report.md, ``arrays[].steps[]``).
 
@@ -226,9 +231,9 @@ def step_figures(step, entries, expected, clock_offsets=None, rank_of=None):
     counts = {h: count_in(ivs[h], start, end) for h in used}
     for h, e in used.items():
         lat = merged_latency([_bench(e)]) or {}
-        iops = counts[h][0] / overlap if overlap > 0 else None
+        iops = counts[h][0] / overlap if overlap >= MIN_OVERLAP_S else None
         out["hosts"][h] = {"rank": rank_of.get(h), "iops": rounded(iops, 3),
-                           "mib_per_sec": rounded(counts[h][1] / MIB / overlap, 4) if overlap > 0 else None,
+                           "mib_per_sec": rounded(counts[h][1] / MIB / overlap, 4) if overlap >= MIN_OVERLAP_S else None,
                            "p99_ms": rounded(lat.get("p99_ms"), 4),
                            "window_start": windows[h][0], "window_end": windows[h][1],
                            "start_offset_ms": rounded((windows[h][0] - earliest) * 1000.0, 3),
@@ -243,7 +248,7 @@ def step_figures(step, entries, expected, clock_offsets=None, rank_of=None):
         out["fairness"] = {"jain": rounded(jain(host_iops), 6), "min_share": rounded(low / med, 6) if med else None,
                            "min_share_pct": rounded(100.0 * low / med, 3) if med else None,
                            "min_iops": low, "median_iops": rounded(med, 3), "max_iops": max(host_iops)}
-    if overlap <= 0:
+    if overlap < MIN_OVERLAP_S:
         out["complete"] = False
         out["problem"] = ("the hosts' measured windows do not overlap (start spread %.0f ms)"
                           % (out["window"]["start_spread_ms"] or 0))

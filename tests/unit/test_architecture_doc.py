@@ -47,3 +47,13 @@ def test_the_checks_see_a_missing_file_and_an_unmapped_one():
     names = named_paths(text)
     assert names == ["plugins/plugin_utils/no_such_file.py", "plugins/plugin_utils/verdict.py"]
     assert [p for p in names if not glob.glob(os.path.join(ROOT, p))] == ["plugins/plugin_utils/no_such_file.py"]
+
+
+def test_no_file_in_plugins_is_over_700_lines():
+    """Issue 19: each file one concern; a file that grows past 700 lines holds more than one."""
+    sizes = {}
+    for path in glob.glob(os.path.join(ROOT, "plugins", "*", "*.py")):
+        with open(path) as fh:
+            sizes[os.path.relpath(path, ROOT)] = sum(1 for _line in fh)
+    assert len(sizes) > 50
+    assert {p: n for p, n in sizes.items() if n > 700} == {}

@@ -2,6 +2,7 @@
 runs of several concurrent processes on one loop device (the "array"), its curve, knee,
 bounded maximum, rules and verdict; property tests of the aggregation over synthetic windows."""
 import copy
+import json
 import math
 import os
 import subprocess
@@ -43,29 +44,44 @@ def _run_schedule(binary, dirs):
     steps = arrays.plan_steps(CFG, len(HOSTS))
     out = {h: [] for h in HOSTS}
     for step in steps:
-        start_at = time.time() + 1.5
-        procs = {}
-        for rank, host in enumerate(HOSTS):
-            if not arrays.active(rank, step):
-                out[host].append(None)
-                continue
-            args = [binary, "run", "--dir", dirs[host], "--file-num", "1", "--total-size", "8M",
-                    "--block-size", "4K", "--mode", step["mode"], "--threads", step["threads"],
-                    "--time", step["time"], "--warmup", step["warmup"], "--direct", "--report-interval", "0.1",
-                    "--start-at", "%.6f" % start_at, "--rate-iops", RATE, "--seed", 7 + rank]
-            procs[host] = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                           text=True)
-        for host, p in procs.items():
-            try:
-                so, se = p.communicate(timeout=60)
-            finally:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-            assert p.returncode == 0, se
-            import json
-            out[host].append(json.loads(so))
+        # lock-step is this fixture's precondition, not what the tests check: a step whose
+        # processes started late (a loaded machine took longer than the lead to start them)
+        # is run again, up to 3 times, and the last attempt is kept whatever it is
+        for _attempt in range(3):
+            got = _run_step(binary, dirs, step)
+            late = [b["start_late_ms"] for b in got.values() if b is not None and b.get("start_late_ms")]
+            if not late or max(late) < 100:
+                break
+        for host in HOSTS:
+            out[host].append(got[host])
     return steps, out
+
+
+def _run_step(binary, dirs, step):
+    """One step: its active hosts start iobench together (--start-at a few seconds ahead)."""
+    got = {}
+    start_at = time.time() + 3.0
+    procs = {}
+    for rank, host in enumerate(HOSTS):
+        if not arrays.active(rank, step):
+            got[host] = None
+            continue
+        args = [binary, "run", "--dir", dirs[host], "--file-num", "1", "--total-size", "8M",
+                "--block-size", "4K", "--mode", step["mode"], "--threads", step["threads"],
+                "--time", step["time"], "--warmup", step["warmup"], "--direct", "--report-interval", "0.1",
+                "--start-at", "%.6f" % start_at, "--rate-iops", RATE, "--seed", 7 + rank]
+        procs[host] = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                       text=True)
+    for host, p in procs.items():
+        try:
+            so, se = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        assert p.returncode == 0, se
+        got[host] = json.loads(so)
+    return got
 
 
 @pytest.fixture(scope="module")
@@ -272,6 +288,21 @@ hosts_st = st.lists(st.tuples(st.floats(0, 0.5), st.integers(5, 30), st.lists(st
                                        unique_by=lambda p: p[0])),
                     min_size=1, max_size=5)
 
+
+
+def test_windows_that_only_touch_have_no_common_window():
+    """Windows overlapping by less than fleet.json's resolution (1 us) are not summed: the
+    step is incomplete (Hypothesis found 0.1 x 10 and 1.0 + 1e-12 rounding to overlap_s 0)."""
+    a = _synthetic_entry(100.0, 10, 0.1, [100], [(500, 10)])
+    b = _synthetic_entry(101.0 - 1e-9, 10, 0.1, [100], [(500, 10)])
+    fig = arrays.step_figures({"index": 1, "initiators": 2, "threads": 1, "mode": "rndrd"}, {"h1": a, "h2": b},
+                              ["h1", "h2"])
+    assert fig["window"]["overlap_s"] == 0 and not fig["complete"] and fig["aggregate"]["iops"] is None
+    assert "do not overlap" in fig["problem"]
+    c = _synthetic_entry(100.5, 10, 0.1, [100], [(500, 10)])
+    ok = arrays.step_figures({"index": 1, "initiators": 2, "threads": 1, "mode": "rndrd"}, {"h1": a, "h3": c},
+                             ["h1", "h3"])
+    assert ok["complete"] and ok["window"]["overlap_s"] == pytest.approx(0.5)
 
 @settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
 @given(hosts_st)
