@@ -289,7 +289,6 @@ hosts_st = st.lists(st.tuples(st.floats(0, 0.5), st.integers(5, 30), st.lists(st
                     min_size=1, max_size=5)
 
 
-
 def test_windows_that_only_touch_have_no_common_window():
     """Windows overlapping by less than fleet.json's resolution (1 us) are not summed: the
     step is incomplete (Hypothesis found 0.1 x 10 and 1.0 + 1e-12 rounding to overlap_s 0)."""
@@ -303,6 +302,7 @@ def test_windows_that_only_touch_have_no_common_window():
     ok = arrays.step_figures({"index": 1, "initiators": 2, "threads": 1, "mode": "rndrd"}, {"h1": a, "h3": c},
                              ["h1", "h3"])
     assert ok["complete"] and ok["window"]["overlap_s"] == pytest.approx(0.5)
+
 
 @settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
 @given(hosts_st)
