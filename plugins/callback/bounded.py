@@ -10,7 +10,7 @@ type: stdout
 short_description: Output that does not grow with the fleet; every failure in full
 version_added: "0.2.0"
 description:
-  - The default callback (M(ansible.builtin.default)), except that what went well is counted
+  - The default callback (P(ansible.builtin.default#callback)), except that what went well is counted
     instead of printed host by host, so a passing run over 1,000 hosts prints as many lines as
     one over a single host (issue 18).
   - Not printed (counted) - ok, changed and skipped results, loop items, C(included) lines and
