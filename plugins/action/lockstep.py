@@ -25,7 +25,6 @@ and of the host record (:func:`array_run`), used by the job's action plugin.
 import json
 import math
 import os
-import re
 import select
 import shlex
 import subprocess
@@ -52,8 +51,7 @@ STREAM_TIMEOUT_S = 30.0  # the exchange's channel must answer within this
 READY_STATES = ("ready", "running", "done", "failed")
 
 
-def dataset_name(name):
-    return "array-" + re.sub(r"[^A-Za-z0-9_.-]", "_", str(name))
+dataset_name = _ls.dataset_name
 
 
 def controller_id():
@@ -69,50 +67,35 @@ def array_dir(progress_dir, name):
     return d
 
 
-def _resolve_target(cfg, targets, workloads, test_dir, name):
-    """``{target_kind, target_path | target_device, device_size}`` of the array's ``target``
-    (a resolved ``fleetqual_targets`` entry; default the ``fleetqual_test_dir`` shorthand)."""
-    want = cfg.get("target")
-    if not want:
-        return {"target_kind": "path", "target_path": test_dir}
-    for t in targets or []:
-        if t.get("name") == want:
-            if t.get("kind") == "device":
-                sizes = [int(w.get("device_size") or 0) for w in workloads or [] if w.get("target") == want]
-                return {"target_kind": "device", "target_device": t["device"],
-                        "device_size": 0 if (not sizes or 0 in sizes) else max(sizes)}
-            return {"target_kind": "path", "target_path": t["path"]}
-    raise AnsibleActionFail("fleetqual_arrays.%s.target %r names no target of this host (its targets: %s)"
-                            % (name, want, ", ".join(t.get("name", "?") for t in targets or []) or "none"))
-
-
-def array_spec(name, arrays, hosts_vars, host, test_dir, targets=None, workloads=None, seed=None,
-               test_clock=False, prepare_min_mibps=20):
-    """The job's ``array`` parameter for ``host``: its rank among the array's members,
-    the planned steps (``arrays.plan_steps``), where its data set lives, the waits."""
+def member_spec(name, arrays, hosts_vars, host, seed=None, test_clock=False):
+    """The controller's part of the job's ``array`` parameter for ``host``: its rank among
+    the array's members (from every play host's vars), the planned steps
+    (``arrays.plan_steps``) and their schedule's length. Where the data set lives and the
+    waits are completed on the host, from its own plan (``module_utils/lockstep.complete_spec``)."""
     cfg = dict((arrays or {}).get(name) or {})
     members = _arrays.members(name, hosts_vars, arrays)
     if host not in members:
         raise AnsibleActionFail("host %s is not a member of array %s (members: %s)" % (host, name, ", ".join(members)))
     steps = _arrays.plan_steps(cfg, len(members), cfg.get("cache_size"))
     first = steps[0] if steps else {}
-    spec = {"name": name, "rank": members.index(host), "members": members, "config": cfg, "steps": steps,
+    return {"name": name, "rank": members.index(host), "members": members, "config": cfg, "steps": steps,
             "dataset": dataset_name(name), "total_size": first.get("total_size"), "file_num": first.get("file_num"),
             "seed": seed, "test_clock": bool(test_clock),
-            "max_clock_uncertainty_ms": cfg.get("max_clock_uncertainty_ms")}
-    spec.update(_resolve_target(cfg, targets, workloads, test_dir, name))
-    size = int(spec.get("total_size") or spec.get("device_size") or 0)
-    spec["prepare_timeout_s"] = int(60 + size // (int(prepare_min_mibps) * 1048576))
-    # the job waits this long for the common start after it is ready: the others' preparation
-    spec["ready_timeout_s"] = int(spec["prepare_timeout_s"] + 600)
-    return spec
+            "max_clock_uncertainty_ms": cfg.get("max_clock_uncertainty_ms"),
+            "schedule_s": int(math.ceil(_arrays.schedule_seconds(steps)))}
 
 
-def array_timing(spec):
-    """``(planned_s, deadline_extra_s)`` of the array part of a job: the schedule, and the
-    preparation, the wait for the common start and its lead on top of it."""
-    planned = int(math.ceil(_arrays.schedule_seconds(spec["steps"])))
-    return planned, planned + spec["prepare_timeout_s"] + spec["ready_timeout_s"] + 120
+def array_spec(name, arrays, hosts_vars, host, test_dir, targets=None, workloads=None, seed=None,
+               test_clock=False, prepare_min_mibps=20):
+    """The job's whole ``array`` parameter: :func:`member_spec` completed as the host does."""
+    spec = member_spec(name, arrays, hosts_vars, host, seed=seed, test_clock=test_clock)
+    try:
+        return _ls.complete_spec(spec, targets, workloads, test_dir, prepare_min_mibps)
+    except ValueError as exc:
+        raise AnsibleActionFail(str(exc))
+
+
+array_timing = _ls.array_timing
 
 
 def start_lead(n_members, forks, connect_max):

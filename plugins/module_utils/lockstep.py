@@ -207,6 +207,50 @@ def shift_epochs(result, skew):
     return result
 
 
+def dataset_name(name):
+    """The array's data set directory name: ``array-<name>`` with unsafe characters replaced."""
+    return "array-" + re.sub(r"[^A-Za-z0-9_.-]", "_", str(name))
+
+
+def resolve_target(cfg, targets, workloads, test_dir, name):
+    """``{target_kind, target_path | target_device, device_size}`` of the array's ``target``
+    (a resolved ``fleetqual_targets`` entry; default the ``fleetqual_test_dir`` shorthand).
+    Raises ValueError when the host has no such target."""
+    want = cfg.get("target")
+    if not want:
+        return {"target_kind": "path", "target_path": test_dir}
+    for t in targets or []:
+        if t.get("name") == want:
+            if t.get("kind") == "device":
+                sizes = [int(w.get("device_size") or 0) for w in workloads or [] if w.get("target") == want]
+                return {"target_kind": "device", "target_device": t["device"],
+                        "device_size": 0 if (not sizes or 0 in sizes) else max(sizes)}
+            return {"target_kind": "path", "target_path": t["path"]}
+    raise ValueError("fleetqual_arrays.%s.target %r names no target of this host (its targets: %s)"
+                     % (name, want, ", ".join(t.get("name", "?") for t in targets or []) or "none"))
+
+
+def complete_spec(spec, targets, workloads, test_dir, prepare_min_mibps=20):
+    """The host's part of the job's ``array`` parameter (the controller's is
+    ``action/lockstep.member_spec``): where the data set lives, from the host's own plan
+    and targets, and the waits: preparing it at ``prepare_min_mibps`` at the slowest, and
+    the others' preparation before the common start."""
+    spec = dict(spec)
+    spec.update(resolve_target(spec.get("config") or {}, targets, workloads, test_dir, spec["name"]))
+    size = int(spec.get("total_size") or spec.get("device_size") or 0)
+    spec["prepare_timeout_s"] = int(60 + size // (int(prepare_min_mibps) * 1048576))
+    # the job waits this long for the common start after it is ready: the others' preparation
+    spec["ready_timeout_s"] = int(spec["prepare_timeout_s"] + 600)
+    return spec
+
+
+def array_timing(spec):
+    """``(planned_s, deadline_extra_s)`` of the array part of a job: the schedule, and the
+    preparation, the wait for the common start and its lead on top of it."""
+    planned = int(spec["schedule_s"])
+    return planned, planned + spec["prepare_timeout_s"] + spec["ready_timeout_s"] + 120
+
+
 def dataset_dir(spec):
     """Where the array's data set lives on this host: ``<target path>/array-<name>`` (the
     shorthand: ``<test_dir>/array-<name>``), or None for a device target (its region)."""
