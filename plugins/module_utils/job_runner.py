@@ -40,6 +40,8 @@ the job got SIGTERM/SIGHUP/SIGINT (``bench_dir state=absent`` stops a live job t
 import errno
 import json
 import os
+import re
+import shlex
 import signal
 import subprocess
 import threading
@@ -82,24 +84,73 @@ def read_status(directory):
         return None
 
 
-def pid_start(pid):
-    """Start time of ``pid`` in clock ticks since boot (/proc/<pid>/stat field 22), or None."""
+def read_proc_stat(pid):
+    """The ``/proc/<pid>/stat`` line of ``pid``, or None (no such process)."""
     try:
-        with open("/proc/%d/stat" % pid) as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
+        with open("/proc/%d/stat" % int(pid)) as fh:
+            return fh.read()
+    except (OSError, ValueError):
+        return None
+
+
+def start_from_stat(line, pid=None):
+    """Start time in clock ticks since boot (field 22) of a ``/proc/<pid>/stat`` line, or
+    None: no line, a zombie, a line of another PID than ``pid`` (when given), or unreadable."""
+    if not line:
+        return None
+    try:
+        head, rest = line.rsplit(")", 1)
+        fields = rest.split()
+        if pid is not None and head.split("(", 1)[0].strip() != str(pid):
+            return None
         if fields[0] == "Z":
             return None
         return int(fields[19])
-    except (OSError, IndexError, ValueError):
+    except (IndexError, ValueError):
         return None
+
+
+def pid_start(pid):
+    """Start time of ``pid`` in clock ticks since boot (/proc/<pid>/stat field 22), or None."""
+    return start_from_stat(read_proc_stat(pid))
+
+
+def alive_from(status, proc_stat_line):
+    """Whether the job of this status document runs, given the ``/proc/<pid>/stat`` line of
+    its PID read now (None: no such process): same PID and start time (a reused PID has
+    another start time). Pure: the module and the controller's raw poll decide alike."""
+    if not status or not status.get("pid"):
+        return False
+    start = start_from_stat(proc_stat_line, pid=int(status["pid"]))
+    return start is not None and start == status.get("pid_start")
+
+
+def job_proc_stat(status):
+    """The ``/proc/<pid>/stat`` line of a status document's PID now, or None."""
+    if not status or not status.get("pid"):
+        return None
+    return read_proc_stat(int(status["pid"]))
 
 
 def is_alive(status):
     """Whether the job of this status document still runs (same PID and start time)."""
-    if not status or not status.get("pid"):
-        return False
-    start = pid_start(int(status["pid"]))
-    return start is not None and start == status.get("pid_start")
+    return alive_from(status, job_proc_stat(status))
+
+
+def brief(status, now, proc_stat_line):
+    """:func:`summary` of a status document given the time and its PID's stat line (pure)."""
+    if not status:
+        return None
+    keys = ("run_id", "pid", "state", "started_epoch", "deadline_epoch", "finished_epoch", "planned_s", "of",
+            "index", "current", "workload_started_epoch", "workload_planned_s", "error")
+    out = {k: status.get(k) for k in keys}
+    out["done"] = len(status.get("results") or [])
+    out["alive"] = alive_from(status, proc_stat_line)
+    if status.get("state") == "running" and not out["alive"]:
+        out["state"] = "died"
+    out["now"] = round(now, 3)
+    out["cleanup"] = status.get("cleanup")
+    return out
 
 
 def summary(status, now=None):
@@ -107,17 +158,95 @@ def summary(status, now=None):
     for the record of the next run's preflight."""
     if not status:
         return None
-    now = time.time() if now is None else now
-    keys = ("run_id", "pid", "state", "started_epoch", "deadline_epoch", "finished_epoch", "planned_s", "of",
-            "index", "current", "workload_started_epoch", "workload_planned_s", "error")
-    out = {k: status.get(k) for k in keys}
-    out["done"] = len(status.get("results") or [])
-    out["alive"] = is_alive(status)
-    if status.get("state") == "running" and not out["alive"]:
-        out["state"] = "died"
-    out["now"] = round(now, 3)
-    out["cleanup"] = status.get("cleanup")
-    return out
+    line = job_proc_stat(status)
+    return brief(status, time.time() if now is None else now, line)
+
+
+class JobError(Exception):
+    """What the module ``fleetqual.storage.job`` fails with: ``msg`` is its message."""
+
+    def __init__(self, msg):
+        Exception.__init__(self, msg)
+        self.msg = msg
+
+
+def evaluate_status(doc, now, proc_stat_line, results=False, directory=None):
+    """The status the module's ``state=status`` returns, from the status document ``doc``
+    (None: none, or unreadable), the host's time ``now`` and the ``/proc/<pid>/stat`` line of
+    the job's PID read after ``doc`` (None: no such process). Pure: :func:`job_status` (the
+    module) and :func:`parse_poll` (the controller's raw poll) both decide here. Results
+    once the job ended (or died) or with ``results``. Raises :class:`JobError` without a
+    document (``directory`` is named in the message)."""
+    if doc is None:
+        raise JobError("no measurement job status in %s" % directory)
+    status = brief(doc, now, proc_stat_line)
+    if status["state"] in FINAL_STATES or status["state"] == "died" or results:
+        status["results"] = doc.get("results") or []
+    if doc.get("array"):
+        status["array"] = _lockstep.status_view(doc["array"], full="results" in status)
+    return status
+
+
+def job_status(path, results=False):
+    """The module's ``state=status`` result ``status`` for the test directory ``path``;
+    raises :class:`JobError` when it holds no job status."""
+    directory = job_dir(path)
+    doc = read_status(directory)
+    line = job_proc_stat(doc)
+    return evaluate_status(doc, time.time(), line, results=results, directory=directory)
+
+
+POLL_MARK = "@@fleetqual-job-poll@@"
+
+
+def poll_command(path):
+    """A POSIX sh command line (no Python on the host; fine under ``become``) printing what
+    :func:`parse_poll` needs to give the module's ``state=status`` result for the test
+    directory ``path``: the host's time (``date +%s.%N``), the job directory, the status
+    document (read once) and the ``/proc/<pid>/stat`` line of the PID in it, read after it.
+    Each part follows a line ``POLL_MARK <name>``; the status comes last."""
+    directory = job_dir(path)
+    pid_of = "tr ',' '\\n' | sed -n 's/^ *\"pid\": *\\([0-9][0-9]*\\)[ }]*$/\\1/p' | head -n 1"
+    return ("m=%(mark)s; d=%(dir)s; "
+            "printf '%%s now\\n' \"$m\"; date +%%s.%%N; "
+            "printf '%%s dir\\n%%s\\n' \"$m\" \"$d\"; "
+            "s=$(cat \"$d\"/%(status)s 2>/dev/null); "
+            "p=$(printf '%%s\\n' \"$s\" | %(pid_of)s); "
+            "printf '%%s stat\\n' \"$m\"; "
+            "if [ -n \"$p\" ]; then cat /proc/\"$p\"/stat 2>/dev/null; echo; fi; "
+            "printf '%%s status\\n%%s\\n' \"$m\" \"$s\""
+            % {"mark": shlex.quote(POLL_MARK), "dir": shlex.quote(directory), "status": shlex.quote(STATUS),
+               "pid_of": pid_of})
+
+
+def parse_poll(stdout, results=False):
+    """The module's ``state=status`` result ``status`` from the output of
+    :func:`poll_command` (through :func:`evaluate_status`, as the module); raises
+    :class:`JobError` as the module fails (no status), ValueError on output that is not a
+    poll's."""
+    text = stdout.replace("\r\n", "\n")
+    names = ("now", "dir", "stat", "status")
+    bounds = []   # (start of the mark, start of the part) of each part, in order
+    pos = 0
+    for name in names:
+        mark = "%s %s\n" % (POLL_MARK, name)
+        at = text.find(mark, pos)
+        if at < 0:
+            raise ValueError("not the output of the job poll command (no %r): %r" % (mark, stdout[:200]))
+        pos = at + len(mark)
+        bounds.append((at, pos))
+    ends = [b[0] for b in bounds[1:]] + [len(text)]
+    parts = dict((name, text[b[1]:end]) for name, b, end in zip(names, bounds, ends))
+    found = re.match(r"\s*(\d+(?:\.\d+)?)", parts["now"])
+    if not found:
+        raise ValueError("the job poll printed no time: %r" % parts["now"])
+    try:
+        doc = json.loads(parts["status"]) if parts["status"].strip() else None
+    except ValueError:
+        doc = None
+    line = parts["stat"].strip("\n") or None
+    directory = parts["dir"][:-1] if parts["dir"].endswith("\n") else parts["dir"]
+    return evaluate_status(doc, float(found.group(1)), line, results=results, directory=directory)
 
 
 def remove_datasets(path, datasets, binary):
@@ -459,3 +588,43 @@ def detach(spec):
         raise RuntimeError("the measurement job did not start: %s" % (answer.decode("utf-8", "replace")
                                                                       or "no answer"))
     return read_status(directory)
+
+
+# The module's parameters for state=started and their defaults (modules/job.py's
+# argument_spec takes them from here; :func:`start` fills in the ones left out).
+START_DEFAULTS = {
+    "run_id": "", "binary": "/opt/fleetqual/bin/iobench", "datasets": [], "workloads": [], "timeouts": [],
+    "planned": [], "planned_s": 0, "deadline_s": 3600, "seed": None, "collect": "auto", "collect_interval": 1,
+    "foreign_io": None, "impact": None, "array": None,
+}
+
+
+def start(spec, check_mode=False):
+    """Start the measurement job of ``spec`` (the module's ``state=started`` parameters, a
+    key left out takes its :data:`START_DEFAULTS` value; ``path`` is required) and return
+    the module's result ``status`` (:func:`summary` of its first status document), or None
+    in check mode (nothing started). Raises :class:`JobError` with the module's message
+    when it refuses (no test directory, a job still running there, a malformed plan) or
+    the job does not start."""
+    full = dict((k, list(v) if isinstance(v, list) else v) for k, v in START_DEFAULTS.items())
+    full.update(spec)
+    if check_mode:
+        return None
+    path = full["path"]
+    if not os.path.isdir(path):
+        raise JobError("test directory %s does not exist (the preflight creates it)" % path)
+    current = read_status(job_dir(path))
+    if is_alive(current):
+        raise JobError("a measurement job of run %s is still running in %s (pid %s, deadline %s)"
+                       % (current.get("run_id"), path, current.get("pid"), current.get("deadline_epoch")))
+    n = len(full["workloads"])
+    if len(full["timeouts"]) != n or len(full["planned"]) != n:
+        raise JobError("timeouts and planned need one entry per workload (%d)" % n)
+    for i, wl in enumerate(full["workloads"]):
+        if not wl.get("dataset") or not wl.get("id"):
+            raise JobError("workload %d has no dataset or id" % (i + 1))
+    try:
+        status = detach(full)
+    except (OSError, RuntimeError) as e:
+        raise JobError("could not start the measurement job: %s" % e)
+    return summary(status)

@@ -146,30 +146,28 @@ status:
 # setsid) after every import is done, so it needs nothing from the module's temporary
 # files, and it owns its deadline (before anything else could kill it), its cleanup and its
 # status file in the marked test directory.
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.fleetqual.storage.plugins.module_utils import job_runner as _job
-from ansible_collections.fleetqual.storage.plugins.module_utils import lockstep as _lockstep
 
 
 def main():
+    d = _job.START_DEFAULTS
     module = AnsibleModule(
         argument_spec=dict(
             path=dict(type="path", required=True),
             state=dict(type="str", choices=["started", "status"], default="status"),
-            run_id=dict(type="str", default=""),
-            binary=dict(type="path", default="/opt/fleetqual/bin/iobench"),
-            datasets=dict(type="list", elements="str", default=[]),
-            workloads=dict(type="list", elements="dict", default=[]),
-            timeouts=dict(type="list", elements="int", default=[]),
-            planned=dict(type="list", elements="int", default=[]),
-            planned_s=dict(type="int", default=0),
-            deadline_s=dict(type="int", default=3600),
+            run_id=dict(type="str", default=d["run_id"]),
+            binary=dict(type="path", default=d["binary"]),
+            datasets=dict(type="list", elements="str", default=d["datasets"]),
+            workloads=dict(type="list", elements="dict", default=d["workloads"]),
+            timeouts=dict(type="list", elements="int", default=d["timeouts"]),
+            planned=dict(type="list", elements="int", default=d["planned"]),
+            planned_s=dict(type="int", default=d["planned_s"]),
+            deadline_s=dict(type="int", default=d["deadline_s"]),
             seed=dict(type="int"),
-            collect=dict(type="str", choices=["auto", "sysstat", "procfs", "none"], default="auto"),
-            collect_interval=dict(type="int", default=1),
+            collect=dict(type="str", choices=["auto", "sysstat", "procfs", "none"], default=d["collect"]),
+            collect_interval=dict(type="int", default=d["collect_interval"]),
             results=dict(type="bool", default=False),
             foreign_io=dict(type="dict"),
             impact=dict(type="dict"),
@@ -178,36 +176,14 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    directory = _job.job_dir(p["path"])
-    current = _job.read_status(directory)
-    if p["state"] == "status":
-        if current is None:
-            module.fail_json(msg="no measurement job status in %s" % directory)
-        status = _job.summary(current)
-        if status["state"] in _job.FINAL_STATES or status["state"] == "died" or p["results"]:
-            status["results"] = current.get("results") or []
-        if current.get("array"):
-            status["array"] = _lockstep.status_view(current["array"], full="results" in status)
-        module.exit_json(changed=False, status=status)
-
-    if module.check_mode:
-        module.exit_json(changed=False, status=None, msg="check mode: the job would be started")
-    if not os.path.isdir(p["path"]):
-        module.fail_json(msg="test directory %s does not exist (the preflight creates it)" % p["path"])
-    if _job.is_alive(current):
-        module.fail_json(msg="a measurement job of run %s is still running in %s (pid %s, deadline %s)"
-                         % (current.get("run_id"), p["path"], current.get("pid"), current.get("deadline_epoch")))
-    n = len(p["workloads"])
-    if len(p["timeouts"]) != n or len(p["planned"]) != n:
-        module.fail_json(msg="timeouts and planned need one entry per workload (%d)" % n)
-    for i, wl in enumerate(p["workloads"]):
-        if not wl.get("dataset") or not wl.get("id"):
-            module.fail_json(msg="workload %d has no dataset or id" % (i + 1))
     try:
-        status = _job.detach(p)
-    except (OSError, RuntimeError) as e:
-        module.fail_json(msg="could not start the measurement job: %s" % e)
-    module.exit_json(changed=False, status=_job.summary(status))
+        if p["state"] == "status":
+            module.exit_json(changed=False, status=_job.job_status(p["path"], results=p["results"]))
+        if module.check_mode:
+            module.exit_json(changed=False, status=None, msg="check mode: the job would be started")
+        module.exit_json(changed=False, status=_job.start(p))
+    except _job.JobError as e:
+        module.fail_json(msg=e.msg)
 
 
 if __name__ == "__main__":
