@@ -22,6 +22,9 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+
+from ansible.module_utils.common.process import get_bin_path
 
 from ansible_collections.fleetqual.storage.plugins.module_utils import sysfs
 from ansible_collections.fleetqual.storage.plugins.module_utils.device import resolve_devices
@@ -504,3 +507,97 @@ def apply_tool_identity(drive, health):
     if changed and "smartctl" not in drive["sources"]:
         drive["sources"].append("smartctl")
     return drive
+
+
+class DrivesError(Exception):
+    """The refusal of the module ``fleetqual.storage.drives`` (a ``check_devices`` entry
+    refused with ``fail_on_refusal``): ``msg`` its message, ``result`` its result fields."""
+
+    def __init__(self, msg, **result):
+        Exception.__init__(self, msg)
+        self.msg = msg
+        self.result = result
+
+
+def run_tool(argv):
+    """``run(argv) -> (rc, stdout, stderr)`` as the module runs its tools (LC_ALL=C)."""
+    env = dict(os.environ, LC_ALL="C", LANG="C")
+    try:
+        p = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           env=env, check=False)
+    except OSError as e:
+        return 127, "", str(e)
+    return (p.returncode, p.stdout.decode("utf-8", "surrogateescape"),
+            p.stderr.decode("utf-8", "surrogateescape"))
+
+
+def find_tool(name):
+    """``which(name) -> path | None`` as the module finds its tools (PATH and the sbin dirs)."""
+    try:
+        return get_bin_path(name)
+    except ValueError:
+        return None
+
+
+def host_inventory(targets=(), health=True, check_devices=(), lsblk=True, fail_on_refusal=True,
+                   sysfs_root="/sys", dev_root="/dev", run=None, which=None):
+    """What the module ``fleetqual.storage.drives`` returns, without an AnsibleModule:
+    ``changed``, ``drives``, ``virtual``, ``targets``, ``guard``, ``tools`` and, with
+    ``health``, ``not_collected``. ``check_devices``: dicts with ``device`` and optional
+    ``destroy_data`` (false), ``serial``, ``size``. ``run``/``which``: as for
+    :func:`collect_health` (default :func:`run_tool`, :func:`find_tool`). Raises
+    :class:`DrivesError` (the result in its fields) when an entry is refused and
+    ``fail_on_refusal``."""
+    # blockdev imports this module (identity): its guard is imported when used
+    from ansible_collections.fleetqual.storage.plugins.module_utils.blockdev import (
+        check_raw_device, refusal_message,
+    )
+    run = run or run_tool
+    which = which or find_tool
+    tools = {"smartctl": which("smartctl"), "nvme": which("nvme"), "lsblk": which("lsblk")}
+    lsblk_text = None
+    if lsblk and tools["lsblk"] and sysfs_root == "/sys":
+        rc, out, dummy = run([tools["lsblk"], "-J", "-O", "-b", "--nodeps"])
+        if rc == 0:
+            lsblk_text = out
+
+    inv = inventory(sysfs_root=sysfs_root, dev_root=dev_root, lsblk_text=lsblk_text, targets=list(targets or []))
+    result = dict(changed=False, drives=inv["drives"], virtual=inv["virtual"], targets=inv["targets"],
+                  guard=[], tools=tools)
+    serials = {}
+    if health:
+        result["not_collected"] = []
+        for d in inv["drives"]:
+            if sysfs_root != "/sys":
+                d["health"] = {"collected": False, "reason": "fake sysfs tree (%s): no device to query" % sysfs_root}
+            else:
+                d["health"] = collect_health(d, run, which)
+                apply_tool_identity(d, d["health"])
+            if not d["health"].get("collected"):
+                result["not_collected"].append({"name": d["name"], "reason": d["health"].get("reason")})
+            serials[d["name"]] = d.get("serial")
+
+    refused = []
+    for entry in check_devices or []:
+        t = {"destroy_data": False, "serial": None, "size": None}
+        t.update(entry)
+        opts = dict(t)
+        r = check_raw_device(t["device"], opts, sysfs_root=sysfs_root, dev_root=dev_root,
+                             run=run, which=which, drive_serial=None)
+        if not r["ok"] and r.get("serial") is None and t.get("serial") and r.get("name"):
+            # sysfs shows no serial (SATA behind libata often): ask smartctl once, then re-check.
+            disk = r.get("partition_of") or r["name"]
+            known = serials.get(disk)
+            if known is None and tools["smartctl"]:
+                h = collect_health({"name": disk, "path": "/dev/" + disk, "transport": None}, run, which)
+                known = (h.get("identity") or {}).get("serial")
+            if known:
+                r = check_raw_device(t["device"], opts, sysfs_root=sysfs_root, dev_root=dev_root,
+                                     run=run, which=which, drive_serial=known)
+        result["guard"].append(r)
+        if not r["ok"]:
+            refused.append(refusal_message(r))
+
+    if refused and fail_on_refusal:
+        raise DrivesError("; ".join(refused), **result)
+    return result

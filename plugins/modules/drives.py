@@ -256,12 +256,7 @@ tools:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.fleetqual.storage.plugins.module_utils.blockdev import (
-    check_raw_device, refusal_message,
-)
-from ansible_collections.fleetqual.storage.plugins.module_utils.drives import (
-    apply_tool_identity, collect_health, inventory,
-)
+from ansible_collections.fleetqual.storage.plugins.module_utils.drives import DrivesError, host_inventory
 
 
 def main():
@@ -291,51 +286,12 @@ def main():
     def which(name):
         return module.get_bin_path(name)
 
-    tools = {"smartctl": which("smartctl"), "nvme": which("nvme"), "lsblk": which("lsblk")}
-    lsblk_text = None
-    if p["lsblk"] and tools["lsblk"] and p["sysfs_root"] == "/sys":
-        rc, out, dummy = run([tools["lsblk"], "-J", "-O", "-b", "--nodeps"])
-        if rc == 0:
-            lsblk_text = out
-
-    inv = inventory(sysfs_root=p["sysfs_root"], dev_root=p["dev_root"], lsblk_text=lsblk_text,
-                    targets=p["targets"])
-    result = dict(changed=False, drives=inv["drives"], virtual=inv["virtual"], targets=inv["targets"],
-                  guard=[], tools=tools)
-    serials = {}
-    if p["health"]:
-        result["not_collected"] = []
-        for d in inv["drives"]:
-            if p["sysfs_root"] != "/sys":
-                d["health"] = {"collected": False, "reason": "fake sysfs tree (%s): no device to query" % p["sysfs_root"]}
-            else:
-                d["health"] = collect_health(d, run, which)
-                apply_tool_identity(d, d["health"])
-            if not d["health"].get("collected"):
-                result["not_collected"].append({"name": d["name"], "reason": d["health"].get("reason")})
-            serials[d["name"]] = d.get("serial")
-
-    refused = []
-    for t in p["check_devices"]:
-        opts = dict(t)
-        r = check_raw_device(t["device"], opts, sysfs_root=p["sysfs_root"], dev_root=p["dev_root"],
-                             run=run, which=which, drive_serial=None)
-        if not r["ok"] and r.get("serial") is None and t.get("serial") and r.get("name"):
-            # sysfs shows no serial (SATA behind libata often): ask smartctl once, then re-check.
-            disk = r.get("partition_of") or r["name"]
-            known = serials.get(disk)
-            if known is None and tools["smartctl"]:
-                h = collect_health({"name": disk, "path": "/dev/" + disk, "transport": None}, run, which)
-                known = (h.get("identity") or {}).get("serial")
-            if known:
-                r = check_raw_device(t["device"], opts, sysfs_root=p["sysfs_root"], dev_root=p["dev_root"],
-                                     run=run, which=which, drive_serial=known)
-        result["guard"].append(r)
-        if not r["ok"]:
-            refused.append(refusal_message(r))
-
-    if refused and p["fail_on_refusal"]:
-        module.fail_json(msg="; ".join(refused), **result)
+    try:
+        result = host_inventory(targets=p["targets"], health=p["health"], check_devices=p["check_devices"],
+                                lsblk=p["lsblk"], fail_on_refusal=p["fail_on_refusal"], sysfs_root=p["sysfs_root"],
+                                dev_root=p["dev_root"], run=run, which=which)
+    except DrivesError as e:
+        module.fail_json(msg=e.msg, **e.result)
     module.exit_json(**result)
 
 
