@@ -2,7 +2,7 @@
 """Controller side of the detached measurement job (module ``fleetqual.storage.job``).
 
 ``state: started``: computes each workload's timeout and planned seconds from the plan
-(``plugin_utils/plan.py``, the one place of durations), the job's deadline (planned time +
+(``module_utils/plan_summary.py``, the one place of durations), the job's deadline (planned time +
 data set preparation at the slowest accepted rate + ``slack``), starts the job through the
 module, and writes the host's start record into the run's progress directory.
 
@@ -28,8 +28,8 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.atomic import write_json_atomic
+from ansible_collections.fleetqual.storage.plugins.module_utils.plan_summary import timing
 from ansible_collections.fleetqual.storage.plugins.action import lockstep as _lockstep
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import plan as _plan
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import workload_record
 
 display = Display()
@@ -46,27 +46,6 @@ def duration_text(seconds):
     if m:
         return "%dm%02ds" % (m, s) if s else "%dm" % m
     return "%ds" % s
-
-
-def timing(workloads, slack, prepare_min_mibps):
-    """Per workload: (timeout_s, planned_s); and the job's (planned_s, deadline_s).
-
-    A workload's timeout is what the single-workload task used: planned + slack + writing
-    its data set, and its ``precondition`` passes over it, at ``prepare_min_mibps``. The deadline is the planned time of all, plus
-    their preparation, plus one ``slack``."""
-    timeouts, planned = [], []
-    prep_total = 0
-    for w in workloads:
-        plan_s = int(_plan.workload_duration_s(w))
-        # writes before the measurement: the data set (prepare) and N precondition passes
-        writes = (1 if w.get("prepare", True) else 0) + int(w.get("precondition") or 0)
-        size = int(w.get("total_size") or w.get("device_size") or 0)
-        prep = writes * size // (int(prepare_min_mibps) * 1048576)
-        planned.append(plan_s)
-        timeouts.append(plan_s + int(slack) + prep)
-        prep_total += prep
-    total = sum(planned)
-    return timeouts, planned, total, total + prep_total + int(slack)
 
 
 def write_json(path, doc):

@@ -10,7 +10,7 @@ command line (``how``) and one doc line. From it come:
   options (the module adds its own: ``binary``, ``collect``, ``timeout``, ...);
 * ``build_argv()``: the iobench command line;
 * ``option_names()`` / ``PLAN_KEYS``: the keys a workload of the plan may carry
-  (``plugins/plugin_utils/plan.py`` imports them);
+  (``plugins/module_utils/plan.py`` imports them);
 * ``workload_params()``: a plan workload's options, as the detached job hands them over.
 
 ``how``:
@@ -264,7 +264,7 @@ def rule_errors(params, sizes=None, device=False):
     sentence that starts with the option. ``params``: the workload's options (absent or None:
     the binary's default, :data:`BINARY_DEFAULTS`); ``sizes``: the size options in bytes (by
     default parsed values already in ``params``); ``device``: a raw device target (no files).
-    The plan (plugin_utils/plan.py) and the module (module_utils/workload.py) both call it, so
+    The plan (module_utils/plan.py) and the module (module_utils/workload.py) both call it, so
     whatever the binary refuses is refused first, naming the option; tests/unit/
     test_option_space.py holds this to the binary's ``--check``."""
     sizes = dict(sizes or {})

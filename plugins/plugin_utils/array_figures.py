@@ -13,9 +13,9 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils import histogram
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import metrics as _metrics
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.diagnostics import knee as _sweep_knee
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.plain import natural_key, rounded
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.vocabulary import dig
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import fmt_num
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.plan import MIB
+from ansible_collections.fleetqual.storage.plugins.module_utils.vocabulary import dig
+from ansible_collections.fleetqual.storage.plugins.module_utils.numeric import fmt_num
+from ansible_collections.fleetqual.storage.plugins.module_utils.plan import MIB
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import as_number, median, ratio
 
 

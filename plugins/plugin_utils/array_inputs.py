@@ -27,11 +27,11 @@ import difflib
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.iobench_options import BY_NAME as _OPTIONS
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import arrays as _arrays
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import plan as _plan
+from ansible_collections.fleetqual.storage.plugins.module_utils import plan as _plan
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import validate as _validate
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.vocabulary import MODES, human_size, parse_size, type_name
+from ansible_collections.fleetqual.storage.plugins.module_utils.vocabulary import MODES, human_size, parse_size, type_name
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.plain import natural_key
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import is_int, is_number
+from ansible_collections.fleetqual.storage.plugins.module_utils.numeric import is_int, is_number
 
 ARRAY_VAR = _arrays.ARRAY_VAR
 ARRAYS_VAR = _arrays.ARRAYS_VAR

@@ -30,10 +30,10 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.array_figures im
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import _compare
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.plain import natural_key, rounded
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.rules import _sel_match, _sel_text
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.vocabulary import dig, human_size, parse_size
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import fmt_num
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.plan import DEFAULT_CACHE_SIZE
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import as_number, is_int, median
+from ansible_collections.fleetqual.storage.plugins.module_utils.vocabulary import dig, human_size, parse_size
+from ansible_collections.fleetqual.storage.plugins.module_utils.numeric import fmt_num, is_int
+from ansible_collections.fleetqual.storage.plugins.module_utils.plan import DEFAULT_CACHE_SIZE
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import as_number, median
 
 ARRAY_VAR = "fleetqual_array"
 ARRAYS_VAR = "fleetqual_arrays"

@@ -11,7 +11,7 @@ import os
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet_json import SCHEMA, SCHEMA_VERSION
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet_rows import row_key
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import fmt_num
+from ansible_collections.fleetqual.storage.plugins.module_utils.numeric import fmt_num
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.outliers import JUDGED_METRICS
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.plain import natural_key, rounded
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import to_float as num

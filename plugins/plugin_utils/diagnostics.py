@@ -29,9 +29,10 @@ thread sweep, tipping point and bounded maximum (5, 6) are ``diagnostics_sweep.p
 are re-exported here.
 """
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.vocabulary import dig
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import fmt_k, fmt_ms, fmt_num, fmt_x
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import is_number, ratio
+from ansible_collections.fleetqual.storage.plugins.module_utils.vocabulary import dig
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import fmt_k, fmt_ms, fmt_x
+from ansible_collections.fleetqual.storage.plugins.module_utils.numeric import fmt_num, is_number
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import ratio
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import STABILITY_MIN_INTERVALS
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.diagnostics_model import (  # noqa: F401 - re-exported
     CONCLUSIONS,

@@ -5,8 +5,9 @@ the names, titles, statuses, conclusions and default thresholds of the diagnosti
 shape of an entry (``_entry``, ``_na``) and the workload view they read (``_W``, one
 record with its ``metrics``). Pure Python, no other diagnostics module imported."""
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.vocabulary import dig
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import as_number, is_number
+from ansible_collections.fleetqual.storage.plugins.module_utils.vocabulary import dig
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import as_number
+from ansible_collections.fleetqual.storage.plugins.module_utils.numeric import is_number
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import record_metrics
 
 NAMES = ("cache_proof", "write_amplification", "write_serialization", "write_cache",

@@ -5,7 +5,8 @@ tipping point (p99 against the latency bound) and the latency-bounded maximum (a
 search, else the sweep). Split out of ``diagnostics.py``, which runs them in ``diagnose``
 and re-exports ``sweep_steps`` and ``knee`` (the one knee rule, also used by arrays.py)."""
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import fmt_k, fmt_ms, fmt_num, fmt_pct, fmt_x
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import fmt_k, fmt_ms, fmt_pct, fmt_x
+from ansible_collections.fleetqual.storage.plugins.module_utils.numeric import fmt_num
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import as_number, median, ratio
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.diagnostics_model import DEFAULTS, _entry, _na, _r
 

@@ -35,7 +35,7 @@ firmware, health, verdict) from the same records, their judgement and the findin
 
 from collections import Counter
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import fmt_num
+from ansible_collections.fleetqual.storage.plugins.module_utils.numeric import fmt_num
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import drive_list
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.outliers import Peers, group_of
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import median, to_float

@@ -1,12 +1,13 @@
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The wrappers behind the collection's Jinja2 filters: thin calls of plugin_utils (plan,
-metrics, rules, judge, diagnostics) that turn their errors into AnsibleFilterError naming
-the filter.
+"""The wrappers behind the collection's Jinja2 filters: thin calls of plugin_utils (metrics,
+rules, judge, diagnostics) and module_utils (plan: a host computes its plan too, issue 18)
+that turn their errors into AnsibleFilterError naming the filter.
 
 Each filter is plugins/filter/<name>.py (its documentation and a FilterModule returning
 FILTERS[<name>]): Galaxy and ansible-doc list filters one file each. The logic lives in
-plugin_utils so the qualify_report callback uses the very same code.
+plugin_utils and module_utils so the qualify_report callback uses the very same code (and a
+module the very same plan).
 """
 
 import math
@@ -17,11 +18,11 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils import diagnosti
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import prometheus as _prometheus
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import judge as _judge
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import metrics as _metrics
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import plan as _plan
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import rules as _rules
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import validate as _validate
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import array_inputs as _array_inputs
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.vocabulary import human_size as _human_size
+from ansible_collections.fleetqual.storage.plugins.module_utils import plan as _plan
+from ansible_collections.fleetqual.storage.plugins.module_utils.vocabulary import human_size as _human_size
 
 
 def _wrap(name, func):
@@ -36,18 +37,6 @@ def _wrap(name, func):
     filter_func.__name__ = name
     filter_func.__doc__ = func.__doc__
     return filter_func
-
-
-def _plan_on_targets(profile_or_matrix, cache_size=_plan.DEFAULT_CACHE_SIZE, mem_total_mb=None, overrides=None,
-                     profiles=None, matrix=None, seed=None, targets=None, test_dir=None, capacities=None):
-    specs = _plan.plan(profile_or_matrix, cache_size=cache_size, mem_total_mb=mem_total_mb,
-                       overrides=overrides, profiles=profiles, matrix=matrix, seed=seed)
-    if targets:  # fleetqual_targets: the plan on each target, one after the other (issue 11)
-        resolved, errors = _validate.resolve_targets(targets, test_dir=test_dir)
-        if errors:
-            raise _plan.PlanError(errors)
-        specs = _plan.plan_targets(specs, resolved, capacities=capacities)
-    return specs
 
 
 def _judge_with_defaults(workloads, rules=None, expected_ids=None, error=None, diagnostics=None, options=None, drives=None):
@@ -80,7 +69,7 @@ def _host_prometheus(record):
 
 
 _TABLE = {
-    "plan": _plan_on_targets,
+    "plan": _plan.plan_on_targets,
     "plan_summary": _plan.plan_summary,
     "largest_working_set": _plan.largest_working_set,
     "required_space": _plan.required_space,

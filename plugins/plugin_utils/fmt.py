@@ -4,8 +4,9 @@
 
 ``None`` prints as ``n/a`` everywhere.
 
-* :func:`fmt_num`: a human number: 812.4 -> ``812``, 9.83 -> ``9.8``, 0.234 -> ``0.23``,
-  20 -> ``20`` (3 significant figures below 100, integers kept).
+* ``fmt_num``: a human number: 812.4 -> ``812``, 9.83 -> ``9.8``, 0.234 -> ``0.23``,
+  20 -> ``20`` (3 significant figures below 100, integers kept): ``module_utils/numeric.py``'s,
+  the one number format of the plan summary on the host (issue 18) and of the controller.
 * :func:`fmt_ms`: milliseconds with the unit: ``50 ms``, ``9.83 ms``, ``0.234 ms``.
 * :func:`fmt_x`: a ratio: ``0.42x``, ``2.2x``, ``13x``.
 * :func:`fmt_k`: a rate: ``812``, ``12.3k``, ``1.23M``.
@@ -17,40 +18,21 @@ Table cells (terminal table, HTML, Markdown) are narrower and print a missing va
 numeric strings (:func:`stats.to_float`).
 """
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import is_int, is_number, to_float
+# fmt_num (and the _scaled steps every formatter uses) is module_utils/numeric.py's: the plan
+# summary runs on the host too (issue 18)
+from ansible_collections.fleetqual.storage.plugins.module_utils.numeric import _scaled, fmt_num
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import to_float
 
 DASH = "-"
 ELLIPSIS = "\u2026"
 
 
-def _scaled(value, steps, small):
-    """``pattern % (value / divisor)`` of the first ``(low, pattern, divisor)`` step whose
-    ``low`` the magnitude reaches, else ``small % value``."""
-    a = abs(value)
-    for low, pattern, divisor in steps:
-        if a >= low:
-            return pattern % (value / divisor)
-    return small % value
-
-
-_NUM = ((100, "%.0f", 1), (1, "%.1f", 1))
 _MS = ((100, "%.0f ms", 1), (10, "%.1f ms", 1), (1, "%.2f ms", 1))
 _X = ((10, "%.0fx", 1), (1, "%.1fx", 1))
 _K = ((1e6, "%.2fM", 1e6), (1e4, "%.1fk", 1e3), (100, "%.0f", 1))
 _CELL_NUM = ((1e9, "%.2fG", 1e9), (1e6, "%.2fM", 1e6), (1e5, "%.0fk", 1e3), (1e4, "%.1fk", 1e3),
              (100, "%.0f", 1), (10, "%.1f", 1))
 _CELL_MS = ((100, "%.0f", 1), (10, "%.1f", 1), (1, "%.2f", 1))
-
-
-def fmt_num(value):
-    """Human number: 812.4 -> '812', 9.83 -> '9.8', 0.234 -> '0.23', 20 -> '20'."""
-    if value is None:
-        return "n/a"
-    if is_int(value) or not is_number(value):
-        return str(value)
-    if value == int(value) and abs(value) < 1e15:
-        return str(int(value))
-    return _scaled(value, _NUM, "%.2g")
 
 
 def fmt_ms(value):
@@ -117,4 +99,4 @@ def truncate(text, width):
     return text[: width - 1] + ELLIPSIS
 
 
-__all__ = ["fmt_num", "fmt_ms", "fmt_x", "fmt_k", "fmt_pct", "cell_num", "cell_ms", "cell_pct", "truncate", "DASH", "ELLIPSIS"]
+__all__ = ["fmt_ms", "fmt_x", "fmt_k", "fmt_pct", "cell_num", "cell_ms", "cell_pct", "truncate", "DASH", "ELLIPSIS"]

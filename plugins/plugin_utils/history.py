@@ -40,7 +40,8 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.history_store im
     ACCEPTED, HEALTH_COUNTERS, baseline_for, host_history, is_record, summarize, summary_path)
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.history_store import (  # noqa: F401 - re-exported
     HISTORY_DIR, is_run_dir, list_runs, load_summary, plan_fingerprint, run_time, store_summary)
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import is_number, to_float
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import to_float
+from ansible_collections.fleetqual.storage.plugins.module_utils.numeric import is_number
 
 DRIFT_VAR = "fleetqual_drift"
 DRIFT_MODES = ("auto", "fail", "warn", "off")

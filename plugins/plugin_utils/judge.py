@@ -100,17 +100,16 @@ Diagnostics (docs/diagnostics.md; ``diagnostics`` argument, computed with
   null, ``kind`` is ``diagnostic``.
 """
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.vocabulary import (
+from ansible_collections.fleetqual.storage.plugins.module_utils.vocabulary import (
     dig,
     READ_MODES,
     WRITE_MODES,
     type_name,
 )
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import fmt_num
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import is_number
+from ansible_collections.fleetqual.storage.plugins.module_utils.numeric import fmt_num, is_number
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import diagnostics as _diag
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import DEVICE_FIELDS, record_metrics
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.plan import workload_key
+from ansible_collections.fleetqual.storage.plugins.module_utils.plan import workload_key
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.rules import (
     compile_metric,
     is_diagnostic_rule,

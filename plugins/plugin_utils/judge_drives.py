@@ -5,8 +5,7 @@ in ``judge`` and re-exports ``drive_label`` and ``drive_list``): per drive its o
 verdict (``drive_health``), then every drive rule over the drives it selects, each citing
 the drive's model and serial."""
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import fmt_num
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import is_number
+from ansible_collections.fleetqual.storage.plugins.module_utils.numeric import fmt_num, is_number
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.rules import DRIVE_LIMITS, drive_selected, is_drive_rule, rule_limits, rule_name
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge_checks import _check, _cmp_word, _compare
 

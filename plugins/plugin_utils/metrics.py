@@ -83,13 +83,14 @@ from ansible_collections.fleetqual.storage.plugins.module_utils.sysstat import (
     compute_iostat,
     iostat_average,
 )
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.vocabulary import (
+from ansible_collections.fleetqual.storage.plugins.module_utils.vocabulary import (
     dig,
     OPS,
     PCT_SOURCE,
     PCTS,
 )
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import as_number, is_int, mean, median, ratio
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import as_number, mean, median, ratio
+from ansible_collections.fleetqual.storage.plugins.module_utils.numeric import is_int
 
 # ops with latency percentiles in the metrics (rules' built-in limits cover OPS)
 METRIC_OPS = OPS + ("commit",)

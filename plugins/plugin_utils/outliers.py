@@ -9,7 +9,7 @@ outliers here (``find_outliers``) and by the drive results of drive_consistency.
 
 from __future__ import annotations
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import fmt_num
+from ansible_collections.fleetqual.storage.plugins.module_utils.numeric import fmt_num
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.plain import natural_key, rounded
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import median, robust_scale
 

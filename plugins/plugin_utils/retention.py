@@ -36,7 +36,8 @@ import time as _time
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.atomic import write_atomic
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import history as _history
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import is_number, to_float
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import to_float
+from ansible_collections.fleetqual.storage.plugins.module_utils.numeric import is_number
 
 RETENTION_VAR = "fleetqual_retention"
 RETENTION_DEFAULTS = {"keep_runs": None, "keep_days": None}

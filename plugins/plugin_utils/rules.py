@@ -71,14 +71,14 @@ except ImportError:  # the filters and the callback must load without it (ansibl
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import diagnostics as _diag
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import METRIC_KEYS
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.plan import SPEC_KEYS, TARGET_SPEC_KEYS
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.vocabulary import (
+from ansible_collections.fleetqual.storage.plugins.module_utils.plan import SPEC_KEYS, TARGET_SPEC_KEYS
+from ansible_collections.fleetqual.storage.plugins.module_utils.vocabulary import (
     MODES,
     OPS,
     PCTS,
     type_name,
 )
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import is_int, is_number
+from ansible_collections.fleetqual.storage.plugins.module_utils.numeric import is_int, is_number
 
 SELECTOR_KEYS = ("id", "workload", "mode", "threads")
 LATENCY_LIMITS = tuple("max_%s_%s_ms" % (op, pct) for op in OPS for pct in PCTS)

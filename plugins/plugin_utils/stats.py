@@ -1,11 +1,11 @@
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Numbers and small statistics, one place for the controller code (plan, metrics, rules,
-judge, diagnostics; fleet and report too).
+"""Numbers and small statistics, one place for the controller code (metrics, rules, judge,
+diagnostics; fleet and report too).
 
-* :func:`is_number` / :func:`is_int` / :func:`as_number`: a finite int or float (never
-  a bool, NaN or infinity), else None for ``as_number``; :func:`to_float` also reads a
-  numeric string.
+* :func:`as_number`: a finite int or float (never a bool, NaN or infinity), else None;
+  :func:`to_float` also reads a numeric string. The predicates ``is_number`` / ``is_int``
+  are ``module_utils/numeric.py``'s (the plan runs on the host too, issue 18).
 * :func:`mean` / :func:`median`: of the numbers in an iterable (others skipped), None
   when there are none; the standard :mod:`statistics` module does the arithmetic.
 * :func:`ratio`: ``a / b`` or None (either missing, ``b <= 0``).
@@ -14,19 +14,9 @@ judge, diagnostics; fleet and report too).
   MAD is 0 (more than half the values equal), else 0 (all equal).
 """
 
-import math
 import statistics
 
-
-def is_number(value):
-    """True for a finite int or float (not bool)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    return not (isinstance(value, float) and (math.isnan(value) or math.isinf(value)))
-
-
-def is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
+from ansible_collections.fleetqual.storage.plugins.module_utils.numeric import is_number
 
 
 def as_number(value):
@@ -92,5 +82,5 @@ def robust_scale(values, med):
     return 0.0, "none", mad or 0.0
 
 
-__all__ = ["robust_scale", "MAD_SCALE", "MEANAD_SCALE", "is_number", "is_int", "as_number", "to_float", "numbers",
+__all__ = ["robust_scale", "MAD_SCALE", "MEANAD_SCALE", "as_number", "to_float", "numbers",
            "mean", "median", "ratio"]

@@ -30,13 +30,13 @@ import difflib
 
 from ansible_collections.fleetqual.storage.plugins.module_utils import foreign_settings as _foreign_settings
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import history as _history
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import plan as _plan
+from ansible_collections.fleetqual.storage.plugins.module_utils import plan as _plan
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import retention as _retention
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import rules as _rules
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.verdict import INCONCLUSIVE_POLICIES
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.vocabulary import type_name
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import is_int, is_number
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.targets import (  # noqa: F401 - re-exported
+from ansible_collections.fleetqual.storage.plugins.module_utils.vocabulary import type_name
+from ansible_collections.fleetqual.storage.plugins.module_utils.numeric import is_int, is_number
+from ansible_collections.fleetqual.storage.plugins.module_utils.targets import (  # noqa: F401 - re-exported
     SHORTHAND_TARGET,
     TARGET_KEYS,
     UNSAFE_DIRS,

@@ -61,7 +61,7 @@ def test_get_pip_stand_in_says_where_the_wheel_should_be(tmp_path):
 def test_members_of_a_complete_tarball_pass():
     names = ["README.md", "LICENSE", "CHANGELOG.md", "changelogs/changelog.yaml", "meta/runtime.yml",
              "playbooks/qualify.yml", "plugins/modules/iobench.py", "plugins/callback/qualify_report.py",
-             "plugins/filter/plan.py", "plugins/plugin_utils/plan.py", "plugins/module_utils/size.py",
+             "plugins/filter/plan.py", "plugins/plugin_utils/validate.py", "plugins/module_utils/plan.py",
              "roles/qualify/README.md", "roles/qualify/meta/main.yml", "roles/qualify/meta/argument_specs.yml",
              "roles/iobench/README.md", "roles/iobench/meta/main.yml", "roles/iobench/meta/argument_specs.yml",
              "roles/iobench/files/src/Makefile", "roles/iobench/files/src/main.c",

@@ -27,7 +27,7 @@ import yaml  # noqa: E402
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import diagnostics as D  # noqa: E402
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet, render_text, report  # noqa: E402
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import plan as P  # noqa: E402
+from ansible_collections.fleetqual.storage.plugins.module_utils import plan as P  # noqa: E402
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import judge  # noqa: E402
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import workload_record  # noqa: E402
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.rules import rule_name, validate_rules  # noqa: E402
@@ -694,6 +694,7 @@ def test_real_readahead_buffered_pass_beats_direct_pass(binary, own_disk):
 import re  # noqa: E402
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import fmt  # noqa: E402
+from ansible_collections.fleetqual.storage.plugins.module_utils.numeric import fmt_num as _fmt_num  # noqa: E402
 
 
 def _numbers(node):
@@ -710,7 +711,7 @@ def _numbers(node):
 
 
 def _spellings(v):
-    out = {fmt.fmt_num(v), fmt.fmt_k(v), fmt.fmt_x(v)[:-1], fmt.fmt_ms(v)[:-3], "%.2f" % v, str(v)}
+    out = {_fmt_num(v), fmt.fmt_k(v), fmt.fmt_x(v)[:-1], fmt.fmt_ms(v)[:-3], "%.2f" % v, str(v)}
     out.add(fmt.fmt_pct(v)[:-2])
     return out
 
@@ -903,7 +904,7 @@ def test_real_steady_state_run_is_judged_with_its_rounds(binary, own_disk):
     """iobench --steady-state for real (short rounds): the metrics carry its rounds, and a rule
     requiring steady state passes or fails exactly as the benchmark decided, quoting them."""
     import subprocess
-    from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import fmt_num
+    from ansible_collections.fleetqual.storage.plugins.module_utils.numeric import fmt_num
     d, _shared, _why = own_disk
     out = os.path.join(os.path.dirname(d), "steady.json")
     p = subprocess.run([binary, "run", "--dir", d, "--mode", "rndrd", "--file-num", "4", "--total-size", "32M",

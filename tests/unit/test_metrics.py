@@ -283,6 +283,7 @@ def test_steady_state_and_stability_figures():
 # ------------------------------------------------ the one module of formatters and of small statistics
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import fmt, stats  # noqa: E402
+from ansible_collections.fleetqual.storage.plugins.module_utils.numeric import fmt_num  # noqa: E402
 
 
 @pytest.mark.parametrize("value, num, ms, x, k", [
@@ -295,7 +296,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils import fmt, stat
     (1234567.0, "1234567", "1234567 ms", "1234567x", "1.23M"),
 ])
 def test_sentence_formatters(value, num, ms, x, k):
-    assert (fmt.fmt_num(value), fmt.fmt_ms(value), fmt.fmt_x(value), fmt.fmt_k(value)) == (num, ms, x, k)
+    assert (fmt_num(value), fmt.fmt_ms(value), fmt.fmt_x(value), fmt.fmt_k(value)) == (num, ms, x, k)
 
 
 def test_share_and_table_formatters():

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.fleetqual.storage.plugins.module_utils import iobench_options as opts
 from ansible_collections.fleetqual.storage.plugins.module_utils import workload
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import plan as P
+from ansible_collections.fleetqual.storage.plugins.module_utils import plan as P
 
 import test_module_iobench
 
@@ -209,7 +209,7 @@ DEVICE = "/dev/disk/by-id/nvme-FLEETQUAL_OPTION_SPACE"     # --check opens nothi
 def test_controller_and_binary_agree_on_a_device_target(iobench_binary, entry, size):  # noqa: F811
     """The same on a raw device target (plan.plan_targets: the region, O_DIRECT, no files):
     what the controller accepts, the module and ``iobench run --device ... --check`` accept."""
-    from ansible_collections.fleetqual.storage.plugins.plugin_utils import targets as T
+    from ansible_collections.fleetqual.storage.plugins.module_utils import targets as T
     target = dict({"device": DEVICE, "destroy_data": True}, **({"size": size} if size else {}))
     resolved, problems = T.resolve_targets([target])
     assert problems == []

@@ -1,10 +1,10 @@
-"""plugin_utils/plan.py: profiles, sizing rule, custom matrix, ids, validation messages."""
+"""module_utils/plan.py: profiles, sizing rule, custom matrix, ids, validation messages."""
 import os
 
 import pytest
 import yaml
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import plan as P
+from ansible_collections.fleetqual.storage.plugins.module_utils import plan as P
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import validate as V
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

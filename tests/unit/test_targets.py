@@ -7,7 +7,7 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import plan as P
+from ansible_collections.fleetqual.storage.plugins.module_utils import plan as P
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import validate as V
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -251,7 +251,7 @@ def test_the_validation_play_refuses_a_device_without_the_opt_in(tmp_path):
 def test_target_logic_lives_in_one_module():
     """Issue 19: resolve_targets and plan_targets are targets.py's; plan.py and validate.py
     re-export them (old imports keep working), and none of the three files is over 700 lines."""
-    from ansible_collections.fleetqual.storage.plugins.plugin_utils import targets as T
+    from ansible_collections.fleetqual.storage.plugins.module_utils import targets as T
     assert V.resolve_targets is T.resolve_targets and V.check_test_dir is T.check_test_dir
     assert P.plan_targets is T.plan_targets and P.target_args is T.target_args and P.workload_key is T.workload_key
     assert P.PlanError is T.PlanError

@@ -19,8 +19,8 @@ import difflib
 import re
 
 from ansible_collections.fleetqual.storage.plugins.module_utils import iobench_options
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.vocabulary import human_size, parse_size, type_name
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import is_int
+from ansible_collections.fleetqual.storage.plugins.module_utils.vocabulary import human_size, parse_size, type_name
+from ansible_collections.fleetqual.storage.plugins.module_utils.numeric import is_int
 
 TARGET_VAR = "fleetqual_targets"
 TARGET_VAR_NAMES = {"targets": TARGET_VAR, "test_dir": "fleetqual_test_dir"}

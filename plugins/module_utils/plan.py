@@ -57,6 +57,10 @@ option table (``module_utils/iobench_options.py``: ``value_error``, ``rule_error
 binary's own ranges); the targets a plan runs on live in ``targets.py`` and what a plan
 costs and how it reads (durations, space, summary lines) in ``plan_summary.py``; this
 module re-exports their public names.
+
+Issue 18: the plan is module_utils so that a module can compute a host's plan on the host
+(with the facts it gathers there); the controller (the ``plan`` filter, validation, the
+report) uses the very same functions. :func:`plan_on_targets` is the ``plan`` filter.
 """
 
 import copy
@@ -65,13 +69,13 @@ import math
 import re
 
 from ansible_collections.fleetqual.storage.plugins.module_utils import iobench_options
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.vocabulary import (
+from ansible_collections.fleetqual.storage.plugins.module_utils.vocabulary import (
     MODES,
     human_size,
     parse_size,
     type_name,
 )
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.plan_summary import (  # noqa: F401 - re-exported
+from ansible_collections.fleetqual.storage.plugins.module_utils.plan_summary import (  # noqa: F401 - re-exported
     SEARCH_DEFAULTS,
     WORKING_SETS,
     dataset_name,
@@ -81,17 +85,19 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.plan_summary imp
     read_pct,
     required_space,
     search_steps,
+    timing,
     workload_duration_s,
     workload_line,
 )
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.targets import (  # noqa: F401 - re-exported
+from ansible_collections.fleetqual.storage.plugins.module_utils.targets import (  # noqa: F401 - re-exported
     PlanError,
     TARGET_SPEC_KEYS,
     plan_targets,
+    resolve_targets,
     target_args,
     workload_key,
 )
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import is_int, is_number
+from ansible_collections.fleetqual.storage.plugins.module_utils.numeric import is_int, is_number
 
 MIB = 1024 ** 2
 DEFAULT_CACHE_SIZE = "256M"
@@ -640,7 +646,22 @@ def module_args(spec):
     return {k: copy.deepcopy(v) for k, v in spec.items() if k in MODULE_PARAMS and k not in skip}
 
 
-__all__ = ["plan", "resolve", "derive_id", "module_args", "largest_working_set",
+# The plan filter (fleetqual.storage.plan) and a host's own plan: plan(), then, when targets
+# are given (fleetqual_targets), resolve_targets() and plan_targets() (the plan on each target,
+# one after the other, issue 11); raises PlanError with every problem.
+def plan_on_targets(profile_or_matrix, cache_size=DEFAULT_CACHE_SIZE, mem_total_mb=None, overrides=None,
+                    profiles=None, matrix=None, seed=None, targets=None, test_dir=None, capacities=None):
+    specs = plan(profile_or_matrix, cache_size=cache_size, mem_total_mb=mem_total_mb,
+                 overrides=overrides, profiles=profiles, matrix=matrix, seed=seed)
+    if targets:  # fleetqual_targets: the plan on each target, one after the other (issue 11)
+        resolved, errors = resolve_targets(targets, test_dir=test_dir)
+        if errors:
+            raise PlanError(errors)
+        specs = plan_targets(specs, resolved, capacities=capacities)
+    return specs
+
+
+__all__ = ["plan", "plan_on_targets", "resolve", "derive_id", "module_args", "largest_working_set",
            "required_space", "dataset_name", "expected_duration_s",
            "plan_summary", "workload_line", "workload_duration_s", "search_steps", "human_size", "PlanError",
            "MODULE_PARAMS",

@@ -2,12 +2,15 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What a resolved plan costs and how it reads (issue 19: out of plan.py, which builds it):
 its data sets and the space they need, the planned seconds of each workload, one human line
-per workload and the summary lines. ``plan.py`` re-exports every public name."""
+per workload and the summary lines. ``plan.py`` re-exports every public name.
+
+:func:`timing` (issue 18: out of ``plugins/action/job.py``, so that a host can compute it
+too) turns the planned seconds into a job's workload timeouts and deadline."""
 
 from ansible_collections.fleetqual.storage.plugins.module_utils import iobench_options
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import fmt_num
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.targets import compact_size
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.vocabulary import human_size
+from ansible_collections.fleetqual.storage.plugins.module_utils.numeric import fmt_num
+from ansible_collections.fleetqual.storage.plugins.module_utils.targets import compact_size
+from ansible_collections.fleetqual.storage.plugins.module_utils.vocabulary import human_size
 
 WORKING_SETS = ("cache", "over_cache")
 # the binary's defaults of the options a duration depends on (the option table)
@@ -78,6 +81,27 @@ def expected_duration_s(plan_list):
     """Sum of ``warmup + time`` over the plan, in seconds (prepare/cleanup not included;
     a workload bounded by ``requests`` with ``time: 0`` counts its warmup only)."""
     return sum(workload_duration_s(w) for w in plan_list or [])
+
+
+def timing(workloads, slack, prepare_min_mibps):
+    """Per workload: (timeout_s, planned_s); and the job's (planned_s, deadline_s).
+
+    A workload's timeout is what the single-workload task used: planned + slack + writing
+    its data set, and its ``precondition`` passes over it, at ``prepare_min_mibps``. The deadline is the planned time of all, plus
+    their preparation, plus one ``slack``."""
+    timeouts, planned = [], []
+    prep_total = 0
+    for w in workloads:
+        plan_s = int(workload_duration_s(w))
+        # writes before the measurement: the data set (prepare) and N precondition passes
+        writes = (1 if w.get("prepare", True) else 0) + int(w.get("precondition") or 0)
+        size = int(w.get("total_size") or w.get("device_size") or 0)
+        prep = writes * size // (int(prepare_min_mibps) * 1048576)
+        planned.append(plan_s)
+        timeouts.append(plan_s + int(slack) + prep)
+        prep_total += prep
+    total = sum(planned)
+    return timeouts, planned, total, total + prep_total + int(slack)
 
 
 def duration_text(seconds):
