@@ -3,7 +3,7 @@
 """The verdict gate's inputs (module docs: plugins/modules/fleet_verdicts.py): every play
 host's final verdict, its record judged with the fleet judgements (outliers, regressions,
 drive consistency, the arrays it is an initiator of, its own history) by verdict.final_verdict, from the records the role left in each host's
-``_fleetqual_host_record``, and whether the gate fails it (``fails``: verdict.exit_fails
+``_fleetqual_result`` (the ``record`` the action ``qualify_host`` returned), and whether the gate fails it (``fails``: verdict.exit_fails
 with the host's INCONCLUSIVE policy, the ``inconclusive`` argument: the role variable
 ``fleetqual_inconclusive``). Run once, on the controller; registered, the result reaches
 every host of the play."""
@@ -24,7 +24,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.verdict import I
 display = Display()
 
 CALLBACK = "fleetqual.storage.qualify_report"
-RECORD_VAR = "_fleetqual_host_record"
+RECORD_VAR = "_fleetqual_result"     # registered by the role's qualify_host tasks; its "record"
 POLICY_VAR = "fleetqual_inconclusive"
 DEFAULT_POLICY = "fail"
 
@@ -106,8 +106,8 @@ class ActionModule(ActionBase):
         records = {}
         for name in hosts:
             try:
-                rec = hostvars[name].get(RECORD_VAR)
-            except KeyError:
+                rec = (hostvars[name].get(RECORD_VAR) or {}).get("record")
+            except (KeyError, AttributeError):
                 rec = None
             if isinstance(rec, dict):
                 records[str(name)] = rec

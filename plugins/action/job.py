@@ -6,8 +6,9 @@
 data set preparation at the slowest accepted rate + ``slack``), starts the job through the
 module, and writes the host's start record into the run's progress directory.
 
-``state: wait``: polls the host's job status through the module (``_execute_module``: one
-SSH round trip, no callback event) at the planned workload boundaries and at least once per
+``state: wait``: polls the host's job status with a raw read over the open connection
+(``job_runner.poll_command``/``parse_poll``: one SSH round trip, no Python started on the
+host, no callback event) at the planned workload boundaries and at least once per
 ``interval`` seconds, writes the host's state into ``<progress_dir>/<host>.json``, and prints
 the fleet's progress line: time is cut into rounds of ``interval`` seconds, and the poll that
 first creates a round's marker file (``O_EXCL``) prints ONE line for the whole fleet from every
@@ -27,6 +28,7 @@ from ansible.errors import AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.fleetqual.storage.plugins.module_utils import job_runner as _job_runner
 from ansible_collections.fleetqual.storage.plugins.module_utils.atomic import write_json_atomic
 from ansible_collections.fleetqual.storage.plugins.module_utils.plan_summary import timing
 from ansible_collections.fleetqual.storage.plugins.action import lockstep as _lockstep
@@ -88,6 +90,25 @@ def fleet_line(hosts, now=None):
                duration_text(planned)))
 
 
+def progress_dir_ready(progress_dir):
+    """The run's progress directory, created (0700) when given; None when not."""
+    if progress_dir:
+        os.makedirs(progress_dir, mode=0o700, exist_ok=True)
+    return progress_dir or None
+
+
+def show_plan(progress_dir, workloads, planned, planned_s, deadline_s):
+    """Print the plan once per distinct plan for the whole fleet (the first host to claim it)."""
+    if not progress_dir:
+        return
+    lines = ["Workload %d/%d: %s (%d s with warm-up)" % (i + 1, len(workloads), w.get("key") or w.get("id"), planned[i])
+             for i, w in enumerate(workloads)]
+    key = "plan-" + hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
+    if claim_round(progress_dir, key):
+        display.display("fleetqual: %d workloads per host, ~%s planned, deadline +%s:\n  %s"
+                        % (len(workloads), duration_text(planned_s), duration_text(deadline_s), "\n  ".join(lines)))
+
+
 def claim_round(progress_dir, name):
     """True for the one caller that creates the marker ``name`` first."""
     try:
@@ -110,9 +131,7 @@ class ActionModule(ActionBase):
         args = dict(self._task.args)
         state = args.get("state", "status")
         host = task_vars.get("inventory_hostname", "?")
-        progress_dir = args.get("progress_dir")
-        if progress_dir:
-            os.makedirs(progress_dir, mode=0o700, exist_ok=True)
+        progress_dir = progress_dir_ready(args.get("progress_dir"))
         if self._task.check_mode and state == "wait":
             # check mode started nothing (the module says what it would run)
             result.update(records=[], error=None, skipped=True, msg="check mode: no job was started")
@@ -151,16 +170,7 @@ class ActionModule(ActionBase):
         if res.get("failed") or not res.get("status"):
             return res
         self._progress(progress_dir, host, res["status"])
-        if progress_dir:
-            # the plan, once per distinct plan for the whole fleet
-            lines = ["Workload %d/%d: %s (%d s with warm-up)"
-                     % (i + 1, len(workloads), w.get("key") or w.get("id"), planned[i])
-                     for i, w in enumerate(workloads)]
-            key = "plan-" + hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
-            if claim_round(progress_dir, key):
-                display.display("fleetqual: %d workloads per host, ~%s planned, deadline +%s:\n  %s"
-                                % (len(workloads), duration_text(planned_s), duration_text(deadline_s),
-                                   "\n  ".join(lines)))
+        show_plan(progress_dir, workloads, planned, margs["planned_s"], margs["deadline_s"])
         return {"status": res["status"], "timeouts": timeouts, "planned": planned, "planned_s": margs["planned_s"],
                 "deadline_s": margs["deadline_s"],
                 "array": {k: array[k] for k in ("name", "rank", "members", "steps", "max_clock_uncertainty_ms",
@@ -178,10 +188,19 @@ class ActionModule(ActionBase):
                                     test_clock=args.get("test_clock"),
                                     prepare_min_mibps=args.get("prepare_min_mibps", 20))
 
-    def _poll(self, path, task_vars, results=False):
-        return self._execute_module(module_name=MODULE,
-                                    module_args={"path": path, "state": "status", "results": results},
-                                    task_vars=task_vars)
+    def _poll(self, path, task_vars):
+        """The job's status as the module's ``state=status`` gives it, read by a raw command
+        over the open connection: no Python started on the host (issue 18)."""
+        res = self._low_level_execute_command(_job_runner.poll_command(path), sudoable=True)
+        if res.get("rc") != 0:
+            return {"failed": True, "msg": "reading the job's status in %s failed (rc %s): %s"
+                                           % (path, res.get("rc"), (res.get("stderr") or res.get("stdout") or "").strip())}
+        try:
+            return {"status": _job_runner.parse_poll(res.get("stdout") or "")}
+        except _job_runner.JobError as exc:
+            return {"failed": True, "msg": str(exc)}
+        except ValueError as exc:
+            return {"failed": True, "msg": "unreadable job status from %s: %s" % (path, exc)}
 
     def _wait(self, args, host, progress_dir, task_vars):
         path = args["path"]

@@ -24,7 +24,7 @@ description:
 positional: _input
 options:
   _input:
-    description: The host record (C(_fleetqual_host_record)).
+    description: The host record (C(_fleetqual_result.record), as M(fleetqual.storage.qualify_host) returns it).
     type: dict
     required: true
 requirements:
@@ -34,7 +34,7 @@ requirements:
 EXAMPLES = r"""
 - name: Write this host's own Prometheus series into its node_exporter textfile directory
   ansible.builtin.copy:
-    content: "{{ _fleetqual_host_record | fleetqual.storage.host_prometheus }}"
+    content: "{{ _fleetqual_result.record | fleetqual.storage.host_prometheus }}"
     dest: /var/lib/prometheus/node-exporter/fleetqual.prom
     mode: "0644"
 """

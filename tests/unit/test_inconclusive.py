@@ -276,7 +276,7 @@ def test_the_gate_action_takes_the_argument_and_no_other(monkeypatch):
         conn = mock.MagicMock()
         conn._shell.tmpdir = "/tmp/x"
         plugin = action.ActionModule(task, conn, PlayContext(), mock.MagicMock(), mock.MagicMock(), mock.MagicMock())
-        hostvars = {h: {"_fleetqual_host_record": r} for h, r in recs.items()}
+        hostvars = {h: {"_fleetqual_result": {"record": r}} for h, r in recs.items()}
         return plugin.run(task_vars={"ansible_play_hosts_all": sorted(recs), "hostvars": hostvars})
 
     res = run({"inconclusive": {"db3": "warn"}})

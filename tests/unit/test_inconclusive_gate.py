@@ -45,13 +45,13 @@ def _gate(tmp_path, host_vars=None, extra_vars=None):
     with open(os.path.join(ROOT, "playbooks", "qualify.yml"), encoding="utf-8") as fh:
         gate = yaml.safe_load(fh)[-1]
     assert gate["vars"]["_fleetqual_report_play"] == "gate"
-    store = {"name": "Store (as roles/qualify/tasks/store.yml)", "hosts": "all", "gather_facts": False,
+    store = {"name": "Store (as the action qualify_host does: registered record, ansible_stats)", "hosts": "all", "gather_facts": False,
              "tasks": [
                  {"name": "Read the record", "ansible.builtin.set_fact": {
-                     "_fleetqual_host_record": "{{ lookup('ansible.builtin.file', '%s/%s/' ~ inventory_hostname ~ "
-                                               "'.json') | from_json }}" % (results, RUN_ID)}},
+                     "_fleetqual_result": "{{ {'record': lookup('ansible.builtin.file', '%s/%s/' ~ inventory_hostname ~ "
+                                               "'.json') | from_json} }}" % (results, RUN_ID)}},
                  {"name": "Hand the host's record to the fleet report", "ansible.builtin.set_stats": {
-                     "data": {"fleetqual_report": "{{ _fleetqual_host_record }}"}, "per_host": True,
+                     "data": {"fleetqual_report": "{{ _fleetqual_result.record }}"}, "per_host": True,
                      "aggregate": False}}]}
     (tmp_path / "gate.yml").write_text(yaml.safe_dump([store, gate], sort_keys=False))
     hosts = {h: dict({"ansible_connection": "local"}, **(host_vars or {}).get(h, {})) for h in ("db1", "db2", "db3")}

@@ -285,13 +285,13 @@ def _gate_playbook(tmp_path, records_dir):
     with open(os.path.join(ROOT, "playbooks", "qualify.yml"), encoding="utf-8") as f:
         gate = yaml.safe_load(f)[-1]
     assert gate["vars"]["_fleetqual_report_play"] == "gate"
-    store = {"name": "Store (as roles/qualify/tasks/store.yml)", "hosts": "all", "gather_facts": False,
+    store = {"name": "Store (as the action qualify_host does: registered record, ansible_stats)", "hosts": "all", "gather_facts": False,
              "tasks": [
                  {"name": "Read the record", "ansible.builtin.set_fact": {
-                     "_fleetqual_host_record": "{{ lookup('ansible.builtin.file', '%s/' ~ inventory_hostname ~ "
-                                               "'.json') | from_json }}" % records_dir}},
+                     "_fleetqual_result": "{{ {'record': lookup('ansible.builtin.file', '%s/' ~ inventory_hostname ~ "
+                                               "'.json') | from_json} }}" % records_dir}},
                  {"name": "Hand the host's record to the fleet report", "ansible.builtin.set_stats": {
-                     "data": {"fleetqual_report": "{{ _fleetqual_host_record }}"}, "per_host": True,
+                     "data": {"fleetqual_report": "{{ _fleetqual_result.record }}"}, "per_host": True,
                      "aggregate": False}}]}
     path = tmp_path / "gate.yml"
     path.write_text(yaml.safe_dump([store, gate], sort_keys=False))

@@ -1,0 +1,269 @@
+# Copyright: fleetqual.storage developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A host's measuring path in two module runs (issue 18; module ``fleetqual.storage.qualify_host``).
+
+:func:`start` is everything before the measurement, in one module run, in this order, each
+step the same code the separate modules used to run (so every refusal keeps its words):
+
+1. the facts the plan and the record need (``host_facts``);
+2. the binary: a host of another architecture than the controller's build, or
+   ``build_on_host``, is told to build its own (``build_needed``, nothing changed); a binary
+   whose sha256 is not the build's is replaced by the transferred copy (``binary_src``), or
+   the action is told to transfer it (``deploy_needed``, nothing changed) (``host_deploy``);
+3. the drives: identity, health, the raw-device guard of every device target (``drives``);
+4. the plan, from the profile or matrix, the RAM and the device capacities just read
+   (``plan.plan_on_targets``, the validation's very planner);
+5. the preflight of ``fleetqual_test_dir`` and of each directory target (``bench_dir_ops``);
+6. the array part of the job, completed from this host's plan (``lockstep.complete_spec``);
+7. the detached job (``job_runner.start``), with each workload's timeout and the deadline
+   (``plan_summary.timing``).
+
+A step that refuses fails the module with the step named in the message; what earlier steps
+of this run created is removed first, so a failed start leaves the host as it was.
+
+:func:`cleanup` is the second module run: it removes what the start created (the job's data
+sets, the device regions a killed job left, each directory target's data sets) and writes
+the host's node_exporter textfile when asked.
+"""
+
+import os
+
+from ansible_collections.fleetqual.storage.plugins.module_utils import bench_dir_ops as _bench
+from ansible_collections.fleetqual.storage.plugins.module_utils import drives as _drives
+from ansible_collections.fleetqual.storage.plugins.module_utils import host_deploy as _deploy
+from ansible_collections.fleetqual.storage.plugins.module_utils import host_facts as _facts
+from ansible_collections.fleetqual.storage.plugins.module_utils import job_runner as _job
+from ansible_collections.fleetqual.storage.plugins.module_utils import lockstep as _lockstep
+from ansible_collections.fleetqual.storage.plugins.module_utils import plan as _plan
+from ansible_collections.fleetqual.storage.plugins.module_utils import plan_summary as _summary
+from ansible_collections.fleetqual.storage.plugins.module_utils.atomic import write_atomic
+
+TEXTFILE = "fleetqual.prom"
+ARRAY_KEYS = ("name", "rank", "members", "steps", "max_clock_uncertainty_ms", "ready_timeout_s")
+
+
+class StartError(Exception):
+    """A refusal: ``msg`` names the step; ``result`` the fields gathered so far."""
+
+    def __init__(self, msg, **result):
+        Exception.__init__(self, msg)
+        self.msg = msg
+        self.result = result
+
+
+def resolved_targets(plan):
+    """The plan's targets ``[{name, kind, path | device, serial}]`` in plan order; ``[]``
+    for the ``fleetqual_test_dir`` shorthand (the record's ``targets``)."""
+    seen, out = set(), []
+    for w in plan:
+        name = w.get("target")
+        if name is None or name in seen:
+            continue
+        seen.add(name)
+        t = {"name": name, "kind": w.get("target_kind")}
+        if w.get("target_kind") == "path":
+            t["path"] = w.get("target_path")
+        else:
+            t.update(device=w.get("target_device"), serial=w.get("target_serial"))
+        out.append(t)
+    return out
+
+
+def shorthand(plan):
+    """The workloads on ``fleetqual_test_dir`` itself (no target)."""
+    return [w for w in plan if w.get("target") is None]
+
+
+def datasets_of(plan):
+    out = []
+    for w in plan:
+        if w.get("dataset") and w["dataset"] not in out:
+            out.append(w["dataset"])
+    return out
+
+
+def on_target(plan, name):
+    return [w for w in plan if w.get("target") == name]
+
+
+def _inventory_targets(p):
+    targets = p.get("targets") or []
+    out = [] if targets else [p["path"]]
+    out += [t["path"] for t in targets if isinstance(t, dict) and t.get("path")]
+    out += [t["device"] for t in targets if isinstance(t, dict) and t.get("device")]
+    return out
+
+
+def _check_devices(p):
+    """The raw-device guard's entries: the device targets without their report name."""
+    return [dict((k, v) for k, v in t.items() if k != "name")
+            for t in p.get("targets") or [] if isinstance(t, dict) and t.get("device")]
+
+
+def _binary(p, facts, out, check_mode):
+    """Step 2. True when the start may go on."""
+    want_arch = p.get("architecture")
+    if p.get("build_on_host") or (want_arch and facts["architecture"] != want_arch):
+        out.update(build_needed=True,
+                   msg="iobench is built on the host: %s" % (
+                       "fleetqual_build_on is target" if p.get("build_on_host") else
+                       "the host is %s, the controller's build is %s" % (facts["architecture"], want_arch)))
+        return False
+    binary, want = p["binary"], p.get("binary_sha256")
+    if not want:
+        if not os.access(binary, os.X_OK) and not check_mode:
+            raise StartError("binary: %s is missing or not executable (built on the host?)" % binary)
+        return True
+    have = _deploy.sha256_file(binary)
+    out["binary_sha256"] = have
+    if have == want:
+        return True
+    if p.get("binary_src"):
+        try:
+            _deploy.install(p["binary_src"], binary, want, check_mode=check_mode)
+        except _deploy.DeployError as exc:
+            raise StartError("deploy: %s" % exc)
+        out.update(changed=True, deployed=True, binary_sha256=want)
+        return True
+    if check_mode:
+        out["deployed"] = False
+        out["msg"] = "check mode: would copy iobench (%s) to %s" % (want[:12], binary)
+        return True
+    out.update(deploy_needed=True, msg="%s has sha256 %s, the controller's build %s: to be transferred"
+               % (binary, have or "none (missing)", want))
+    return False
+
+
+def _preflight(p, plan, check_mode, created):
+    """Step 5: ``(test_dir result, [target results])``; appends what it created."""
+    short = shorthand(plan)
+    devices = [t["device"] for t in resolved_targets(plan) if t["kind"] == "device"]
+    try:
+        first = _bench.prepare(p["path"], binary=p["binary"], datasets=datasets_of(short),
+                               required_bytes=_summary.required_space(short), margin_pct=p["margin_pct"],
+                               direct=any(w.get("direct") for w in short), devices=devices, check_mode=check_mode)
+    except _bench.BenchDirError as exc:
+        raise StartError("preflight of fleetqual_test_dir %s: %s" % (p["path"], exc.msg), preflight=exc.result)
+    created.append((p["path"], datasets_of(short), devices))
+    results = []
+    for t in resolved_targets(plan):
+        if t["kind"] != "path":
+            continue
+        mine = on_target(plan, t["name"])
+        try:
+            r = _bench.prepare(t["path"], binary=p["binary"], datasets=datasets_of(mine),
+                               required_bytes=_summary.required_space(mine), margin_pct=p["margin_pct"],
+                               direct=any(w.get("direct") for w in mine), check_mode=check_mode)
+        except _bench.BenchDirError as exc:
+            raise StartError("preflight of target %s (%s): %s" % (t["name"], t["path"], exc.msg), preflight=first)
+        created.append((t["path"], datasets_of(mine), []))
+        results.append(dict(r, target=t["name"]))
+    return first, results
+
+
+def _job_spec(p, plan, array):
+    workloads = plan
+    extra = dict((k, p[k]) for k in ("foreign_io", "impact") if p.get(k))
+    if extra:
+        workloads = [dict(w, **extra) for w in plan]
+    timeouts, planned, planned_s, deadline_s = _summary.timing(workloads, p["slack"], p["prepare_min_mibps"])
+    spec = {"path": p["path"], "run_id": p["run_id"], "binary": p["binary"], "datasets": datasets_of(shorthand(plan)),
+            "workloads": workloads, "timeouts": timeouts, "planned": planned, "planned_s": planned_s,
+            "deadline_s": deadline_s, "seed": p.get("seed"), "collect": p["collect"]}
+    if array:
+        a_planned, a_extra = _lockstep.array_timing(array)
+        spec.update(array=array, planned_s=planned_s + a_planned, deadline_s=deadline_s + a_extra)
+    return spec
+
+
+def start(p, check_mode=False):
+    """The start's result, or :class:`StartError` (after removing what this run created)."""
+    facts = _facts.gather()
+    out = {"changed": False, "facts": facts,
+           "ansible_facts": dict(("ansible_" + k, v) for k, v in facts.items())}
+    if not _binary(p, facts, out, check_mode):
+        return out
+    try:
+        drives = _drives.host_inventory(targets=_inventory_targets(p), health=p.get("health", True),
+                                        check_devices=_check_devices(p), sysfs_root=p.get("sysfs_root") or "/sys",
+                                        dev_root=p.get("dev_root") or "/dev")
+    except _drives.DrivesError as exc:
+        raise StartError("drives: %s" % exc.msg, drives=exc.result, **out)
+    out["drives"] = drives
+    try:
+        plan = _plan.plan_on_targets(p["profile"], cache_size=p["cache_size"], mem_total_mb=facts["memtotal_mb"] or 0,
+                                     overrides=p.get("overrides"), profiles=p.get("profiles"), matrix=p.get("matrix"),
+                                     seed=p.get("seed"), targets=p.get("targets"), test_dir=p["path"],
+                                     capacities=drives)
+    except _plan.PlanError as exc:
+        raise StartError("invalid workload plan:\n  - %s" % "\n  - ".join(exc.errors), **out)
+    out.update(plan=plan, targets=resolved_targets(plan), datasets=datasets_of(shorthand(plan)),
+               plan_summary=_summary.plan_summary(plan))
+    created = []
+    try:
+        out["preflight"], out["preflight_targets"] = _preflight(p, plan, check_mode, created)
+        array = None
+        if p.get("array"):
+            try:
+                array = _lockstep.complete_spec(p["array"], out["targets"], plan, p["path"], p["prepare_min_mibps"])
+            except ValueError as exc:
+                raise StartError("array: %s" % exc)
+        spec = _job_spec(p, plan, array)
+        out.update(timeouts=spec["timeouts"], planned=spec["planned"], planned_s=spec["planned_s"],
+                   deadline_s=spec["deadline_s"],
+                   array=dict((k, array[k]) for k in ARRAY_KEYS) if array else None)
+        if check_mode:
+            out.update(status=None, check_mode=True, msg="check mode: the job would be started")
+            return out
+        try:
+            out["status"] = _job.start(spec)
+        except _job.JobError as exc:
+            raise StartError("job: %s" % exc)
+        out["created"] = True
+        return out
+    except StartError as exc:
+        if not check_mode:
+            left = remove_created(created, p["binary"])
+            if left:
+                exc.msg += " (and removing what this run created: %s)" % "; ".join(left)
+        exc.result = dict(out, **exc.result)
+        raise
+
+
+def remove_created(created, binary):
+    """Remove each ``(path, datasets, devices)`` in reverse order; the problems, if any."""
+    problems = []
+    for path, datasets, devices in reversed(created):
+        try:
+            _bench.remove(path, datasets=datasets, binary=binary, devices=devices)
+        except _bench.BenchDirError as exc:
+            problems.append("%s: %s" % (path, exc.msg))
+    return problems
+
+
+def cleanup(p, check_mode=False):
+    """The second module run: what the start created, removed (the job zeroes its device
+    regions itself; a region a killed job left is zeroed here), and the textfile."""
+    plan = p.get("plan") or []
+    targets = [t for t in p.get("targets") or [] if isinstance(t, dict)]
+    created = [(p["path"], p.get("datasets") or [], [t["device"] for t in targets if t.get("kind") == "device"])]
+    created += [(t["path"], datasets_of(on_target(plan, t["name"])), []) for t in targets if t.get("kind") == "path"]
+    out = {"changed": False, "removed": []}
+    problems = []
+    for path, datasets, devices in created:
+        try:
+            r = _bench.remove(path, datasets=datasets, binary=p["binary"], devices=devices, check_mode=check_mode)
+            out["removed"].append(r)
+        except _bench.BenchDirError as exc:
+            problems.append("%s: %s" % (path, exc.msg))
+    if p.get("textfile") is not None and p.get("textfile_dir"):
+        dest = os.path.join(p["textfile_dir"], TEXTFILE)
+        if not check_mode:
+            try:
+                write_atomic(dest, p["textfile"], mode=0o644)
+            except (IOError, OSError) as exc:
+                problems.append("node_exporter textfile %s: %s" % (dest, exc))
+        out["textfile"] = dest
+    if problems:
+        raise StartError("cleanup: %s" % "; ".join(problems), **out)
+    return out

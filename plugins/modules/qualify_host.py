@@ -1,0 +1,300 @@
+#!/usr/bin/python
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+DOCUMENTATION = r"""
+---
+module: qualify_host
+short_description: A host's storage qualification in two module runs - start it, then clean up after it
+version_added: "0.3.0"
+description:
+  - The measuring path of the role C(fleetqual.storage.qualify) (issue 18). Use it through the role; its
+    action plugin of the same name adds the controller's part (the deploy transfer, the waits and polls, the
+    judgement and the record).
+  - With O(state=started), ONE module run reads the facts the plan needs (RAM, vCPUs, architecture, kernel,
+    product, disk models; returned as C(ansible_facts)), checks the binary's sha256 against the controller's
+    build, inventories the drives (identity, health, the raw-device guard of every device target, as
+    M(fleetqual.storage.drives)), plans the workloads (the validation's planner, with the RAM and device
+    capacities just read), preflights C(fleetqual_test_dir) and each directory target (as
+    M(fleetqual.storage.bench_dir)) and starts the detached job (as M(fleetqual.storage.job)). A refusal
+    names its step; what the run created before it is removed first.
+  - When the host's binary is not the controller's build and O(binary_src) is not given, nothing is changed and
+    C(deploy_needed) is returned; the action then transfers the build and runs the module again with
+    O(binary_src). A host of another architecture, or O(build_on_host), gets C(build_needed).
+  - With O(state=absent), removes what the start created and writes the node_exporter textfile when
+    O(textfile_dir) and O(textfile) are given.
+  - The action plugin's O(state=finished) and O(state=failed) run no module of their own beyond O(state=absent).
+options:
+  state:
+    description: V(started), V(absent); the action also takes V(finished) and V(failed).
+    type: str
+    choices: [started, absent, finished, failed]
+    required: true
+  path:
+    description: C(fleetqual_test_dir) (the job's status, and the data sets of the shorthand target).
+    type: path
+    required: true
+  binary:
+    description: Where iobench is installed on the host.
+    type: path
+    default: /opt/fleetqual/bin/iobench
+  binary_sha256:
+    description: The sha256 of the controller's build; without it the host's binary is used as it is.
+    type: str
+  binary_src:
+    description: The transferred copy of the build (set by the action); installed only when its sha256 is O(binary_sha256).
+    type: path
+  architecture:
+    description: The architecture of the controller's build; a host of another one gets C(build_needed).
+    type: str
+  build_on_host:
+    description: The host builds its own binary (C(fleetqual_build_on=target)); the start returns C(build_needed).
+    type: bool
+    default: false
+  run_id:
+    description: The run identifier, recorded in the job's status.
+    type: str
+    default: ""
+  profile:
+    description: C(fleetqual_profile).
+    type: raw
+  profiles:
+    description: C(fleetqual_profiles).
+    type: dict
+  matrix:
+    description: C(fleetqual_matrix).
+    type: list
+    elements: raw
+  overrides:
+    description: C(fleetqual_workload_overrides).
+    type: raw
+  cache_size:
+    description: C(fleetqual_cache_size).
+    type: raw
+    default: 256M
+  seed:
+    description: C(fleetqual_seed).
+    type: int
+  targets:
+    description: C(fleetqual_targets) (as the user wrote them; resolved here).
+    type: list
+    elements: raw
+  margin_pct:
+    description: C(fleetqual_space_margin_pct).
+    type: int
+    default: 10
+  health:
+    description: Collect each drive's health (smartctl, nvme-cli) as M(fleetqual.storage.drives) does.
+    type: bool
+    default: true
+  sysfs_root:
+    description: Test hook - a fake sysfs tree for the drive inventory.
+    type: path
+  dev_root:
+    description: Test hook - a fake /dev tree for the drive inventory.
+    type: path
+  collect:
+    description: As M(fleetqual.storage.job)'s O(fleetqual.storage.job#module:collect).
+    type: str
+    choices: [auto, sysstat, procfs, none]
+    default: auto
+  slack:
+    description: Seconds added to each workload's timeout and to the job's deadline (C(fleetqual_workload_timeout_slack)).
+    type: int
+    default: 300
+  prepare_min_mibps:
+    description: The slowest accepted rate of writing a data set, for the timeouts (C(fleetqual_prepare_min_mibps)).
+    type: int
+    default: 20
+  foreign_io:
+    description: The effective foreign-I/O settings (issue 17), set on every workload.
+    type: dict
+  impact:
+    description: The effective impact limits (issue 17), set on every workload.
+    type: dict
+  array:
+    description: The controller's part of the array spec (set by the action, issue 16); completed here from the host's plan.
+    type: dict
+  test_clock:
+    description: Test-only clock hook of array mode.
+    type: bool
+    default: false
+  datasets:
+    description: With O(state=absent), the data sets in O(path).
+    type: list
+    elements: str
+    default: []
+  plan:
+    description: With O(state=absent), C({target, dataset}) of each planned workload.
+    type: list
+    elements: dict
+    default: []
+  textfile_dir:
+    description: With O(state=absent), the node_exporter textfile directory to write C(fleetqual.prom) into.
+    type: path
+  textfile:
+    description: With O(state=absent), the host's Prometheus series (the filter C(fleetqual.storage.host_prometheus)).
+    type: str
+  build:
+    description: Action - the controller's build, transferred only when the host's binary differs (set by the role).
+    type: path
+  progress_dir:
+    description: Action - the run's progress directory on the controller (one progress line per round for the fleet).
+    type: path
+  interval:
+    description: Action - O(state=finished) - seconds between progress rounds (C(fleetqual_progress_interval)).
+    type: int
+    default: 30
+  arrays:
+    description: Action - C(fleetqual_arrays), with O(array) the host's C(fleetqual_array).
+    type: dict
+  profile_safety:
+    description: Action - C(fleetqual_profile_safety), merged with O(foreign_io) and O(impact) as the validation merges them.
+    type: dict
+  started:
+    description: Action - O(state=finished) and O(state=failed) - the registered result of O(state=started).
+    type: dict
+  record:
+    description:
+      - Action - O(state=finished) and O(state=failed) - the record's inputs C({run_id, profile, groups, test_dir,
+        results_dir, drift, retention}).
+    type: dict
+  thresholds:
+    description: Action - C(fleetqual_thresholds), the rules the host is judged by.
+    type: list
+    elements: raw
+  latency_bound_ms:
+    description: Action - C(fleetqual_latency_bound_ms), for the diagnostics.
+    type: float
+  error:
+    description: Action - O(state=failed) - C({task, msg}) of the task that failed.
+    type: dict
+author:
+  - fleetqual.storage developers (!UNKNOWN)
+notes:
+  - Check mode - the start reports the plan and what it would deploy and create; nothing is started or changed.
+"""
+
+EXAMPLES = r"""
+- name: Check, deploy, plan, preflight and start (the role passes every input)
+  fleetqual.storage.qualify_host:
+    state: started
+    path: /var/tmp/fleetqual
+    binary: /opt/fleetqual/bin/iobench
+    profile: quick
+    cache_size: 256M
+  register: started
+
+- name: Wait for the job, judge, clean up and store the record
+  fleetqual.storage.qualify_host:
+    state: finished
+    started: "{{ started }}"
+    path: /var/tmp/fleetqual
+    record: {run_id: "{{ started.status.run_id }}", profile: quick, groups: [], test_dir: /var/tmp/fleetqual,
+             results_dir: results, drift: {}, retention: {}}
+"""
+
+RETURN = r"""
+facts:
+  description: The facts read (module_utils/host_facts.py), also returned as C(ansible_facts) with the C(ansible_) prefix.
+  returned: always
+  type: dict
+plan:
+  description: The host's workload plan, as the filter C(fleetqual.storage.plan) gives it.
+  returned: O(state=started), once planned
+  type: list
+  elements: dict
+targets:
+  description: The plan's targets C([{name, kind, path | device, serial}]); C([]) for the fleetqual_test_dir shorthand.
+  returned: O(state=started), once planned
+  type: list
+  elements: dict
+drives:
+  description: What M(fleetqual.storage.drives) returns.
+  returned: O(state=started), once inventoried
+  type: dict
+preflight:
+  description: What M(fleetqual.storage.bench_dir) returns for O(path).
+  returned: O(state=started), once preflighted
+  type: dict
+status:
+  description: The job's first status (M(fleetqual.storage.job)); null in check mode.
+  returned: O(state=started), once started
+  type: dict
+deploy_needed:
+  description: The host's binary is not the controller's build and no O(binary_src) was given; nothing was changed.
+  returned: when true
+  type: bool
+build_needed:
+  description: The host must build its own binary; nothing was changed.
+  returned: when true
+  type: bool
+record:
+  description: The action's O(state=finished) and O(state=failed) - the host record (docs/contracts.md section 6).
+  returned: O(state=finished), O(state=failed)
+  type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.fleetqual.storage.plugins.module_utils import host_start as _start
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            state=dict(type="str", choices=["started", "absent", "finished", "failed"], required=True),
+            path=dict(type="path", required=True),
+            binary=dict(type="path", default="/opt/fleetqual/bin/iobench"),
+            binary_sha256=dict(type="str"),
+            binary_src=dict(type="path"),
+            architecture=dict(type="str"),
+            build_on_host=dict(type="bool", default=False),
+            run_id=dict(type="str", default=""),
+            profile=dict(type="raw"),
+            profiles=dict(type="dict"),
+            matrix=dict(type="list", elements="raw"),
+            overrides=dict(type="raw"),
+            cache_size=dict(type="raw", default="256M"),
+            seed=dict(type="int"),
+            targets=dict(type="list", elements="raw"),
+            margin_pct=dict(type="int", default=10),
+            health=dict(type="bool", default=True),
+            sysfs_root=dict(type="path"),
+            dev_root=dict(type="path"),
+            collect=dict(type="str", choices=["auto", "sysstat", "procfs", "none"], default="auto"),
+            slack=dict(type="int", default=300),
+            prepare_min_mibps=dict(type="int", default=20),
+            foreign_io=dict(type="dict"),
+            impact=dict(type="dict"),
+            array=dict(type="dict"),
+            test_clock=dict(type="bool", default=False),
+            datasets=dict(type="list", elements="str", default=[]),
+            plan=dict(type="list", elements="dict", default=[]),
+            textfile_dir=dict(type="path"),
+            textfile=dict(type="str"),
+            build=dict(type="path"),
+            progress_dir=dict(type="path"),
+            interval=dict(type="int", default=30),
+            arrays=dict(type="dict"),
+            profile_safety=dict(type="dict"),
+            started=dict(type="dict"),
+            record=dict(type="dict"),
+            thresholds=dict(type="list", elements="raw"),
+            latency_bound_ms=dict(type="float"),
+            error=dict(type="dict"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        if p["state"] == "started":
+            module.exit_json(**_start.start(p, check_mode=module.check_mode))
+        elif p["state"] == "absent":
+            module.exit_json(**_start.cleanup(p, check_mode=module.check_mode))
+        module.fail_json(msg="state %s is the action plugin's; the module takes started or absent" % p["state"])
+    except _start.StartError as exc:
+        module.fail_json(msg=exc.msg, **exc.result)
+
+
+if __name__ == "__main__":
+    main()
