@@ -241,16 +241,22 @@ def remove_created(created, binary):
     return problems
 
 
+def to_remove(path, datasets, targets, plan):
+    """``[(path, datasets, devices)]`` the cleanup removes: ``fleetqual_test_dir`` with its
+    data sets and the device of every device target (a region a killed job left is zeroed
+    there), then each directory target with its own data sets."""
+    targets = [t for t in targets or [] if isinstance(t, dict)]
+    out = [(path, list(datasets or []), [t["device"] for t in targets if t.get("kind") == "device"])]
+    out += [(t["path"], datasets_of(on_target(plan or [], t["name"])), []) for t in targets if t.get("kind") == "path"]
+    return out
+
+
 def cleanup(p, check_mode=False):
     """The second module run: what the start created, removed (the job zeroes its device
     regions itself; a region a killed job left is zeroed here), and the textfile."""
-    plan = p.get("plan") or []
-    targets = [t for t in p.get("targets") or [] if isinstance(t, dict)]
-    created = [(p["path"], p.get("datasets") or [], [t["device"] for t in targets if t.get("kind") == "device"])]
-    created += [(t["path"], datasets_of(on_target(plan, t["name"])), []) for t in targets if t.get("kind") == "path"]
     out = {"changed": False, "removed": []}
     problems = []
-    for path, datasets, devices in created:
+    for path, datasets, devices in to_remove(p["path"], p.get("datasets"), p.get("targets"), p.get("plan")):
         try:
             r = _bench.remove(path, datasets=datasets, binary=p["binary"], devices=devices, check_mode=check_mode)
             out["removed"].append(r)

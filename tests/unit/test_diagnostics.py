@@ -523,10 +523,13 @@ def test_filter_and_store_expression():
     assert f["diagnostics"](sweep(SWEEP), latency_bound_ms="5")["tipping_point"]["evidence"]["bound_ms"] == 5
     with pytest.raises(AnsibleFilterError, match="options.colour: unknown option"):
         f["diagnostics"]([], options={"colour": 1})
-    with open(os.path.join(ROOT, "roles", "qualify", "tasks", "store.yml")) as fh:
-        store = fh.read()
-    assert "fleetqual.storage.diagnostics(latency_bound_ms=fleetqual_latency_bound_ms)" in store
-    assert "diagnostics=_fleetqual_diagnostics" in store and 'diagnostics: "{{ _fleetqual_diagnostics }}"' in store
+    # the action that stores a host's record judges it with these very filters
+    # (plugin_utils/host_record.py): fleetqual_latency_bound_ms reaches the diagnostics,
+    # and the judge and the record get the same diagnostics
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils import host_record as HR
+    diag, judged = HR.judged(sweep(SWEEP), [], [{"diagnostic": "tipping_point", "expect": "within_bound"}], "5")
+    assert diag["tipping_point"]["evidence"]["bound_ms"] == 5
+    assert judged["verdict"] == "PASS" and judged["diagnostics"] is diag
 
 
 # --------------------------------------------------------------------------- profiles

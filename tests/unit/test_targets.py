@@ -287,23 +287,21 @@ def test_an_explicit_working_set_off_the_sector_is_refused_on_a_device():
 
 
 def test_the_cleanup_hands_every_device_target_to_test_dir():
-    """roles/qualify/tasks/main.yml's always: "Remove the test files" gives bench_dir the
-    devices of the host's device targets (a job killed during the run has its regions zeroed
-    by the same run), from the resolved targets' kind and device keys; none when the plan
-    failed before the targets were resolved. bench_dir's devices option takes those paths."""
-    from ansible.parsing.dataloader import DataLoader
-    from ansible.template import Templar, trust_as_template
-    from ansible_collections.fleetqual.storage.plugins.modules import bench_dir
-    with open(os.path.join(ROOT, "roles", "qualify", "tasks", "main.yml")) as fh:
-        (block,) = yaml.safe_load(fh)
-    (task,) = [t for t in block["always"] if t["name"] == "Remove the test files"]
-    args = task["fleetqual.storage.bench_dir"]
-    assert args["state"] == "absent" and "devices" in yaml.safe_load(bench_dir.DOCUMENTATION)["options"]
+    """The second module run (module_utils/host_start.py cleanup) gives bench_dir's removal of
+    fleetqual_test_dir the devices of the host's device targets (a job killed during the run
+    has its regions zeroed by the same run), from the resolved targets of the host's own plan;
+    each directory target is removed with its own data sets; none without targets."""
+    from ansible_collections.fleetqual.storage.plugins.module_utils import host_start as H
     resolved, errors = V.resolve_targets([{"path": "/data1/fq"}, {"device": "/dev/sdb", "destroy_data": True},
                                           {"name": "nv", "device": "/dev/nvme0n1", "destroy_data": True}])
     assert errors == []
-
-    def devices(**variables):
-        return Templar(loader=DataLoader(), variables=variables).template(trust_as_template(args["devices"]))
-    assert devices(_fleetqual_targets=resolved) == ["/dev/sdb", "/dev/nvme0n1"]
-    assert devices(_fleetqual_targets=resolved[:1]) == [] and devices() == []
+    plan = P.plan_targets(P.plan([{"workload": "w", "mode": "rndrd", "working_set": "cache"}], "64M"), resolved,
+                          capacities={"/dev/sdb": 8 * GIB, "/dev/nvme0n1": 8 * GIB})
+    targets = H.resolved_targets(plan)
+    assert [t["name"] for t in targets] == [t["name"] for t in resolved]
+    removal = H.to_remove("/var/tmp/fq", H.datasets_of(H.shorthand(plan)), targets, plan)
+    assert removal[0] == ("/var/tmp/fq", [], ["/dev/sdb", "/dev/nvme0n1"])
+    assert removal[1:] == [("/data1/fq", [w["dataset"] for w in plan if w["target"] == resolved[0]["name"]], [])]
+    short = P.plan([{"workload": "w", "mode": "rndrd", "working_set": "cache"}], "64M")
+    assert H.to_remove("/var/tmp/fq", H.datasets_of(short), H.resolved_targets(short), short) == [
+        ("/var/tmp/fq", [short[0]["dataset"]], [])]
