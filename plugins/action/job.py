@@ -28,9 +28,9 @@ from ansible.errors import AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.fleetqual.storage.plugins.module_utils import host_start as _host_start
 from ansible_collections.fleetqual.storage.plugins.module_utils import job_runner as _job_runner
 from ansible_collections.fleetqual.storage.plugins.module_utils.atomic import write_json_atomic
-from ansible_collections.fleetqual.storage.plugins.module_utils.plan_summary import timing
 from ansible_collections.fleetqual.storage.plugins.action import lockstep as _lockstep
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import workload_record
 
@@ -93,6 +93,8 @@ def fleet_line(hosts, now=None):
 def progress_dir_ready(progress_dir):
     """The run's progress directory, created (0700) when given; None when not."""
     if progress_dir:
+        # the run's directory (its parent) holds the records: 0700 like them, whichever task creates it first
+        os.makedirs(os.path.dirname(os.path.normpath(progress_dir)), mode=0o700, exist_ok=True)
         os.makedirs(progress_dir, mode=0o700, exist_ok=True)
     return progress_dir or None
 
@@ -155,37 +157,39 @@ class ActionModule(ActionBase):
 
     def _start(self, args, host, progress_dir, task_vars):
         workloads = list(args.get("workloads") or [])
-        timeouts, planned, planned_s, deadline_s = timing(workloads, args.get("slack", 300),
-                                                          args.get("prepare_min_mibps", 20))
-        margs = {k: args[k] for k in ("path", "run_id", "binary", "datasets", "seed", "collect", "collect_interval")
-                 if args.get(k) is not None}
-        margs.update(state="started", workloads=workloads, timeouts=timeouts, planned=planned,
-                     planned_s=planned_s, deadline_s=deadline_s)
         array = self._array_spec(args, host, workloads, task_vars) if args.get("array") else None
-        if array:
-            # array mode (issue 16): the array's steps run first; the deadline covers their schedule
-            a_planned, a_extra = _lockstep.array_timing(array)
-            margs.update(array=array, planned_s=planned_s + a_planned, deadline_s=deadline_s + a_extra)
+        # the job's timeouts, deadline and array timing: the one-run host module's very code
+        spec = _host_start.job_spec(dict({"run_id": "", "binary": None, "collect": "auto", "slack": 300,
+                                          "prepare_min_mibps": 20}, **args), workloads, array)
+        margs = {k: v for k, v in spec.items() if v is not None}
+        if args.get("datasets") is not None:
+            margs["datasets"] = args["datasets"]
+        if args.get("collect_interval") is not None:
+            margs["collect_interval"] = args["collect_interval"]
+        margs["state"] = "started"
         res = self._execute_module(module_name=MODULE, module_args=margs, task_vars=task_vars)
         if res.get("failed") or not res.get("status"):
             return res
         self._progress(progress_dir, host, res["status"])
-        show_plan(progress_dir, workloads, planned, margs["planned_s"], margs["deadline_s"])
-        return {"status": res["status"], "timeouts": timeouts, "planned": planned, "planned_s": margs["planned_s"],
-                "deadline_s": margs["deadline_s"],
-                "array": {k: array[k] for k in ("name", "rank", "members", "steps", "max_clock_uncertainty_ms",
-                                                "ready_timeout_s")} if array else None}
+        show_plan(progress_dir, workloads, spec["planned"], margs["planned_s"], margs["deadline_s"])
+        return {"status": res["status"], "timeouts": spec["timeouts"], "planned": spec["planned"],
+                "planned_s": margs["planned_s"], "deadline_s": margs["deadline_s"],
+                "array": {k: array[k] for k in _host_start.ARRAY_KEYS} if array else None}
+
+    def _hosts_vars(self, host, task_vars):
+        """Every play host's ``fleetqual_array`` and ``group_names`` (array membership)."""
+        hostvars = task_vars.get("hostvars") or {}
+        out = {}
+        for h in task_vars.get("ansible_play_hosts_all") or [host]:
+            hv = hostvars.get(h) or {}
+            out[h] = {"fleetqual_array": hv.get("fleetqual_array"), "group_names": hv.get("group_names") or []}
+        return out
 
     def _array_spec(self, args, host, workloads, task_vars):
         """The job's ``array`` (action/lockstep.py ``array_spec``) from every play host's vars."""
-        hostvars = task_vars.get("hostvars") or {}
-        hosts_vars = {}
-        for h in task_vars.get("ansible_play_hosts_all") or [host]:
-            hv = hostvars.get(h) or {}
-            hosts_vars[h] = {"fleetqual_array": hv.get("fleetqual_array"), "group_names": hv.get("group_names") or []}
-        return _lockstep.array_spec(args["array"], args.get("arrays") or {}, hosts_vars, host, args["path"],
-                                    targets=args.get("targets"), workloads=workloads, seed=args.get("seed"),
-                                    test_clock=args.get("test_clock"),
+        return _lockstep.array_spec(args["array"], args.get("arrays") or {}, self._hosts_vars(host, task_vars), host,
+                                    args["path"], targets=args.get("targets"), workloads=workloads,
+                                    seed=args.get("seed"), test_clock=args.get("test_clock"),
                                     prepare_min_mibps=args.get("prepare_min_mibps", 20))
 
     def _poll(self, path, task_vars):

@@ -35,7 +35,7 @@ MODULE = "fleetqual.storage.qualify_host"
 REPORT_STAT = "fleetqual_report"
 
 # the module's own arguments, passed through from the task
-START_ARGS = ("path", "binary", "binary_sha256", "architecture", "profile", "profiles", "matrix", "overrides",
+START_ARGS = ("path", "binary", "binary_sha256", "architecture", "build_on_host", "profile", "profiles", "matrix", "overrides",
               "cache_size", "seed", "targets", "margin_pct", "health", "sysfs_root", "dev_root", "run_id",
               "collect", "slack", "prepare_min_mibps", "test_clock")
 
@@ -77,14 +77,6 @@ class ActionModule(_job_action.ActionModule):
                                                    host, seed=args.get("seed"), test_clock=args.get("test_clock"))
         margs["state"] = "started"
         return margs
-
-    def _hosts_vars(self, host, task_vars):
-        hostvars = task_vars.get("hostvars") or {}
-        out = {}
-        for h in task_vars.get("ansible_play_hosts_all") or [host]:
-            hv = hostvars.get(h) or {}
-            out[h] = {"fleetqual_array": hv.get("fleetqual_array"), "group_names": hv.get("group_names") or []}
-        return out
 
     def _started(self, args, host, progress_dir, task_vars):
         margs = self._start_args(args, host, task_vars)

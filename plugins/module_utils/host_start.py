@@ -161,7 +161,11 @@ def _preflight(p, plan, check_mode, created):
     return first, results
 
 
-def _job_spec(p, plan, array):
+def job_spec(p, plan, array):
+    """The job's parameters (``job_runner.start``) for the plan: each workload's timeout and
+    planned seconds, the deadline (``plan_summary.timing``) and, in array mode, the array's
+    schedule on top of them (``lockstep.array_timing``); ``foreign_io``/``impact`` of ``p``
+    set on every workload."""
     workloads = plan
     extra = dict((k, p[k]) for k in ("foreign_io", "impact") if p.get(k))
     if extra:
@@ -174,6 +178,15 @@ def _job_spec(p, plan, array):
         a_planned, a_extra = _lockstep.array_timing(array)
         spec.update(array=array, planned_s=planned_s + a_planned, deadline_s=deadline_s + a_extra)
     return spec
+
+
+def lift_warnings(out, *parts):
+    """Move the ``warnings`` of each step's result into the result's own list (the module
+    gives them as Ansible warnings)."""
+    for part in parts:
+        if isinstance(part, dict):
+            out.setdefault("warnings", []).extend(part.pop("warnings", None) or [])
+    return out
 
 
 def start(p, check_mode=False):
@@ -202,13 +215,14 @@ def start(p, check_mode=False):
     created = []
     try:
         out["preflight"], out["preflight_targets"] = _preflight(p, plan, check_mode, created)
+        lift_warnings(out, drives, out["preflight"], *out["preflight_targets"])
         array = None
         if p.get("array"):
             try:
                 array = _lockstep.complete_spec(p["array"], out["targets"], plan, p["path"], p["prepare_min_mibps"])
             except ValueError as exc:
                 raise StartError("array: %s" % exc)
-        spec = _job_spec(p, plan, array)
+        spec = job_spec(p, plan, array)
         out.update(timeouts=spec["timeouts"], planned=spec["planned"], planned_s=spec["planned_s"],
                    deadline_s=spec["deadline_s"],
                    array=dict((k, array[k]) for k in ARRAY_KEYS) if array else None)
@@ -259,6 +273,7 @@ def cleanup(p, check_mode=False):
     for path, datasets, devices in to_remove(p["path"], p.get("datasets"), p.get("targets"), p.get("plan")):
         try:
             r = _bench.remove(path, datasets=datasets, binary=p["binary"], devices=devices, check_mode=check_mode)
+            lift_warnings(out, r)
             out["removed"].append(r)
         except _bench.BenchDirError as exc:
             problems.append("%s: %s" % (path, exc.msg))

@@ -286,14 +286,18 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    try:
-        if p["state"] == "started":
-            module.exit_json(**_start.start(p, check_mode=module.check_mode))
-        elif p["state"] == "absent":
-            module.exit_json(**_start.cleanup(p, check_mode=module.check_mode))
+    if p["state"] not in ("started", "absent"):
         module.fail_json(msg="state %s is the action plugin's; the module takes started or absent" % p["state"])
+    run = _start.start if p["state"] == "started" else _start.cleanup
+    try:
+        result = run(p, check_mode=module.check_mode)
     except _start.StartError as exc:
-        module.fail_json(msg=exc.msg, **exc.result)
+        result = dict(exc.result, failed=True, msg=exc.msg)
+    for warning in result.pop("warnings", None) or []:
+        module.warn(warning)
+    if result.pop("failed", False):
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -226,10 +226,10 @@ def test_one_caller_claims_a_round(tmp_path):
 
 
 def test_timeouts_and_deadline_from_the_plan():
-    from ansible_collections.fleetqual.storage.plugins.action import job as action
+    from ansible_collections.fleetqual.storage.plugins.module_utils import plan_summary
     plan = [{"time": 4, "warmup": 1, "total_size": 40 << 20},
             {"search": "threads", "search_max": 8, "search_step_time": 2, "total_size": 100 << 20, "prepare": False}]
-    timeouts, planned, total, deadline = action.timing(plan, slack=300, prepare_min_mibps=20)
+    timeouts, planned, total, deadline = plan_summary.timing(plan, slack=300, prepare_min_mibps=20)
     # 4 search steps (1, 2, 4, 8) x 2 s; 40 MiB at 20 MiB/s = 2 s of preparation
     assert planned == [5, 8] and timeouts == [5 + 300 + 2, 8 + 300] and total == 13
     assert deadline == 13 + 2 + 300
@@ -271,8 +271,8 @@ def test_precondition_argvs_for_files_and_devices():
 
 
 def test_precondition_passes_count_in_the_timeout_and_deadline():
-    from ansible_collections.fleetqual.storage.plugins.action import job as action
+    from ansible_collections.fleetqual.storage.plugins.module_utils import plan_summary
     plan = [{"time": 4, "warmup": 1, "total_size": 40 << 20, "precondition": 2}]
-    timeouts, _planned, total, deadline = action.timing(plan, slack=300, prepare_min_mibps=20)
+    timeouts, _planned, total, deadline = plan_summary.timing(plan, slack=300, prepare_min_mibps=20)
     # prepare + 2 passes = 3 x 40 MiB at 20 MiB/s = 6 s
     assert timeouts == [5 + 300 + 6] and deadline == total + 6 + 300
