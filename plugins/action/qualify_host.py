@@ -44,7 +44,7 @@ class ActionModule(_job_action.ActionModule):
     TRANSFERS_FILES = False   # a temporary directory only when the build must be transferred
     _VALID_ARGS = frozenset(START_ARGS + ("state", "build", "progress_dir", "array", "arrays", "foreign_io", "impact",
                                           "profile_safety", "started", "record", "thresholds", "latency_bound_ms",
-                                          "textfile_dir", "error", "interval"))
+                                          "textfile_dir", "error", "interval", "stored"))
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
@@ -124,6 +124,13 @@ class ActionModule(_job_action.ActionModule):
                                        task_vars)
 
     def _failed(self, args, host, task_vars):
+        if isinstance(args.get("stored"), dict):
+            # judged and stored by the wait task, which failed with the job's error: Ansible
+            # hands a failed task's ansible_stats to nobody, so the record is handed over here
+            record = args["stored"]
+            return {"changed": False, "record": record, "verdict": record.get("verdict"),
+                    "msg": "%s: %s (stored by the wait)" % (host, record.get("verdict")),
+                    "ansible_stats": {"data": {REPORT_STAT: record}, "per_host": True, "aggregate": False}}
         started = args.get("started") or {}
         if not isinstance(started, dict) or started.get("failed") or started.get("skipped"):
             started = {}

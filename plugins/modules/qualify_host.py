@@ -168,6 +168,9 @@ options:
   error:
     description: Action - O(state=failed) - C({task, msg}) of the task that failed.
     type: dict
+  stored:
+    description: Action - O(state=failed) - the record O(state=finished) stored before it failed with the job's error; handed to the report as it is.
+    type: dict
 author:
   - fleetqual.storage developers (!UNKNOWN)
 notes:
@@ -282,6 +285,7 @@ def main():
             thresholds=dict(type="list", elements="raw"),
             latency_bound_ms=dict(type="float"),
             error=dict(type="dict"),
+            stored=dict(type="dict"),
         ),
         supports_check_mode=True,
     )

@@ -19,7 +19,7 @@ has no workload for it. The judge turns a failed cache proof into a FAIL check o
 workload (always), and threshold rules of kind ``diagnostic`` test any entry
 (``expect`` a status or conclusion, or ``metric`` over the entry); see docs/diagnostics.md.
 
-Used by the role (filter ``fleetqual.storage.diagnostics`` in store.yml, result stored
+Used by the role (filter ``fleetqual.storage.diagnostics`` in plugin_utils/host_record.py, result stored
 as the host record's ``diagnostics``), by the judge and by the fleet report. Reads only
 each record's ``metrics`` (``metrics.py``, the one reader of the benchmark's JSON) and its
 plan keys. Pure Python, never raises on odd input.

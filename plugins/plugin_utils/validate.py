@@ -21,7 +21,7 @@ variable path and, where one exists, the closest valid value:
 * the foreign-I/O and impact settings ``fleetqual_foreign_io`` and ``fleetqual_impact``
   (issue 17) as the run uses them: the profile's production safety
   (``fleetqual_profile_safety[fleetqual_profile]``) under the user's keys, the merge of
-  roles/qualify/tasks/run.yml (:func:`effective_safety`), checked by
+  the action qualify_host (:func:`effective_safety`), checked by
   ``module_utils/foreign_settings.py`` ``settings_errors``; the exit-code policy
   ``fleetqual_inconclusive`` (``verdict.INCONCLUSIVE_POLICIES``).
 """
@@ -151,7 +151,7 @@ def unmatched_rules(rules, plan_list, var_name=_rules.DEFAULT_VAR, plan_label="p
 # --------------------------------------------------------------------------- foreign I/O, impact
 
 def effective_safety(inputs, names=None):
-    """``(foreign_io, impact, errors)`` as the run gets them (roles/qualify/tasks/run.yml):
+    """``(foreign_io, impact, errors)`` as the run gets them (plugins/action/qualify_host.py):
     ``fleetqual_profile_safety[fleetqual_profile]``'s ``foreign_io`` / ``impact`` with the
     user's ``fleetqual_foreign_io`` / ``fleetqual_impact`` keys over them (a shallow
     ``combine``). A user value that is not a mapping is returned as it is (the settings'

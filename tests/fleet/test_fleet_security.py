@@ -31,10 +31,15 @@ TASK_KEYWORDS = {"name", "when", "register", "loop", "loop_control", "vars", "be
                  "listen", "any_errors_fatal", "diff", "module_defaults", "collections", "become_method"}
 # (file relative to the repo, task or block name) allowed to escalate
 BECOME_ALLOWED = {
-    ("roles/qualify/tasks/preflight.yml", "Install sysstat for iostat and vmstat"),
+    ("roles/qualify/tasks/main.yml", "Install sysstat for iostat and vmstat"),
     ("roles/iobench/tasks/build_target.yml", "Install build tools"),
     ("roles/iobench/tasks/build_target.yml", "Build and install on the host"),
     ("roles/iobench/tasks/deploy.yml", "Install the controller's build"),
+    # issue 18: one module run installs the binary in fleetqual_bin_dir AND preflights and
+    # starts the job, so the measuring path escalates as the deploy did (fleetqual_become)
+    ("roles/qualify/tasks/start.yml", "Check, deploy, plan, preflight and start the measurement job (one module run)"),
+    ("roles/qualify/tasks/main.yml", "Wait for the job, then judge, clean up and store (one module run after the polls)"),
+    ("roles/qualify/tasks/main.yml", "Record the failure as this host's error, remove what the run created, store it"),
 }
 
 

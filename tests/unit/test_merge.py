@@ -367,13 +367,12 @@ def test_large_fleet_shape_detail_for_the_hosts_that_need_it(sliced_run, tmp_pat
 
 
 def test_store_keeps_drives_and_targets_judges_the_drives_and_writes_a_clean_textfile(tmp_path):
-    """roles/qualify/tasks/store.yml run by ansible-playbook with what the role leaves it: two
-    workload records on two targets (one per target of the expanded plan), the resolved
-    targets and the drives module's result. The stored record carries ``drives`` and
+    """What the action qualify_host does after a job (plugins/plugin_utils/host_record.py judged,
+    assemble, store; the textfile by the cleanup's module run, module_utils/host_start.py) with
+    two workload records on two targets (one per target of the expanded plan), the resolved
+    targets and the drives' inventory. The stored record carries ``drives`` and
     ``targets``, the judge saw the drives (a drive whose SMART verdict failed fails the
     host, citing its serial), and the host's node_exporter textfile is promtool-clean."""
-    import yaml
-
     (spec, result), = [w for w in _fixture_workloads() if w[0]["id"] == "over_cache-rndrd-t64"]
     records = []
     for target, path in (("data1", "/data1/fleetqual"), ("data2", "/data2/fleetqual")):
@@ -389,23 +388,18 @@ def test_store_keeps_drives_and_targets_judges_the_drives_and_writes_a_clean_tex
                     "problems": ["overall health self-assessment FAILED"]}}]}
     results, textfile = tmp_path / "results", tmp_path / "textfile"
     textfile.mkdir()
-    extra = {"_fleetqual_records": records,
-             "_fleetqual_plan": [{"id": r["id"], "target": r["target"]} for r in records],
-             "_fleetqual_drives": drives, "_fleetqual_run_id": RUN_ID, "fleetqual_results_dir": str(results),
-             "_fleetqual_targets": [{"name": "data1", "kind": "path", "path": "/data1/fleetqual"},
-                                    {"name": "data2", "kind": "path", "path": "/data2/fleetqual"}],
-             "fleetqual_node_exporter_textfile_dir": str(textfile), "fleetqual_become": False,
-             "ansible_python_interpreter": sys.executable}
-    (tmp_path / "vars.json").write_text(json.dumps(extra))
-    (tmp_path / "store.yml").write_text(yaml.safe_dump([{
-        "name": "Store as the role does", "hosts": "localhost", "gather_facts": False,
-        "tasks": [{"name": "Store", "ansible.builtin.include_role": {"name": "fleetqual.storage.qualify",
-                                                                     "tasks_from": "store.yml"}}]}]))
-    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
-                           str(tmp_path / "store.yml"), "-i", "localhost,", "-c", "local",
-                           "-e", "@%s" % (tmp_path / "vars.json")],
-                          capture_output=True, text=True, timeout=300, cwd=str(tmp_path), env=_ansible_env(), check=False)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    from ansible_collections.fleetqual.storage.plugins.module_utils import host_start
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils import host_record
+    # what the action qualify_host (state finished) does with what the start returned
+    plan = [{"id": r["id"], "key": r["id"] + "@" + r["target"], "target": r["target"]} for r in records]
+    started = {"drives": drives, "plan": plan, "facts": {}, "preflight": {},
+               "targets": [{"name": "data1", "kind": "path", "path": "/data1/fleetqual"},
+                           {"name": "data2", "kind": "path", "path": "/data2/fleetqual"}]}
+    inputs = {"run_id": RUN_ID, "profile": "standard", "groups": [], "test_dir": "/var/tmp/fleetqual",
+              "results_dir": str(results), "drift": {}, "retention": {}}
+    diag, judgement = host_record.judged(records, plan, [], 50, drives=drives["drives"])
+    host_record.store(host_record.assemble("localhost", inputs, started, records, diag, judgement))
+    # the textfile is written by the second module run (host_start.cleanup), with the judged record
     with open(results / RUN_ID / "localhost.json", encoding="utf-8") as f:
         rec = json.load(f)
     assert [t["name"] for t in rec["targets"]] == ["data1", "data2"]
@@ -413,6 +407,10 @@ def test_store_keeps_drives_and_targets_judges_the_drives_and_writes_a_clean_tex
     assert rec["verdict"] == "FAIL"
     assert any("serial ZA1HDD0002" in r and "health verdict is FAILED" in r for r in rec["reasons"])
     assert not any("missing" in r or "no result" in r for r in rec["reasons"])   # expected by <id>@<target>
+    test_dir = tmp_path / "test_dir"   # nothing was created there: the cleanup removes nothing
+    out = host_start.cleanup({"path": str(test_dir), "binary": None, "datasets": [], "targets": [], "plan": [],
+                              "textfile_dir": str(textfile), "textfile": host_record.FILTERS["host_prometheus"](rec)})
+    assert out["textfile"] == str(textfile / "fleetqual.prom") and not test_dir.exists()
     text = (textfile / "fleetqual.prom").read_text()
     assert 'workload="over_cache-rndrd-t64@data1"' in text and 'workload="over_cache-rndrd-t64@data2"' in text
     assert "fleetqual_host_pass 0.0" in text
