@@ -132,8 +132,12 @@ class ActionModule(_job_action.ActionModule):
                     "msg": "%s: %s (stored by the wait)" % (host, record.get("verdict")),
                     "ansible_stats": {"data": {REPORT_STAT: record}, "per_host": True, "aggregate": False}}
         started = args.get("started") or {}
-        if not isinstance(started, dict) or started.get("failed") or started.get("skipped"):
+        if not isinstance(started, dict) or started.get("skipped"):
             started = {}
+        elif started.get("failed"):
+            # a start that failed removed what it had created; what it learnt before the refusal
+            # (facts, drives, the plan, the refusing preflight's filesystem) goes into the record
+            started = {k: started[k] for k in ("facts", "drives", "plan", "targets", "preflight") if k in started}
         error = args.get("error") or {"task": "unknown task", "msg": "failed"}
         out = self._judge_clean_store(args, host, started, [], error, None, task_vars)
         # the task that failed was printed with its message; this one stores the host's ERROR and

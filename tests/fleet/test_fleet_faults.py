@@ -10,7 +10,7 @@ checks its host's verdict, that the healthy hosts' results are complete, the rep
 |---|---|---|
 | fq11, fq12 | none (group db, quick profile) | - |
 | fq15 | unreachable from the start | inventory address with no sshd |
-| fq16 | sshd killed mid-run | once its data set files appear, SIGKILL its sshd and the PID tree below it |
+| fq16 | sshd killed mid-run | once its data set files appear and its start is back on the controller, SIGKILL its sshd and the PID tree below it |
 | fq17 | test dir on a filesystem too small | 16 MiB loop-mounted ext4, quick profile (~100 MiB) |
 | fq18 | filesystem fills up during the run | 128 MiB loop ext4 (-m 0); after prepare the test fills it, |
 |      |                                    | freezes that host's iobench (SIGSTOP, its PID only), punches  |
@@ -274,7 +274,10 @@ def chaos(fleet, tmp_path_factory):
             return written
 
         watchers = {
-            "fq16": Watcher(lambda: bool(data_files(tdir["fq16"])), kill_fq16),
+            # mid-run: the job writes its data set AND the controller has its start (the start's
+            # module run returned: its progress record is written), so the loss hits the wait
+            "fq16": Watcher(lambda: bool(data_files(tdir["fq16"])) and os.path.exists(
+                os.path.join(base, "results", "chaos", ".progress", "fq16.json")), kill_fq16),
             "fq20": Watcher(lambda: prepared(tdir["fq20"], 2, 4 << 20) and find_iobench(tdir["fq20"]), sigterm_fq20),
             "fq18": Watcher(lambda: prepared(tdir["fq18"], 2, 4 << 20) and find_iobench(tdir["fq18"]), fill_fq18),
         }

@@ -38,7 +38,7 @@ BECOME_ALLOWED = {
     # issue 18: one module run installs the binary in fleetqual_bin_dir AND preflights and
     # starts the job, so the measuring path escalates as the deploy did (fleetqual_become)
     ("roles/qualify/tasks/start.yml", "Check, deploy, plan, preflight and start the measurement job (one module run)"),
-    ("roles/qualify/tasks/main.yml", "Wait for the job, then judge, clean up and store (one module run after the polls)"),
+    ("roles/qualify/tasks/main.yml", "Wait for the measurement job, then judge, clean up and store (one module run after the polls)"),
     ("roles/qualify/tasks/main.yml", "Record the failure as this host's error, remove what the run created, store it"),
 }
 

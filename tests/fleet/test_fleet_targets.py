@@ -132,8 +132,11 @@ def test_raw_device_with_a_filesystem_refused_before_anything_is_written(targets
     rec = targets_run.record(RAW_HOST)
     dev = targets_run.raw["device"]
     assert rec["verdict"] == "ERROR" and rec["workloads"] == []
-    assert rec["error"]["task"] == "Inventory the drives, their health, and check the raw device targets"
-    assert rec["error"]["msg"].startswith("raw device target %s refused: %s holds a signature" % (dev, dev)), rec["error"]
+    # refused at the start's drive step (issue 18: one module run; the step is named), before
+    # the plan, the preflight and the job
+    assert rec["error"]["task"] == "Check, deploy, plan, preflight and start the measurement job (one module run)"
+    assert rec["error"]["msg"].startswith("drives: raw device target %s refused: %s holds a signature"
+                                          % (dev, dev)), rec["error"]
     assert "ext4" in rec["error"]["msg"]
     # not one byte written to the device, and nothing created on the host
     assert targets_run.raw["same"]
