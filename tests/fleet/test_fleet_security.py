@@ -129,14 +129,20 @@ def test_every_created_file_has_an_explicit_mode(module):
             assert "mode" in args, "%s: %r creates a file without an explicit mode" % (path, task.get("name"))
 
 
-def test_results_and_test_dirs_are_owner_only():
-    modes = {}
-    for path, task, _parents in all_tasks():
-        mod = module_of(task)
-        if mod in ("ansible.builtin.file", "ansible.builtin.copy") and "fleetqual_results_dir" in str(task[mod]) \
-                or mod == "ansible.builtin.copy" and "results_file" in str(task[mod]):
-            modes[task.get("name")] = str(task[mod].get("mode"))
-    assert modes and all(m in ("0600", "0700") for m in modes.values()), modes
-    # the test directory is made by the bench_dir module: 0700, marker 0600
-    src = open(os.path.join(ROOT, "plugins", "modules", "bench_dir.py")).read()
+def test_results_and_test_dirs_are_owner_only(tmp_path):
+    # the records are written by the action that receives them (issue 18): 0600 in a 0700
+    # run directory, also when the run directory already exists from the progress files
+    from ansible_collections.fleetqual.storage.plugins.action import job as job_action
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils import host_record
+    run_dir = tmp_path / "results" / "run1"
+    job_action.progress_dir_ready(str(run_dir / ".progress"))
+    path = host_record.store({"results_file": str(run_dir / "h1.json"), "verdict": "PASS"})
+    assert os.stat(path).st_mode & 0o777 == 0o600 and os.stat(run_dir).st_mode & 0o777 == 0o700
+    assert os.stat(run_dir / ".progress").st_mode & 0o777 == 0o700
+    # a re-run with the same run id keeps the replaced record beside it, owner-only too
+    host_record.store({"results_file": path, "verdict": "FAIL"})
+    (kept,) = [n for n in os.listdir(run_dir) if n.startswith("h1.json.")]
+    assert os.stat(run_dir / kept).st_mode & 0o777 == 0o600
+    # the test directory is made by bench_dir's logic: 0700, marker 0600
+    src = open(os.path.join(ROOT, "plugins", "module_utils", "bench_dir_ops.py")).read()
     assert "os.makedirs(path, mode=0o700)" in src and "os.mkdir(sub, 0o700)" in src
