@@ -16,7 +16,9 @@ def build_cache(tmp_path_factory):
 
 @pytest.fixture
 def playbook(tmp_path, build_cache):
-    """Call playbook(extra_vars=..., args=[...], inventory=path) -> Run."""
+    """Call playbook(extra_vars=..., args=[...], inventory=path) -> Run. An extra var given
+    as None is left out (e.g. ``fleetqual_test_dir: None`` for an inventory whose hosts
+    have their own directories: extra vars would override every host's)."""
     counter = {"n": 0}
 
     def run(extra_vars=None, args=(), inventory=None, timeout=600, env_extra=None):
@@ -32,6 +34,7 @@ def playbook(tmp_path, build_cache):
             "fleetqual_run_id": run_id,
         }
         ev.update(extra_vars or {})
+        ev = {k: v for k, v in ev.items() if v is not None}
         env = ansible_env(env_extra)
         argv = [os.path.join(BIN, "ansible-playbook"), os.path.join(ROOT, "playbooks", "qualify.yml"),
                 "-i", inventory or os.path.join(ROOT, "inventory", "localhost.yml"),
