@@ -125,8 +125,9 @@ def array_run(fleet, shared_loop, tmp_path_factory):
         env = 'environment="FLEETQUAL_TEST_CLOCK_OFFSET_S=%g"' % SKEW_S if name == SKEWED else ""
         hosts.append({"name": name, "group": "arr", "inst": fleet.host(n, key_options=env),
                       "vars": {"fleetqual_test_dir": os.path.join(mnt, name, "test")}})
+    # the wait polls the jobs every 2 s, not at 30 s round boundaries (nothing here reads progress lines)
     group = {"fleetqual_array": "san1", "fleetqual_arrays": {"san1": ARRAY}, "fleetqual_matrix": TINY,
-             "_fleetqual_test_clock": True}
+             "_fleetqual_test_clock": True, "fleetqual_progress_interval": 2}
     inv = fleet.inventory(os.path.join(base, "inventory"), hosts, group_vars={"arr": group})
     killed_dirs = fleet.host_dirs(KILLED, os.path.join(base, "inventory", "hostdirs"))
     test_dir = os.path.join(mnt, KILLED, "test")
