@@ -91,7 +91,9 @@ def inventory(fleet, base, name, dev, seconds):
     targets = [{"name": "raw", "device": dev, "destroy_data": True, "size": "32M"}] if dev else []
     return fleet.inventory(os.path.join(base, name), [{"name": HOST, "inst": fleet.host(81),
                                                        "vars": {"fleetqual_targets": targets}}],
-                           group_vars={"all": {"fleetqual_matrix": matrix}},
+                           # the wait polls the job every 2 s (not at 30 s round boundaries): run 1's
+                           # controller sees the killed job at once
+                           group_vars={"all": {"fleetqual_matrix": matrix, "fleetqual_progress_interval": 2}},
                            dirs_root=os.path.join(base, "hostdirs"))
 
 
