@@ -111,6 +111,25 @@ def show_plan(progress_dir, workloads, planned, planned_s, deadline_s):
                         % (len(workloads), duration_text(planned_s), duration_text(deadline_s), "\n  ".join(lines)))
 
 
+def next_poll(now, interval, status, overdue=0):
+    """``(seconds until the next poll, overdue)`` for a running job's ``status``: the planned
+    end of the current workload (+1 s) when it comes before the next round of ``interval``
+    seconds, else the next round. A workload already past its planned end (preparing a large
+    data set, the job's own cleanup after the last one) is polled again after 1, 2, 4, ...
+    seconds up to the round, so the wait ends within seconds of the job, not up to a whole
+    round later (issue 18: the polls are raw reads, cheap enough). ``overdue`` counts such
+    polls in a row; the host's clock is mapped onto this one through ``status['now']``."""
+    nxt = (int(now // interval) + 1) * interval
+    started, planned = status.get("workload_started_epoch"), status.get("workload_planned_s")
+    if started and planned is not None:
+        boundary = started + planned + 1 + (now - (status.get("now") or now))
+        if now + 1 < boundary < nxt:
+            return max(1.0, boundary - now), 0
+        if boundary <= now + 1:
+            return max(1.0, min(2.0 ** overdue, nxt - now)), overdue + 1
+    return max(1.0, nxt - now), 0
+
+
 def claim_round(progress_dir, name):
     """True for the one caller that creates the marker ``name`` first."""
     try:
@@ -212,6 +231,7 @@ class ActionModule(ActionBase):
         margin = int(args.get("margin", 120))
         workloads = list(args.get("workloads") or [])
         controller = os.getppid()   # this worker's ansible-playbook
+        overdue = 0                 # polls in a row that found the workload past its planned end
         while True:
             try:
                 res = self._poll(path, task_vars)
@@ -236,13 +256,8 @@ class ActionModule(ActionBase):
                 return {"failed": True, "status": st,
                         "msg": "the measurement job (pid %s) is still running %d s after its deadline"
                                % (st.get("pid"), margin)}
-            # next poll: the planned end of the current workload, or the next round
-            nxt = (int(now // interval) + 1) * interval
-            if st.get("workload_started_epoch") and st.get("workload_planned_s") is not None:
-                boundary = st["workload_started_epoch"] + st["workload_planned_s"] + 1 + (now - host_now)
-                if now + 1 < boundary < nxt:
-                    nxt = boundary
-            until = time.time() + max(1.0, nxt - now)
+            delay, overdue = next_poll(now, interval, st, overdue)
+            until = time.time() + delay
             while time.time() < until:
                 time.sleep(min(1.0, max(0.0, until - time.time())))
                 if os.getppid() != controller:

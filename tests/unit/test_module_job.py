@@ -276,3 +276,32 @@ def test_precondition_passes_count_in_the_timeout_and_deadline():
     timeouts, _planned, total, deadline = plan_summary.timing(plan, slack=300, prepare_min_mibps=20)
     # prepare + 2 passes = 3 x 40 MiB at 20 MiB/s = 6 s
     assert timeouts == [5 + 300 + 6] and deadline == total + 6 + 300
+
+
+def test_next_poll_meets_the_planned_end_and_backs_off_past_it():
+    """The wait's schedule (action job.next_poll): the planned end of the current workload when
+    it comes before the next round; past it, 1, 2, 4, ... s up to the round; never under 1 s."""
+    from hypothesis import given, strategies as st
+
+    from ansible_collections.fleetqual.storage.plugins.action.job import next_poll
+    # a workload that ends in 10 s, rounds of 30 s: poll at its end (+1 s)
+    assert next_poll(1000.0, 30, {"workload_started_epoch": 995.0, "workload_planned_s": 15, "now": 1000.0}) == (11.0, 0)
+    # past its end: 1, 2, 4, 8, 16, then capped by the round
+    late = {"workload_started_epoch": 900.0, "workload_planned_s": 15, "now": 1000.0}
+    delays, overdue = [], 0
+    for _ in range(7):
+        delay, overdue = next_poll(1000.0, 30, late, overdue)
+        delays.append(delay)
+    assert delays == [1.0, 2.0, 4.0, 8.0, 16.0, 20.0, 20.0] and overdue == 7
+    # the host's clock 100 s ahead: its times are mapped onto the controller's
+    ahead = {"workload_started_epoch": 1095.0, "workload_planned_s": 15, "now": 1100.0}
+    assert next_poll(1000.0, 30, ahead) == (11.0, 0)
+
+    @given(now=st.floats(0, 1e6), interval=st.integers(1, 300), started=st.floats(0, 1e6),
+           planned=st.integers(0, 10000), overdue=st.integers(0, 40))
+    def bounded(now, interval, started, planned, overdue):
+        delay, _ = next_poll(now, interval, {"workload_started_epoch": started, "workload_planned_s": planned,
+                                             "now": now}, overdue)
+        round_end = (int(now // interval) + 1) * interval
+        assert 1.0 <= delay <= max(1.0, round_end - now) + 1e-6
+    bounded()
