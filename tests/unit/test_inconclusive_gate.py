@@ -49,7 +49,7 @@ def _gate(tmp_path, host_vars=None, extra_vars=None):
              "tasks": [
                  {"name": "Read the record", "ansible.builtin.set_fact": {
                      "_fleetqual_result": "{{ {'record': lookup('ansible.builtin.file', '%s/%s/' ~ inventory_hostname ~ "
-                                               "'.json') | from_json} }}" % (results, RUN_ID)}},
+                                          "'.json') | from_json} }}" % (results, RUN_ID)}},
                  {"name": "Hand the host's record to the fleet report", "ansible.builtin.set_stats": {
                      "data": {"fleetqual_report": "{{ _fleetqual_result.record }}"}, "per_host": True,
                      "aggregate": False}}]}

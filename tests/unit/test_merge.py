@@ -289,7 +289,7 @@ def _gate_playbook(tmp_path, records_dir):
              "tasks": [
                  {"name": "Read the record", "ansible.builtin.set_fact": {
                      "_fleetqual_result": "{{ {'record': lookup('ansible.builtin.file', '%s/' ~ inventory_hostname ~ "
-                                               "'.json') | from_json} }}" % records_dir}},
+                                          "'.json') | from_json} }}" % records_dir}},
                  {"name": "Hand the host's record to the fleet report", "ansible.builtin.set_stats": {
                      "data": {"fleetqual_report": "{{ _fleetqual_result.record }}"}, "per_host": True,
                      "aggregate": False}}]}
