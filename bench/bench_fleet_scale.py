@@ -242,7 +242,7 @@ def dur(s):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     ap.add_argument("--sizes", default="1,8,32")
     ap.add_argument("--forks", type=int, default=8)
     ap.add_argument("--repeat", type=int, default=1)

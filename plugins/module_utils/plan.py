@@ -85,7 +85,6 @@ from ansible_collections.fleetqual.storage.plugins.module_utils.plan_summary imp
     read_pct,
     required_space,
     search_steps,
-    timing,
     workload_duration_s,
     workload_line,
 )

@@ -289,7 +289,7 @@ def test_next_poll_meets_the_planned_end_and_backs_off_past_it():
     # past its end: 1, 2, 4, 8, 16, then capped by the round
     late = {"workload_started_epoch": 900.0, "workload_planned_s": 15, "now": 1000.0}
     delays, overdue = [], 0
-    for _ in range(7):
+    for _poll in range(7):
         delay, overdue = next_poll(1000.0, 30, late, overdue)
         delays.append(delay)
     assert delays == [1.0, 2.0, 4.0, 8.0, 16.0, 20.0, 20.0] and overdue == 7
@@ -300,7 +300,7 @@ def test_next_poll_meets_the_planned_end_and_backs_off_past_it():
     @given(now=st.floats(0, 1e6), interval=st.integers(1, 300), started=st.floats(0, 1e6),
            planned=st.integers(0, 10000), overdue=st.integers(0, 40))
     def bounded(now, interval, started, planned, overdue):
-        delay, _ = next_poll(now, interval, {"workload_started_epoch": started, "workload_planned_s": planned,
+        delay, _overdue = next_poll(now, interval, {"workload_started_epoch": started, "workload_planned_s": planned,
                                              "now": now}, overdue)
         round_end = (int(now // interval) + 1) * interval
         assert 1.0 <= delay <= max(1.0, round_end - now) + 1e-6
