@@ -300,8 +300,8 @@ def test_next_poll_meets_the_planned_end_and_backs_off_past_it():
     @given(now=st.floats(0, 1e6), interval=st.integers(1, 300), started=st.floats(0, 1e6),
            planned=st.integers(0, 10000), overdue=st.integers(0, 40))
     def bounded(now, interval, started, planned, overdue):
-        delay, _overdue = next_poll(now, interval, {"workload_started_epoch": started, "workload_planned_s": planned,
-                                             "now": now}, overdue)
+        status = {"workload_started_epoch": started, "workload_planned_s": planned, "now": now}
+        delay, _overdue = next_poll(now, interval, status, overdue)
         round_end = (int(now // interval) + 1) * interval
         assert 1.0 <= delay <= max(1.0, round_end - now) + 1e-6
     bounded()
