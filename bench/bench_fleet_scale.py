@@ -62,6 +62,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "fleet"))
 
 import fleetlib  # noqa: E402
 from module_counter import ModuleCounter  # noqa: E402
+from bench_fleet import dur  # noqa: E402 - one duration format for the fleet benches
 
 BIN = os.path.dirname(sys.executable)
 EXAMPLE_CFG = os.path.join(ROOT, "examples", "ansible.cfg")
@@ -231,14 +232,6 @@ class Bench:
 
     def close(self):
         self.fleet.close()
-
-
-def dur(s):
-    if s < 120:
-        return "%.0f s" % s
-    if s < 7200:
-        return "%.0f min" % (s / 60)
-    return "%.1f h" % (s / 3600)
 
 
 def main():
