@@ -1,5 +1,7 @@
 """End-to-end: ansible-playbook playbooks/qualify.yml on localhost with the quick profile."""
 import os
+import shutil
+import subprocess
 
 import pytest
 
@@ -8,8 +10,10 @@ from playbook_run import ROOT, tree_snapshot
 pytestmark = pytest.mark.slow
 
 
-def test_quick_profile_passes_and_stores_results(playbook):
-    run = playbook()
+def test_quick_profile_passes_and_stores_results(playbook, tmp_path):
+    textfile_dir = tmp_path / "textfile"
+    textfile_dir.mkdir()
+    run = playbook({"fleetqual_node_exporter_textfile_dir": str(textfile_dir)})
     assert run.rc == 0, run.out[-4000:]
     rec = run.record()
     assert rec["verdict"] == "PASS", rec["reasons"]
@@ -28,6 +32,14 @@ def test_quick_profile_passes_and_stores_results(playbook):
     # The deployed binary is root-owned and not writable by group or others.
     st = os.stat(os.path.join(run.base, "bin", "iobench"))
     assert st.st_uid == 0 and st.st_mode & 0o022 == 0
+    # The host's own series, written by the cleanup's module run from the judged record
+    # (issue 18): every workload, the host's pass, and promtool-clean.
+    text = (textfile_dir / "fleetqual.prom").read_text()
+    assert "fleetqual_host_pass 1.0" in text and all('workload="%s"' % i in text for i in ids), text[:2000]
+    promtool = shutil.which("promtool")
+    if promtool:
+        check = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False)
+        assert check.returncode == 0 and not (check.stdout + check.stderr).strip(), check.stdout + check.stderr
 
 
 def test_threshold_failure_makes_the_playbook_exit_non_zero(playbook):
