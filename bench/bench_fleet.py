@@ -114,6 +114,19 @@ def dur(s):
     return "%.1f h" % (s / 3600)
 
 
+def projected_s(wall1, t_fork, cpu_host, hosts, forks, cores):
+    """The fleet benches' projection: wall(N) = max(wall(1) + (N - 1) x t_fork / F, N x cpu_host / C)."""
+    return max(wall1 + (hosts - 1) * t_fork / forks, hosts * cpu_host / cores)
+
+
+def emit(table, path=None):
+    """Print a bench's Markdown table, and write it to ``path`` when given."""
+    print(table)
+    if path:
+        with open(path, "w") as fh:
+            fh.write(table + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--variants", default="issue")
@@ -168,14 +181,9 @@ def main():
     for variant, w1, t_fork, cpu_host in proj:
         cells = []
         for hosts in (100, 1000, 10000):
-            t = max(w1 + (hosts - 1) * t_fork / args.project_forks, hosts * cpu_host / args.project_cores)
-            cells.append(dur(t))
+            cells.append(dur(projected_s(w1, t_fork, cpu_host, hosts, args.project_forks, args.project_cores)))
         lines.append("| %s | %.1f | %.2f | %.2f | %s |" % (variant, w1, t_fork, cpu_host, " | ".join(cells)))
-    table = "\n".join(lines)
-    print(table)
-    if args.table:
-        with open(args.table, "w") as fh:
-            fh.write(table + "\n")
+    emit("\n".join(lines), args.table)
 
 
 if __name__ == "__main__":

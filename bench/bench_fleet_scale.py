@@ -62,7 +62,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "fleet"))
 
 import fleetlib  # noqa: E402
 from module_counter import ModuleCounter  # noqa: E402
-from bench_fleet import dur  # noqa: E402 - one duration format for the fleet benches
+from bench_fleet import children_cpu_s, cpu_busy_s, dur, emit, projected_s  # noqa: E402 - shared by the fleet benches
 
 BIN = os.path.dirname(sys.executable)
 EXAMPLE_CFG = os.path.join(ROOT, "examples", "ansible.cfg")
@@ -80,18 +80,6 @@ MATRICES = {
                "direct": True, "time": 1, "warmup": 0} for m in ("rndrd", "rndwr")],
 }
 TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_busy_s():
-    """Busy CPU seconds of the whole machine so far (/proc/stat, all cores)."""
-    with open("/proc/stat") as fh:
-        f = [int(x) for x in fh.readline().split()[1:]]
-    return (f[0] + f[1] + f[2] + f[5] + f[6] + (f[7] if len(f) > 7 else 0)) / TICK
-
-
-def children_cpu_s():
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
 
 
 def proc_cpu_s(pid):
@@ -346,7 +334,7 @@ def summarize(args, runs, started, elapsed):
                   "cpu_host = %.2f s:" % (a["wall"], t_fork, max(cpu_host, 0.0)), "",
               "| forks F, controller cores C | 100 hosts | 1,000 hosts | 10,000 hosts |", "|---|---:|---:|---:|"]
     for pf_, pc_ in ((f, os.cpu_count()), (pf, pc)):
-        cells = [dur(max(a["wall"] + (h - 1) * t_fork / pf_, h * max(cpu_host, 0.0) / pc_)) for h in (100, 1000, 10000)]
+        cells = [dur(projected_s(a["wall"], t_fork, max(cpu_host, 0.0), h, pf_, pc_)) for h in (100, 1000, 10000)]
         lines.append("| F %d, C %d | %s |" % (pf_, pc_, " | ".join(cells)))
     # on this machine the hosts' side shares the cores: its CPU counts in the CPU bound of the check
     local = max(cpu_host + sshd_host, 0.0)
@@ -362,11 +350,7 @@ def summarize(args, runs, started, elapsed):
     if runs[big][0].get("module_names"):
         lines += ["", "Module executions of one host (%d-host run, in order): %s." % (
             big, ", ".join(runs[big][0]["module_names"]))]
-    table = "\n".join(lines)
-    print(table)
-    if args.table:
-        with open(args.table, "w") as fh:
-            fh.write(table + "\n")
+    emit("\n".join(lines), args.table)
 
 
 if __name__ == "__main__":
