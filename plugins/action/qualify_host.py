@@ -33,6 +33,8 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.validate import 
 display = Display()
 MODULE = "fleetqual.storage.qualify_host"
 REPORT_STAT = "fleetqual_report"
+# what the cleanup needs of each planned workload (module_utils/job_runner.cleanup_plan)
+CLEANUP_KEYS = ("target_kind", "target_path", "target_device", "device_size", "dataset")
 
 # the module's own arguments, passed through from the task
 START_ARGS = ("path", "binary", "binary_sha256", "architecture", "build_on_host", "profile", "profiles", "matrix", "overrides",
@@ -149,7 +151,7 @@ class ActionModule(_job_action.ActionModule):
         """The one module run that removes what the start created (and writes the textfile)."""
         margs = {"state": "absent", "path": args["path"], "binary": args.get("binary"),
                  "datasets": started.get("datasets") or [], "targets": started.get("targets") or [],
-                 "plan": [{"target": w.get("target"), "dataset": w.get("dataset")} for w in started.get("plan") or []]}
+                 "plan": [{k: w[k] for k in CLEANUP_KEYS if k in w} for w in started.get("plan") or []]}
         if content is not None:
             margs.update(textfile_dir=args["textfile_dir"], textfile=content)
         return self._execute_module(module_name=MODULE, module_args=margs, task_vars=task_vars)
@@ -166,8 +168,7 @@ class ActionModule(_job_action.ActionModule):
             return _record.assemble(host, inputs, started, records, diag, verdict, error=err, array_run=array_run)
 
         record = judge(error)
-        created = bool(started.get("status")) or bool(started.get("created"))
-        if created and not self._task.check_mode:
+        if started.get("created") and not self._task.check_mode:
             content = None
             if args.get("textfile_dir"):
                 content = _record.FILTERS["host_prometheus"](record)

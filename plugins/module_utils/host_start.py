@@ -259,10 +259,11 @@ def to_remove(path, datasets, targets, plan):
     """``[(path, datasets, devices)]`` the cleanup removes: ``fleetqual_test_dir`` with its
     data sets and the device of every device target (a region a killed job left is zeroed
     there), then each directory target with its own data sets."""
-    targets = [t for t in targets or [] if isinstance(t, dict)]
-    out = [(path, list(datasets or []), [t["device"] for t in targets if t.get("kind") == "device"])]
-    out += [(t["path"], datasets_of(on_target(plan or [], t["name"])), []) for t in targets if t.get("kind") == "path"]
-    return out
+    # which data sets lie in which directory: the job's own cleanup's answer (job_runner.cleanup_plan)
+    dirs, _regions = _job.cleanup_plan(path, plan, datasets)
+    listed = dict(dirs)
+    devices = [t["device"] for t in targets or [] if isinstance(t, dict) and t.get("kind") == "device"]
+    return [(path, listed.pop(path, []), devices)] + [(d, names, []) for d, names in listed.items()]
 
 
 def cleanup(p, check_mode=False):

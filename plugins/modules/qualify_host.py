@@ -124,7 +124,7 @@ options:
     elements: str
     default: []
   plan:
-    description: With O(state=absent), C({target, dataset}) of each planned workload.
+    description: With O(state=absent), C({target_kind, target_path, target_device, device_size, dataset}) of each planned workload.
     type: list
     elements: dict
     default: []
