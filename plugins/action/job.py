@@ -130,6 +130,14 @@ def next_poll(now, interval, status, overdue=0):
     return max(1.0, nxt - now), 0
 
 
+def exit_if_orphaned(controller):
+    """End this worker at once when its ansible-playbook (``controller``, its parent's PID) is
+    gone (killed): nobody will read its result, and a worker handing a result to the dead
+    parent's queue (whose pipe siblings still hold) blocks forever once the pipe is full."""
+    if os.getppid() != controller:
+        os._exit(1)
+
+
 def claim_round(progress_dir, name):
     """True for the one caller that creates the marker ``name`` first."""
     try:
@@ -260,16 +268,9 @@ class ActionModule(ActionBase):
             until = time.time() + delay
             while time.time() < until:
                 time.sleep(min(1.0, max(0.0, until - time.time())))
-                if os.getppid() != controller:
-                    # ansible-playbook is gone (killed): nobody will read this result, and a
-                    # worker writing to its dead queue would hang forever. The job on the
-                    # host goes on and ends by its deadline.
-                    os._exit(1)
-        if os.getppid() != controller:
-            # the job ended while ansible-playbook was being killed: a worker handing its
-            # result to the dead parent's queue (whose pipe siblings still hold) could block
-            # forever once the pipe is full
-            os._exit(1)
+                # the job on the host goes on and ends by its deadline
+                exit_if_orphaned(controller)
+        exit_if_orphaned(controller)
         return self._finish(st, workloads)
 
     def _finish(self, st, workloads):

@@ -22,6 +22,8 @@ failed is stored as ERROR and the task fails with the job's error.
 start created (only when it created anything), then judges and stores the ERROR record.
 """
 
+import os
+
 from ansible.errors import AnsibleActionFail
 from ansible.utils.display import Display
 
@@ -50,6 +52,7 @@ class ActionModule(_job_action.ActionModule):
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
+        controller = os.getppid()   # this worker's ansible-playbook
         result = super(_job_action.ActionModule, self).run(tmp, task_vars)
         args = dict(self._task.args)
         state = args.get("state")
@@ -63,6 +66,9 @@ class ActionModule(_job_action.ActionModule):
             result.update(self._failed(args, host, task_vars))
         else:
             raise AnsibleActionFail("state: must be started, finished or failed, got %r" % (state,))
+        # the results are large (plan, drives, the record): after the wait, the judge, the cleanup
+        # and the store, a worker whose ansible-playbook was killed meanwhile must not hand them over
+        _job_action.exit_if_orphaned(controller)
         return result
 
     # ------------------------------------------------------------------ started
