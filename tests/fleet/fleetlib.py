@@ -95,6 +95,25 @@ def descendants(pid):
     return seen
 
 
+def alive(pid):
+    """pid runs (a zombie counts as gone: it has exited, only its parent has not reaped it)."""
+    try:
+        with open("/proc/%d/stat" % pid) as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_gone(pid, timeout=10):
+    """Wait, at most timeout seconds, for pid to end; True once it has. A SIGKILLed process
+    in uninterruptible I/O (O_DIRECT on a loop device) ends only when that I/O completes,
+    which on a loaded machine is not at once."""
+    deadline = time.monotonic() + timeout
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not alive(pid)
+
+
 def _signal(pid, sig):
     try:
         os.kill(pid, sig)

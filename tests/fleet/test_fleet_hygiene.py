@@ -16,20 +16,6 @@ pytestmark = [pytest.mark.fleet, pytest.mark.slow]
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def wait_gone(pid, timeout=10):
-    deadline = time.monotonic() + timeout
-    while alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return not alive(pid)
-
 
 def test_kill_takes_the_sessions_and_nothing_else(fleet):
     inst = fleet.host(60)
@@ -45,8 +31,8 @@ def test_kill_takes_the_sessions_and_nothing_else(fleet):
         session = fleetlib.descendants(inst.pid)
         killed = inst.kill()
         assert set(session) <= set(killed)
-        assert all(wait_gone(p) for p in killed)
-        assert alive(unrelated.pid), "kill() must only touch the sshd's own tree"
+        assert all(fleetlib.wait_gone(p) for p in killed)
+        assert fleetlib.alive(unrelated.pid), "kill() must only touch the sshd's own tree"
         assert ssh.wait(timeout=10) != 0
     finally:
         unrelated.kill()
@@ -62,10 +48,10 @@ def test_sshd_dies_with_the_process_that_started_it(tmp_path):
     starter = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         pid = int(starter.stdout.readline())
-        assert alive(pid)
+        assert fleetlib.alive(pid)
         starter.send_signal(signal.SIGKILL)          # no finalizer, no atexit can run
         starter.wait()
-        assert wait_gone(pid), "sshd %d outlived its starter (PR_SET_PDEATHSIG)" % pid
+        assert fleetlib.wait_gone(pid), "sshd %d outlived its starter (PR_SET_PDEATHSIG)" % pid
     finally:
         if starter.poll() is None:
             starter.kill()

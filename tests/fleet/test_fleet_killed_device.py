@@ -23,6 +23,7 @@ import time
 
 import pytest
 
+from fleetlib import alive, descendants, wait_gone
 from fleetrun import run_playbook
 
 pytestmark = [pytest.mark.fleet, pytest.mark.slow]
@@ -42,25 +43,6 @@ def written(path):
     with open(path, "rb") as fh:
         return any(fh.read(REGION))
 
-
-def alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def descendants(pid):
-    out = []
-    try:
-        for tid in os.listdir("/proc/%d/task" % pid):
-            with open("/proc/%d/task/%s/children" % (pid, tid)) as fh:
-                for child in (int(x) for x in fh.read().split()):
-                    out += [child] + descendants(child)
-    except OSError:
-        pass
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -185,5 +167,5 @@ def kill_mid_write(fleet, base, run_id, dev, img, status_path, controller_too):
                 pass
     finally:
         t.join(900)
-    assert not any(alive(p) for p in killed)
+    assert all(wait_gone(p, 120) for p in killed), [p for p in killed if alive(p)]
     return killed, box.get("run")
