@@ -30,7 +30,7 @@ options:
     description:
       - Exit-code policy of an C(INCONCLUSIVE) host (the role variable C(fleetqual_inconclusive)); C(fail) - the
         gate fails the host (C(ansible-playbook) exits non-zero); C(warn) - it does not (the gate play prints
-        its verdict and reasons instead).
+        its verdict and reasons instead, M(fleetqual.storage.gate)).
       - Either one policy for every host (C(fail) or C(warn)) or a mapping of host name to policy (a host
         not in it, or null, is C(fail)); C(playbooks/qualify.yml) passes each host's own C(fleetqual_inconclusive).
       - Any other value fails the task, naming the host and the closest policy, before any host is judged.
@@ -48,9 +48,8 @@ EXAMPLES = r"""
   register: _fleetqual_final
 
 - name: Gate on the verdict (an INCONCLUSIVE host fails unless its policy is warn)
-  ansible.builtin.fail:
-    msg: "{{ _fleetqual_final.verdicts[inventory_hostname].reasons | join('; ') }}"
-  when: _fleetqual_final.verdicts[inventory_hostname].fails
+  fleetqual.storage.gate:
+    verdict: "{{ _fleetqual_final.verdicts[inventory_hostname] }}"
 
 - name: Judge with one policy per host (fleetqual_inconclusive of each host)
   fleetqual.storage.fleet_verdicts:

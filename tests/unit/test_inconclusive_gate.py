@@ -77,14 +77,20 @@ def _section(out, banner, end):
 
 def _gate_failed(out):
     """The hosts the gate task failed (``fatal: [host]: FAILED!`` under the gate's banner)."""
-    gate = _section(out, "Gate on the verdict]", "PLAY RECAP")
+    gate = _section(out, "Gate on the verdict", "PLAY RECAP")
     return sorted(h for h in ("db1", "db2", "db3") if "fatal: [%s]: FAILED!" % h in gate)
 
 
 def _printed(out):
-    """The hosts the gate play printed as not failed (the debug task's ``ok: [host]``)."""
-    shown = _section(out, "Print the verdict of a host that did not pass", "TASK [Gate on the verdict]")
+    """The hosts the gate printed as not failed, with their result (``ok: [host] =>``; a
+    passing host is only ``ok: [host]``)."""
+    shown = _section(out, "Gate on the verdict", "PLAY RECAP")
     return sorted(h for h in ("db1", "db2", "db3") if "ok: [%s] =>" % h in shown)
+
+
+def _warned(out):
+    """The hosts the gate warned about (``[WARNING]: <host>: INCONCLUSIVE ...``)."""
+    return sorted(h for h in ("db1", "db2", "db3") if "[WARNING]: %s: INCONCLUSIVE" % h in out)
 
 
 def test_inconclusive_fails_the_gate_by_default_and_is_printed(tmp_path):
@@ -92,7 +98,7 @@ def test_inconclusive_fails_the_gate_by_default_and_is_printed(tmp_path):
     assert rc == 2, out
     assert _gate_failed(out) == ["db2", "db3"]
     assert '"msg": "db2: INCONCLUSIVE %s"' % SHARED in out and '"msg": "db3: INCONCLUSIVE %s"' % SHARED in out
-    assert _printed(out) == []
+    assert _printed(out) == [] and _warned(out) == []
     assert summary["counts"] == {"PASS": 1, "FAIL": 0, "ERROR": 0, "UNREACHABLE": 0, "INCONCLUSIVE": 2}
     assert summary["verdicts"] == {"db1": "PASS", "db2": "INCONCLUSIVE", "db3": "INCONCLUSIVE"}
 
@@ -100,7 +106,7 @@ def test_inconclusive_fails_the_gate_by_default_and_is_printed(tmp_path):
 def test_warn_does_not_fail_the_gate_but_prints_the_verdict_and_reasons(tmp_path):
     rc, out, summary = _gate(tmp_path, extra_vars={"fleetqual_inconclusive": "warn"})
     assert rc == 0, out
-    assert "FAILED!" not in out and _printed(out) == ["db2", "db3"]
+    assert "FAILED!" not in out and _printed(out) == ["db2", "db3"] and _warned(out) == ["db2", "db3"]
     for host in ("db2", "db3"):
         assert '"msg": "%s: INCONCLUSIVE %s (not failed: fleetqual_inconclusive is warn)"' % (host, SHARED) in out
     assert summary["counts"]["INCONCLUSIVE"] == 2 and summary["counts"]["PASS"] == 1
@@ -111,6 +117,6 @@ def test_each_host_keeps_its_own_policy(tmp_path):
     run_once action judges both with their own policy."""
     rc, out = _gate(tmp_path, host_vars={"db2": {"fleetqual_inconclusive": "warn"}})[:2]
     assert rc == 2, out
-    assert _gate_failed(out) == ["db3"] and _printed(out) == ["db2"]
+    assert _gate_failed(out) == ["db3"] and _printed(out) == ["db2"] and _warned(out) == ["db2"]
     assert '"msg": "db2: INCONCLUSIVE %s (not failed: fleetqual_inconclusive is warn)"' % SHARED in out
     assert '"msg": "db3: INCONCLUSIVE %s"' % SHARED in out
