@@ -2,7 +2,8 @@
 # Install what the collection's demo and tests need, and nothing that is already there.
 #   scripts/setup.sh          runtime: compiler, sysstat, Python venv with ansible-core
 #   scripts/setup.sh --test   also sshd, chromium, xmllint, filesystem tools, shellcheck, git;
-#                             fio and sysbench for bench/; the development requirements in
+#                             fio and sysbench for bench/; python3-apt (the package module of
+#                             the fleetqual_manage_packages test); the development requirements in
 #                             .venv; the packaging tools in .venv-packaging; ansible-test's
 #                             pip bootstrap (scripts/ansible-test-sanity.sh --setup)
 #
@@ -24,7 +25,7 @@ test_mode=false
 runtime_pkgs=(gcc make libc6-dev sysstat python3-venv)
 test_pkgs=(fio sysbench openssh-server chromium libxml2-utils
            e2fsprogs util-linux dmsetup procps shellcheck git prometheus
-           smartmontools nvme-cli)
+           smartmontools nvme-cli python3-apt)
 pkgs=("${runtime_pkgs[@]}")
 $test_mode && pkgs+=("${test_pkgs[@]}")
 

@@ -39,8 +39,8 @@ REPORT_STAT = "fleetqual_report"
 CLEANUP_KEYS = ("target_kind", "target_path", "target_device", "device_size", "dataset")
 
 # the module's own arguments, passed through from the task
-START_ARGS = ("path", "binary", "binary_sha256", "architecture", "build_on_host", "profile", "profiles", "matrix", "overrides",
-              "cache_size", "seed", "targets", "margin_pct", "health", "sysfs_root", "dev_root", "run_id",
+START_ARGS = ("path", "binary", "binary_sha256", "architecture", "build_on_host", "manage_packages", "profile",
+              "profiles", "matrix", "overrides", "cache_size", "seed", "targets", "margin_pct", "health", "sysfs_root", "dev_root", "run_id",
               "collect", "slack", "prepare_min_mibps", "test_clock")
 
 

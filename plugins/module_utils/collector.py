@@ -52,6 +52,12 @@ def probe_iostat(iostat):
     return iostat_json_usable(out.decode("utf-8", "replace"))
 
 
+def sysstat_missing(requested, which=_which):
+    """True when ``requested`` (auto or sysstat) would use iostat and it is not installed:
+    what installing the package sysstat changes (procfs and none never use it)."""
+    return requested in ("auto", "sysstat") and not which("iostat")
+
+
 def choose_source(requested, which=_which, probe=probe_iostat):
     """Return ``(source, reason, tools)`` for ``requested`` in auto|sysstat|procfs|none.
 

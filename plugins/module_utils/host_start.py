@@ -6,16 +6,19 @@
 step the same code the separate modules used to run (so every refusal keeps its words):
 
 1. the facts the plan and the record need (``host_facts``);
-2. the binary: a host of another architecture than the controller's build, or
+2. the packages: with ``manage_packages``, a host without iostat whose ``collect`` would use
+   it is told to install sysstat (``packages_needed``, nothing changed; the role installs it
+   and starts again);
+3. the binary: a host of another architecture than the controller's build, or
    ``build_on_host``, is told to build its own (``build_needed``, nothing changed); a binary
    whose sha256 is not the build's is replaced by the transferred copy (``binary_src``), or
    the action is told to transfer it (``deploy_needed``, nothing changed) (``host_deploy``);
-3. the drives: identity, health, the raw-device guard of every device target (``drives``);
-4. the plan, from the profile or matrix, the RAM and the device capacities just read
+4. the drives: identity, health, the raw-device guard of every device target (``drives``);
+5. the plan, from the profile or matrix, the RAM and the device capacities just read
    (``plan.plan_on_targets``, the validation's very planner);
-5. the preflight of ``fleetqual_test_dir`` and of each directory target (``bench_dir_ops``);
-6. the array part of the job, completed from this host's plan (``lockstep.complete_spec``);
-7. the detached job (``job_runner.start``), with each workload's timeout and the deadline
+6. the preflight of ``fleetqual_test_dir`` and of each directory target (``bench_dir_ops``);
+7. the array part of the job, completed from this host's plan (``lockstep.complete_spec``);
+8. the detached job (``job_runner.start``), with each workload's timeout and the deadline
    (``plan_summary.timing``).
 
 A step that refuses fails the module with the step named in the message; what earlier steps
@@ -29,6 +32,7 @@ the host's node_exporter textfile when asked.
 import os
 
 from ansible_collections.fleetqual.storage.plugins.module_utils import bench_dir_ops as _bench
+from ansible_collections.fleetqual.storage.plugins.module_utils import collector as _collector
 from ansible_collections.fleetqual.storage.plugins.module_utils import drives as _drives
 from ansible_collections.fleetqual.storage.plugins.module_utils import host_deploy as _deploy
 from ansible_collections.fleetqual.storage.plugins.module_utils import host_facts as _facts
@@ -100,8 +104,17 @@ def _check_devices(p):
             for t in p.get("targets") or [] if isinstance(t, dict) and t.get("device")]
 
 
+def _packages(p, out):
+    """Step 2. True when the start may go on (nothing to install first)."""
+    if p.get("manage_packages") and _collector.sysstat_missing(p.get("collect") or "auto"):
+        out.update(packages_needed=["sysstat"],
+                   msg="iostat is not installed and collect is %s: sysstat to be installed" % (p.get("collect") or "auto"))
+        return False
+    return True
+
+
 def _binary(p, facts, out, check_mode):
-    """Step 2. True when the start may go on."""
+    """Step 3. True when the start may go on."""
     want_arch = p.get("architecture")
     if p.get("build_on_host") or (want_arch and facts["architecture"] != want_arch):
         out.update(build_needed=True,
@@ -135,7 +148,7 @@ def _binary(p, facts, out, check_mode):
 
 
 def _preflight(p, plan, check_mode, created):
-    """Step 5: ``(test_dir result, [target results])``; appends what it created."""
+    """Step 6: ``(test_dir result, [target results])``; appends what it created."""
     short = shorthand(plan)
     devices = [t["device"] for t in resolved_targets(plan) if t["kind"] == "device"]
     try:
@@ -194,7 +207,10 @@ def start(p, check_mode=False):
     facts = _facts.gather()
     out = {"changed": False, "facts": facts,
            "ansible_facts": dict(("ansible_" + k, v) for k, v in facts.items())}
-    if not _binary(p, facts, out, check_mode):
+    # both checks change nothing before they answer: a host that lacks sysstat and its own build
+    # is told both at once (roles/qualify/tasks/after_start.yml installs, builds, starts again)
+    packages_ok = _packages(p, out)
+    if not _binary(p, facts, out, check_mode) or not packages_ok:
         return out
     try:
         drives = _drives.host_inventory(targets=_inventory_targets(p), health=p.get("health", True),

@@ -19,7 +19,8 @@ description:
     names its step; what the run created before it is removed first.
   - When the host's binary is not the controller's build and O(binary_src) is not given, nothing is changed and
     C(deploy_needed) is returned; the action then transfers the build and runs the module again with
-    O(binary_src). A host of another architecture, or O(build_on_host), gets C(build_needed).
+    O(binary_src). A host of another architecture, or O(build_on_host), gets C(build_needed); a host that lacks
+    iostat, with O(manage_packages), gets C(packages_needed) (both at once when both hold).
   - With O(state=absent), removes what the start created and writes the node_exporter textfile when
     O(textfile_dir) and O(textfile) are given.
   - The action plugin's O(state=finished) and O(state=failed) run no module of their own beyond O(state=absent).
@@ -48,6 +49,13 @@ options:
     type: str
   build_on_host:
     description: The host builds its own binary (C(fleetqual_build_on=target)); the start returns C(build_needed).
+    type: bool
+    default: false
+  manage_packages:
+    description:
+      - C(fleetqual_manage_packages) - when iostat is not installed and O(collect) would use it (V(auto), V(sysstat)),
+        nothing is changed and C(packages_needed) is returned; the role installs sysstat and starts again (without
+        this option, so a failed install is not asked for again and V(auto) samples /proc instead).
     type: bool
     default: false
   run_id:
@@ -231,6 +239,12 @@ build_needed:
   description: The host must build its own binary; nothing was changed.
   returned: when true
   type: bool
+packages_needed:
+  description: The packages to install before the job can start (O(manage_packages)); nothing was changed but the binary's deploy.
+  returned: when not empty
+  type: list
+  elements: str
+  sample: [sysstat]
 record:
   description: The action's O(state=finished) and O(state=failed) - the host record (docs/contracts.md section 6).
   returned: O(state=finished), O(state=failed)
@@ -252,6 +266,7 @@ def main():
             binary_src=dict(type="path"),
             architecture=dict(type="str"),
             build_on_host=dict(type="bool", default=False),
+            manage_packages=dict(type="bool", default=False),
             run_id=dict(type="str", default=""),
             profile=dict(type="raw"),
             profiles=dict(type="dict"),

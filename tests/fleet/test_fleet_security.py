@@ -31,7 +31,7 @@ TASK_KEYWORDS = {"name", "when", "register", "loop", "loop_control", "vars", "be
                  "listen", "any_errors_fatal", "diff", "module_defaults", "collections", "become_method"}
 # (file relative to the repo, task or block name) allowed to escalate
 BECOME_ALLOWED = {
-    ("roles/qualify/tasks/main.yml", "Install sysstat for iostat and vmstat"),
+    ("roles/qualify/tasks/after_start.yml", "Install sysstat for iostat and vmstat"),
     ("roles/iobench/tasks/build_target.yml", "Install build tools"),
     ("roles/iobench/tasks/build_target.yml", "Build and install on the host"),
     ("roles/iobench/tasks/deploy.yml", "Install the controller's build"),

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from playbook_run import ROOT, tree_snapshot
+from playbook_run import BIN, ROOT, tree_snapshot
 
 pytestmark = pytest.mark.slow
 
@@ -117,3 +117,38 @@ def test_search_and_database_pattern_reach_the_diagnostics(playbook):
     assert db["conclusion"] == "measured" and db["evidence"]["commits_per_sec"] > 0, db
     assert "commits/s" in db["sentence"]
     assert not os.path.exists(os.path.join(run.base, "test")), "the db log file must be cleaned up too"
+
+
+def path_without(tool, where):
+    """A directory of symlinks to every command of this PATH but ``tool``: a PATH on which
+    ``tool`` is not installed, everything else as it is."""
+    os.makedirs(where)
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        if not os.path.isdir(d):
+            continue
+        for name in os.listdir(d):
+            link = os.path.join(where, name)
+            if name != tool and not os.path.lexists(link) and os.access(os.path.join(d, name), os.X_OK):
+                os.symlink(os.path.join(d, name), link)
+    return where
+
+
+def test_a_host_without_iostat_installs_sysstat_and_starts_again(playbook, tmp_path):
+    """fleetqual_manage_packages: the start's module run finds iostat missing and changes
+    nothing (packages_needed); the role installs sysstat (already a Debian package here, so
+    the package manager changes nothing and needs no network) and starts again without
+    asking again; the job, on a PATH where iostat still is not, samples /proc, and says so."""
+    apt = subprocess.run(["/usr/bin/python3", "-c", "import apt"], capture_output=True, check=False)
+    assert apt.returncode == 0, "python3-apt (scripts/setup.sh --test) is needed by the package module"
+    bin_dir = path_without("iostat", str(tmp_path / "path"))
+    run = playbook({"fleetqual_manage_packages": True},
+                   env_extra={"PATH": BIN + os.pathsep + bin_dir})
+    assert run.rc == 0, run.out[-4000:]
+    assert "TASK [fleetqual.storage.qualify : Install sysstat for iostat and vmstat]" in run.out, run.out[-4000:]
+    assert "TASK [fleetqual.storage.qualify : Start the measurement job now that sysstat is installed]" in run.out
+    rec = run.record()
+    assert rec["verdict"] == "PASS", rec["reasons"]
+    for wl in rec["workloads"]:
+        collector = wl["result"]["collector"]
+        assert collector["source"] == "procfs" and "iostat not found" in (collector.get("reason") or ""), collector
+    assert not os.path.exists(os.path.join(run.base, "test"))
