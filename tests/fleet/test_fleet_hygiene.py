@@ -16,7 +16,6 @@ pytestmark = [pytest.mark.fleet, pytest.mark.slow]
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-
 def test_kill_takes_the_sessions_and_nothing_else(fleet):
     inst = fleet.host(60)
     unrelated = subprocess.Popen(["sleep", "300"])

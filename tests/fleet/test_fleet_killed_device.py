@@ -44,7 +44,6 @@ def written(path):
         return any(fh.read(REGION))
 
 
-
 @pytest.fixture(scope="module")
 def blank_loop():
     if not shutil.which("losetup"):

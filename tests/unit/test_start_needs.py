@@ -30,8 +30,8 @@ def path_dir(tmp_path, with_iostat):
 
 @pytest.mark.parametrize("manage,collect,with_iostat", list(itertools.product((True, False), COLLECT, (True, False))))
 @pytest.mark.parametrize("build_on_host", (True, False))
-def test_the_start_says_what_the_host_lacks_and_changes_nothing(tmp_path, monkeypatch, manage, collect, with_iostat,
-                                                              build_on_host):
+def test_the_start_says_what_the_host_lacks_and_changes_nothing(
+        tmp_path, monkeypatch, manage, collect, with_iostat, build_on_host):
     monkeypatch.setenv("PATH", path_dir(tmp_path, with_iostat))
     test_dir = tmp_path / "test"
     binary = tmp_path / "iobench"
