@@ -18,7 +18,8 @@ work with fewer forks than hosts:
   uncertainty is a material part of a step (``lockstep.clock_check``), and gets the start
   file (one command). The job runs every step on that schedule: no round trip per step.
 
-Also the array part of the job's ``state: started`` (:func:`array_spec`, :func:`array_timing`)
+Also the array part of the job's ``state: started`` (:func:`array_spec`; its timing is
+``module_utils/lockstep.array_timing``)
 and of the host record (:func:`array_run`), used by the job's action plugin.
 """
 
@@ -51,8 +52,6 @@ STREAM_TIMEOUT_S = 30.0  # the exchange's channel must answer within this
 READY_STATES = ("ready", "running", "done", "failed")
 
 
-dataset_name = _ls.dataset_name
-
 
 def controller_id():
     """This ansible-playbook (the worker's parent): PID and start time, so that a re-run with
@@ -62,7 +61,7 @@ def controller_id():
 
 
 def array_dir(progress_dir, name):
-    d = os.path.join(progress_dir, dataset_name(name))
+    d = os.path.join(progress_dir, _ls.dataset_name(name))
     os.makedirs(d, mode=0o700, exist_ok=True)
     return d
 
@@ -79,7 +78,7 @@ def member_spec(name, arrays, hosts_vars, host, seed=None, test_clock=False):
     steps = _arrays.plan_steps(cfg, len(members), cfg.get("cache_size"))
     first = steps[0] if steps else {}
     return {"name": name, "rank": members.index(host), "members": members, "config": cfg, "steps": steps,
-            "dataset": dataset_name(name), "total_size": first.get("total_size"), "file_num": first.get("file_num"),
+            "dataset": _ls.dataset_name(name), "total_size": first.get("total_size"), "file_num": first.get("file_num"),
             "seed": seed, "test_clock": bool(test_clock),
             "max_clock_uncertainty_ms": cfg.get("max_clock_uncertainty_ms"),
             "schedule_s": int(math.ceil(_arrays.schedule_seconds(steps)))}
@@ -94,8 +93,6 @@ def array_spec(name, arrays, hosts_vars, host, test_dir, targets=None, workloads
     except ValueError as exc:
         raise AnsibleActionFail(str(exc))
 
-
-array_timing = _ls.array_timing
 
 
 def start_lead(n_members, forks, connect_max):

@@ -223,7 +223,7 @@ def test_array_spec_ranks_members_and_the_deadline_covers_the_schedule():
     spec = ctl.array_spec("san", arrays_var, hosts_vars, "h10", "/var/tmp/fq", targets=targets)
     assert spec["members"] == ["h1", "h2", "h10"] and spec["rank"] == 2          # natural order
     assert spec["target_kind"] == "path" and spec["target_path"] == "/data/fq" and spec["dataset"] == "array-san"
-    planned, extra = ctl.array_timing(spec)
+    planned, extra = ls.array_timing(spec)
     assert planned >= arrays.schedule_seconds(spec["steps"])
     # the job's deadline: the schedule, the data set's preparation and the wait for the start
     assert extra >= planned + spec["prepare_timeout_s"] + spec["ready_timeout_s"]
