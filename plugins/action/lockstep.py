@@ -52,7 +52,6 @@ STREAM_TIMEOUT_S = 30.0  # the exchange's channel must answer within this
 READY_STATES = ("ready", "running", "done", "failed")
 
 
-
 def controller_id():
     """This ansible-playbook (the worker's parent): PID and start time, so that a re-run with
     the same run id never takes the T0 of an earlier run."""
@@ -92,7 +91,6 @@ def array_spec(name, arrays, hosts_vars, host, test_dir, targets=None, workloads
         return _ls.complete_spec(spec, targets, workloads, test_dir, prepare_min_mibps)
     except ValueError as exc:
         raise AnsibleActionFail(str(exc))
-
 
 
 def start_lead(n_members, forks, connect_max):
