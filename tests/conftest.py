@@ -2,7 +2,8 @@
 
 The collection lives at the repository root. Ansible (and Python imports in unit tests)
 expect it at <path>/ansible_collections/fleetqual/storage, so we expose the checkout
-through a symlink under build/collections and put that path first on sys.path.
+through a symlink under build/collections and put that path first on sys.path. The tests'
+own shared helpers beside this file (proctree.py) are importable by every test directory.
 """
 import os
 import sys
@@ -24,4 +25,7 @@ def _ensure_link():
 _ensure_link()
 if COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
+TESTS = os.path.dirname(os.path.abspath(__file__))
+if TESTS not in sys.path:
+    sys.path.append(TESTS)
 os.environ.setdefault("ANSIBLE_COLLECTIONS_PATH", COLLECTIONS)

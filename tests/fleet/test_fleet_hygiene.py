@@ -10,6 +10,7 @@ import time
 
 import fleetlib
 import pytest
+from proctree import alive, wait_gone
 
 pytestmark = [pytest.mark.fleet, pytest.mark.slow]
 
@@ -30,8 +31,8 @@ def test_kill_takes_the_sessions_and_nothing_else(fleet):
         session = fleetlib.descendants(inst.pid)
         killed = inst.kill()
         assert set(session) <= set(killed)
-        assert all(fleetlib.wait_gone(p) for p in killed)
-        assert fleetlib.alive(unrelated.pid), "kill() must only touch the sshd's own tree"
+        assert all(wait_gone(p) for p in killed)
+        assert alive(unrelated.pid), "kill() must only touch the sshd's own tree"
         assert ssh.wait(timeout=10) != 0
     finally:
         unrelated.kill()
@@ -47,10 +48,10 @@ def test_sshd_dies_with_the_process_that_started_it(tmp_path):
     starter = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         pid = int(starter.stdout.readline())
-        assert fleetlib.alive(pid)
+        assert alive(pid)
         starter.send_signal(signal.SIGKILL)          # no finalizer, no atexit can run
         starter.wait()
-        assert fleetlib.wait_gone(pid), "sshd %d outlived its starter (PR_SET_PDEATHSIG)" % pid
+        assert wait_gone(pid), "sshd %d outlived its starter (PR_SET_PDEATHSIG)" % pid
     finally:
         if starter.poll() is None:
             starter.kill()

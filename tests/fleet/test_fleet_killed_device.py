@@ -23,7 +23,7 @@ import time
 
 import pytest
 
-from fleetlib import alive, descendants, wait_gone
+from proctree import alive, descendants, wait_gone
 from fleetrun import run_playbook
 
 pytestmark = [pytest.mark.fleet, pytest.mark.slow]

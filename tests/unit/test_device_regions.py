@@ -21,6 +21,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import test_module_iobench
+from proctree import descendants
 from test_module_job import JOB, TEST_DIR, alive, call
 
 from ansible_collections.fleetqual.storage.plugins.module_utils import blockdev
@@ -77,19 +78,6 @@ def loops():
         for dev, _backing in devs:
             subprocess.run(["losetup", "-d", dev], check=False)
         shutil.rmtree(work, ignore_errors=True)
-
-
-def descendants(pid):
-    out = []
-    try:
-        for tid in os.listdir("/proc/%d/task" % pid):
-            with open("/proc/%d/task/%s/children" % (pid, tid)) as fh:
-                for child in (int(x) for x in fh.read().split()):
-                    out.append(child)
-                    out.extend(descendants(child))
-    except OSError:
-        pass
-    return out
 
 
 def kill_tree(pid):

@@ -17,6 +17,7 @@ import pytest
 
 import test_module_iobench
 from test_module_iobench import run_module
+from proctree import alive
 
 iobench_binary = test_module_iobench.iobench_binary   # the fixture
 
@@ -71,14 +72,6 @@ def wait_final(path, limit=120):
             return r["status"]
         time.sleep(0.5)
     raise AssertionError("the job did not end within %d s" % limit)
-
-
-def alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_job_runs_the_plan_detached_with_the_module_result_shape(iobench_binary, tdir):  # noqa: F811
