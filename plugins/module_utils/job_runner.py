@@ -187,12 +187,26 @@ def evaluate_status(doc, now, proc_stat_line, results=False, directory=None):
     return status
 
 
+def settled(first, again):
+    """The status document to judge together with a ``/proc/<pid>/stat`` read that found no
+    process: ``again``, the document read once more after that stat, when it is the same
+    job's (same PID), else ``first``. A job writes its final status and then exits: one that
+    ended between the first read and the stat was seen gone with its last "running"
+    document, and only the read after the stat holds its final state; judging the first
+    would call a job that finished "died" (found by the fleet bench: 1 host in 32)."""
+    if isinstance(first, dict) and isinstance(again, dict) and again.get("pid") == first.get("pid"):
+        return again
+    return first
+
+
 def job_status(path, results=False):
     """The module's ``state=status`` result ``status`` for the test directory ``path``;
     raises :class:`JobError` when it holds no job status."""
     directory = job_dir(path)
     doc = read_status(directory)
     line = job_proc_stat(doc)
+    if line is None and (doc or {}).get("state") == "running":
+        doc = settled(doc, read_status(directory))
     return evaluate_status(doc, time.time(), line, results=results, directory=directory)
 
 
@@ -203,8 +217,9 @@ def poll_command(path):
     """A POSIX sh command line (no Python on the host; fine under ``become``) printing what
     :func:`parse_poll` needs to give the module's ``state=status`` result for the test
     directory ``path``: the host's time (``date +%s.%N``), the job directory, the status
-    document (read once) and the ``/proc/<pid>/stat`` line of the PID in it, read after it.
-    Each part follows a line ``POLL_MARK <name>``; the status comes last."""
+    document, the ``/proc/<pid>/stat`` line of the PID in it, read after it, and, when that
+    process is gone while the document said running, the document read again
+    (:func:`settled`, as :func:`job_status` does). Each part follows a line ``POLL_MARK <name>``; the status comes last."""
     directory = job_dir(path)
     pid_of = "tr ',' '\\n' | sed -n 's/^ *\"pid\": *\\([0-9][0-9]*\\)[ }]*$/\\1/p' | head -n 1"
     return ("m=%(mark)s; d=%(dir)s; "
@@ -213,10 +228,20 @@ def poll_command(path):
             "s=$(cat \"$d\"/%(status)s 2>/dev/null); "
             "p=$(printf '%%s\\n' \"$s\" | %(pid_of)s); "
             "printf '%%s stat\\n' \"$m\"; "
-            "if [ -n \"$p\" ]; then cat /proc/\"$p\"/stat 2>/dev/null; echo; fi; "
+            "t=; if [ -n \"$p\" ]; then t=$(cat /proc/\"$p\"/stat 2>/dev/null); printf '%%s\\n' \"$t\"; fi; "
+            "a=; if [ -z \"$t\" ]; then case \"$s\" in *'\"state\": \"running\"'*) "
+            "a=$(cat \"$d\"/%(status)s 2>/dev/null);; esac; fi; "
+            "printf '%%s again\\n%%s\\n' \"$m\" \"$a\"; "
             "printf '%%s status\\n%%s\\n' \"$m\" \"$s\""
             % {"mark": shlex.quote(POLL_MARK), "dir": shlex.quote(directory), "status": shlex.quote(STATUS),
                "pid_of": pid_of})
+
+
+def _json_or_none(text):
+    try:
+        return json.loads(text) if text.strip() else None
+    except ValueError:
+        return None
 
 
 def parse_poll(stdout, results=False):
@@ -225,7 +250,7 @@ def parse_poll(stdout, results=False):
     :class:`JobError` as the module fails (no status), ValueError on output that is not a
     poll's."""
     text = stdout.replace("\r\n", "\n")
-    names = ("now", "dir", "stat", "status")
+    names = ("now", "dir", "stat", "again", "status")
     bounds = []   # (start of the mark, start of the part) of each part, in order
     pos = 0
     for name in names:
@@ -240,11 +265,10 @@ def parse_poll(stdout, results=False):
     found = re.match(r"\s*(\d+(?:\.\d+)?)", parts["now"])
     if not found:
         raise ValueError("the job poll printed no time: %r" % parts["now"])
-    try:
-        doc = json.loads(parts["status"]) if parts["status"].strip() else None
-    except ValueError:
-        doc = None
+    doc, again = (_json_or_none(parts[name]) for name in ("status", "again"))
     line = parts["stat"].strip("\n") or None
+    if line is None:
+        doc = settled(doc, again)
     directory = parts["dir"][:-1] if parts["dir"].endswith("\n") else parts["dir"]
     return evaluate_status(doc, float(found.group(1)), line, results=results, directory=directory)
 
