@@ -11,6 +11,7 @@ every host of the play."""
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
@@ -68,6 +69,21 @@ def inconclusive_policies(value, hosts):
     return out
 
 
+def host_var(hostvars, host, name):
+    """``name`` of ``host``'s variables as it was registered, not templated (None when the host
+    or the variable is not there). The records are data an action returned, never a template:
+    ``hostvars[host][name]`` would run the whole record through the templating engine, which
+    cost ansible-core 2.19 about 0.5 s of controller CPU per host for a 70 KB record
+    (py-spy over a 32-host run, bench/RESULTS-fleet.md); ``HostVars.raw_get`` hands over the
+    host's variables as they are."""
+    raw_get = getattr(hostvars, "raw_get", None)
+    try:
+        hv = raw_get(host) if raw_get is not None else hostvars[host]
+        return hv.get(name) if isinstance(hv, Mapping) else None
+    except (KeyError, AttributeError):
+        return None
+
+
 def final_verdicts(records, get_option, warn, inconclusive=None):
     """{host: {verdict, reasons, fails}} of the hosts with a record ({host: record});
     ``fails``: whether the verdict gate fails the host (verdict.exit_fails with the host's
@@ -105,10 +121,7 @@ class ActionModule(ActionBase):
         inconclusive_policies(self._task.args.get("inconclusive"), [str(h) for h in hosts])
         records = {}
         for name in hosts:
-            try:
-                rec = (hostvars[name].get(RECORD_VAR) or {}).get("record")
-            except (KeyError, AttributeError):
-                rec = None
+            rec = (host_var(hostvars, name, RECORD_VAR) or {}).get("record")
             if isinstance(rec, dict):
                 records[str(name)] = rec
         verdicts = final_verdicts(records, report_settings(), display.warning, self._task.args.get("inconclusive"))
