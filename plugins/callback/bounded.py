@@ -137,12 +137,11 @@ class CallbackModule(DefaultCallback):
             self._tally.counts[kind] += 1
 
     def _keep_warnings(self, result):
-        """Warnings of a result that is not printed: kept per task, shown at the end."""
-        res = result.result
-        warnings = (self._current_task_result.warnings if self._current_task_result is not None else None) \
-            or res.get("warnings") or []
-        res.pop("warnings", None)
-        res.pop("deprecations", None)
+        """Warnings of a result that is not printed: kept per task, shown at the end. Read
+        from the result's ``warnings``, not from ``result.result``, whose first access copies
+        the whole result into native types (the start's plan and drives, the record: a
+        large part of the controller's CPU per host, issue 18)."""
+        warnings = result.warnings
         if not warnings:
             return
         name = result.task.get_name().strip() or result.task.action
@@ -158,7 +157,7 @@ class CallbackModule(DefaultCallback):
 
     # ------------------------------------------------------------------ results
     def v2_runner_on_ok(self, result):
-        self._count(result, "changed" if result.result.get("changed", False) else "ok")
+        self._count(result, "changed" if result.is_changed() else "ok")
         if self._verbose():
             return super().v2_runner_on_ok(result)
         if isinstance(result.task, TaskInclude):
