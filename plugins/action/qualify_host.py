@@ -35,6 +35,8 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.validate import 
 display = Display()
 MODULE = "fleetqual.storage.qualify_host"
 REPORT_STAT = "fleetqual_report"
+# the role registers the start's result under this name; O(started) defaults to it
+STARTED_VAR = "_fleetqual_started"
 # what the cleanup needs of each planned workload (module_utils/job_runner.cleanup_plan)
 CLEANUP_KEYS = ("target_kind", "target_path", "target_device", "device_size", "dataset")
 
@@ -118,7 +120,7 @@ class ActionModule(_job_action.ActionModule):
 
     # ------------------------------------------------------------------ finished / failed
     def _finished(self, args, host, progress_dir, task_vars):
-        started = args.get("started") or {}
+        started = self._started_result(args, task_vars)
         if self._task.check_mode or started.get("check_mode"):
             return {"changed": False, "skipped": True, "record": None,
                     "msg": "check mode: no job was started, nothing to collect"}
@@ -131,6 +133,16 @@ class ActionModule(_job_action.ActionModule):
         return self._judge_clean_store(args, host, started, wait["records"], wait.get("error"), wait.get("array_run"),
                                        task_vars)
 
+    @staticmethod
+    def _started_result(args, task_vars):
+        """The start's result: the ``started`` argument, else the variable the role registers
+        it in (``_fleetqual_started``), read as it was registered. The role passes no
+        ``started``: templating the whole result (the plan, the drives, the facts) into the
+        task's arguments cost the most of this task's CPU on the controller (issue 18)."""
+        if "started" in args:
+            return args.get("started") or {}
+        return task_vars.get(STARTED_VAR) or {}
+
     def _failed(self, args, host, task_vars):
         if isinstance(args.get("stored"), dict):
             # judged and stored by the wait task, which failed with the job's error: Ansible
@@ -139,7 +151,7 @@ class ActionModule(_job_action.ActionModule):
             return {"changed": False, "record": record, "verdict": record.get("verdict"),
                     "msg": "%s: %s (stored by the wait)" % (host, record.get("verdict")),
                     "ansible_stats": {"data": {REPORT_STAT: record}, "per_host": True, "aggregate": False}}
-        started = args.get("started") or {}
+        started = self._started_result(args, task_vars)
         if not isinstance(started, dict) or started.get("skipped"):
             started = {}
         elif started.get("failed"):

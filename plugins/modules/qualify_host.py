@@ -159,7 +159,9 @@ options:
     description: Action - C(fleetqual_profile_safety), merged with O(foreign_io) and O(impact) as the validation merges them.
     type: dict
   started:
-    description: Action - O(state=finished) and O(state=failed) - the registered result of O(state=started).
+    description:
+      - Action - O(state=finished) and O(state=failed) - the registered result of O(state=started).
+      - Default - the variable C(_fleetqual_started), which the role registers it in, read as it was registered (not templated).
     type: dict
   record:
     description:
