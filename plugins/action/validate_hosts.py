@@ -1,0 +1,74 @@
+# Copyright: fleetqual.storage developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Every targeted host's qualification variables checked on the controller in ONE task
+(module docs: plugins/modules/validate_hosts.py): for each host, the variables of the role's
+argument specification that the host sets (inventory, group_vars, host_vars, extra vars;
+each templated in the host's context, as ``hostvars[host][name]``) against that
+specification (types, choices: Ansible's own ArgumentSpecValidator, its messages), then
+by the collection's validators (plugin_utils/validate.validate_inputs) over the role's
+defaults. Fails once, with one line per refused host naming the variable and the closest
+valid value.
+
+Issue 18: the play this replaces ran a loop item per host in three tasks, one of them
+growing a dict with ``combine`` at every item (quadratic): 4 s of controller CPU for 32
+hosts, 42 s for 320, 223 s for 1,000. Here the cost per host is its variables' templating
+and the checks themselves."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.validate import validate_inputs
+
+
+def host_problems(validator, inputs, defaults):
+    """The problems of one host's ``inputs`` ({variable: value} it sets): the argument
+    specification's first (a value of the wrong type or no valid choice is not checked
+    further), else the collection's validators over ``defaults`` updated with ``inputs``."""
+    errors = validator.validate(inputs).error_messages
+    if errors:
+        return list(errors)
+    return validate_inputs(dict(defaults, **inputs))
+
+
+class ActionModule(ActionBase):
+    """fleetqual.storage.validate_hosts"""
+
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("hosts", "spec", "defaults"))
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        args = self._task.args
+        hosts, spec, defaults = args.get("hosts"), args.get("spec"), args.get("defaults") or {}
+        if not isinstance(hosts, list):
+            raise AnsibleActionFail("hosts: must be a list of host names, got %r" % (hosts,))
+        if not isinstance(spec, dict) or not spec:
+            raise AnsibleActionFail("spec: must be the role's argument specification (its options), got %r" % (spec,))
+        if not isinstance(defaults, dict):
+            raise AnsibleActionFail("defaults: must be a mapping of variable -> default, got %r" % (defaults,))
+        hostvars = task_vars.get("hostvars") or {}
+        validator = ArgumentSpecValidator(spec)
+        inputs, problems = {}, []
+        for host in hosts:
+            host = str(host)
+            try:
+                hv = hostvars[host]
+            except KeyError:
+                hv = {}
+            mine = {name: hv[name] for name in spec if name in hv}
+            inputs[host] = mine
+            found = host_problems(validator, mine, defaults)
+            if found:
+                problems.append("%s: %s" % (host, "; ".join(found)))
+        if problems:
+            # the refused hosts' lines only (the fleet report's summary quotes the first line)
+            result.update(changed=False, failed=True, problems=problems,
+                          msg="%s\n(%d of %d hosts refused before any host was contacted)"
+                              % ("\n".join(problems), len(problems), len(hosts)))
+        else:
+            result.update(changed=False, inputs=inputs, problems=[], msg="%d hosts' variables are valid" % len(hosts))
+        return result
