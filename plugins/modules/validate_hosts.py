@@ -57,7 +57,7 @@ inputs:
   returned: when no host is refused
   type: dict
 problems:
-  description: One line per refused host, C(<host>: <problem>; <problem>).
+  description: "One line per refused host, C(<host>: <problem>; <problem>)."
   returned: always
   type: list
   elements: str
