@@ -16,6 +16,8 @@ and the checks themselves."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
@@ -58,6 +60,8 @@ class ActionModule(ActionBase):
             try:
                 hv = hostvars[host]
             except KeyError:
+                hv = {}
+            if not isinstance(hv, Mapping):     # a host the inventory does not know: Ansible's undefined marker
                 hv = {}
             mine = {name: hv[name] for name in spec if name in hv}
             inputs[host] = mine

@@ -219,7 +219,8 @@ def poll_command(path):
     directory ``path``: the host's time (``date +%s.%N``), the job directory, the status
     document, the ``/proc/<pid>/stat`` line of the PID in it, read after it, and, when that
     process is gone while the document said running, the document read again
-    (:func:`settled`, as :func:`job_status` does). Each part follows a line ``POLL_MARK <name>``; the status comes last."""
+    (:func:`settled`, as :func:`job_status` does). Each part follows a line
+    ``POLL_MARK <name>``; the status comes last."""
     directory = job_dir(path)
     pid_of = "tr ',' '\\n' | sed -n 's/^ *\"pid\": *\\([0-9][0-9]*\\)[ }]*$/\\1/p' | head -n 1"
     return ("m=%(mark)s; d=%(dir)s; "
