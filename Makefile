@@ -8,17 +8,47 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
-.PHONY: test test-c test-py lint docs-check changelog-lint docs-lint galaxy galaxy-import \
-	galaxy-import-release sanity molecule qualify clean
+PYTEST := $(VENV)/pytest -q -p no:cacheprovider
+# The parallel test run's JUnit files and pytest base directories (one per stream).
+STREAMS := $(CURDIR)/build/test-streams
 
-test: test-c test-py lint docs-check changelog-lint docs-lint galaxy galaxy-import sanity molecule
-	@echo "make test: all suites passed"
+.PHONY: test test-c test-py test-fleet test-rest checks lint docs-check changelog-lint docs-lint galaxy \
+	galaxy-import galaxy-import-release sanity molecule qualify clean
+
+# Every suite. The C tests first (the pytest suites use the build); then three streams at
+# once, since most of their time is spent waiting on workloads, sshd round trips and
+# subprocesses rather than on the CPU: the fleet tests over SSH, every other pytest
+# directory, and the static checks. Each stream's output is printed whole when it ends
+# (--output-sync), and one closing line counts both pytest streams (tests/junit_summary.py).
+test: test-c
+	rm -rf $(STREAMS) && mkdir -p $(STREAMS)
+	$(MAKE) -j3 --output-sync=target test-fleet test-rest checks; rc=$$?; \
+	$(VENV)/python tests/junit_summary.py $(STREAMS)/fleet.xml $(STREAMS)/rest.xml || rc=1; \
+	[ $$rc -eq 0 ] && echo "make test: all suites passed"; exit $$rc
 
 test-c:
 	$(MAKE) -C $(SRC) test
 
+# Every pytest test in one process (a developer's run; `make test` runs the same tests as
+# the two streams below).
 test-py:
-	$(VENV)/pytest -q -p no:cacheprovider tests
+	$(PYTEST) tests
+
+test-fleet:
+	$(PYTEST) --basetemp=$(STREAMS)/fleet-tmp --junitxml=$(STREAMS)/fleet.xml tests/fleet
+
+test-rest:
+	$(PYTEST) --basetemp=$(STREAMS)/rest-tmp --junitxml=$(STREAMS)/rest.xml tests --ignore=tests/fleet
+
+# The static checks, one after the other.
+checks:
+	$(MAKE) lint
+	$(MAKE) docs-check
+	$(MAKE) changelog-lint
+	$(MAKE) docs-lint
+	$(MAKE) galaxy-import
+	$(MAKE) sanity
+	$(MAKE) molecule
 
 lint:
 	$(VENV)/ansible-lint --profile production --offline

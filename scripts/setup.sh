@@ -3,7 +3,10 @@
 #   scripts/setup.sh          runtime: compiler, sysstat, Python venv with ansible-core
 #   scripts/setup.sh --test   also sshd, chromium, xmllint, filesystem tools, shellcheck, git;
 #                             fio and sysbench for bench/; python3-apt (the package module of
-#                             the fleetqual_manage_packages test); the development requirements in
+#                             the fleetqual_manage_packages test); fuse3, libfuse3-dev and
+#                             pkg-config (the fault-injecting drive of tests/faultdrive);
+#                             debootstrap (hosts of other Debian releases); sudo (non-root
+#                             logins); the development requirements in
 #                             .venv; the packaging tools in .venv-packaging; ansible-test's
 #                             pip bootstrap (scripts/ansible-test-sanity.sh --setup)
 #
@@ -25,7 +28,8 @@ test_mode=false
 runtime_pkgs=(gcc make libc6-dev sysstat python3-venv)
 test_pkgs=(fio sysbench openssh-server chromium libxml2-utils
            e2fsprogs util-linux dmsetup procps shellcheck git prometheus
-           smartmontools nvme-cli python3-apt)
+           smartmontools nvme-cli python3-apt
+           fuse3 libfuse3-dev pkg-config debootstrap sudo)
 pkgs=("${runtime_pkgs[@]}")
 $test_mode && pkgs+=("${test_pkgs[@]}")
 

@@ -4,10 +4,16 @@ Plugins are discovered from the tree, so a new plugin without documentation fail
 filters Ansible actually loads are compared with the documented ones, so a filter added to a
 FilterModule without documentation, or a filter file that does not load, fails too.
 Exit status is non-zero when any of them does not render.
+
+It also reads every file of the checkout for references to the project's internal issue
+tracker ("issue 18", "issues 10, 11"): users of the collection cannot see those issues, so
+module documentation, docs/, code comments and tests name the concept and the doc page that
+explains it instead.
 """
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -44,6 +50,43 @@ def targets():
             yield "role", ("%s.%s" % (NS, role), ep)
 
 
+ISSUE_REF = re.compile(r"\bissues?\s+#?[0-9]+", re.IGNORECASE)
+# files that are not ours to word: the licence text
+ISSUE_REF_EXEMPT = {"LICENSE"}
+
+
+def checkout_files(root=ROOT):
+    """Every file of the checkout: git's tracked and untracked-but-not-ignored files, or every
+    file below ``root`` outside a git work tree (a collection tarball, for instance)."""
+    proc = subprocess.run(["git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                          capture_output=True, check=False)
+    if proc.returncode == 0:
+        return sorted({p for p in proc.stdout.decode().split("\0") if p})
+    out = []
+    for top, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d != "build"]
+        out.extend(os.path.relpath(os.path.join(top, f), root) for f in files)
+    return sorted(out)
+
+
+def issue_references(root=ROOT):
+    """``path:line: text`` of every line that names an internal issue number."""
+    found = []
+    for rel in checkout_files(root):
+        if rel in ISSUE_REF_EXEMPT:
+            continue
+        path = os.path.join(root, rel)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                lines = fh.read().splitlines()
+        except (OSError, UnicodeDecodeError):   # binary files, links to nothing
+            continue
+        for n, line in enumerate(lines, 1):
+            if ISSUE_REF.search(line):
+                found.append("%s:%d: %s" % (rel, n, line.strip()[:160]))
+    return found
+
+
 def undocumented_filters(env, documented):
     """Problems with the filters Ansible loads: a filter file that does not load, or a filter
     without documentation (ansible-doc lists it as UNDOCUMENTED; Galaxy shows it bare)."""
@@ -61,6 +104,11 @@ def main():
                ANSIBLE_NOCOLOR="1", ANSIBLE_DEPRECATION_WARNINGS="0")
     failures = 0
     count = 0
+    refs = issue_references()
+    for ref in refs:
+        print("FAIL issue-ref " + ref)
+    if refs:
+        print("%d line(s) name an internal issue number: name the concept and its doc page instead" % len(refs))
     documented = {name[1].split(".")[-1] for name in targets() if name[0] == "filter"}
     for problem in undocumented_filters(env, documented):
         count += 1
@@ -84,7 +132,7 @@ def main():
         print("build/collections missing: run scripts/setup.sh")
         return 1
     print("ansible-doc: %d rendered, %d failed" % (count - failures, failures))
-    return 1 if failures or count == 0 else 0
+    return 1 if failures or refs or count == 0 else 0
 
 
 if __name__ == "__main__":
