@@ -9,6 +9,13 @@ usage: python3 bench/iobench_vs_fio.py [--dir /var/tmp/iobench-bench] [--time 5]
                                        [--quick] [--results bench/RESULTS-iobench.md]
        python3 bench/iobench_vs_fio.py --clat [--reps 5] [--time 3]   # io_uring latency vs fio's clat
 
+--verify-cost compares the cost of data verification on one page-cache workload (16K random
+writes each followed by a read, 1 thread): iobench --verify (rndrw --rw-ratio 1, CRC-32C in
+every 4 KiB written and read) against fio verify=crc32c (randwrite, do_verify=1,
+verify_backlog=1: every write read back and checked), and both without verification; with
+--old BINARY also that iobench build without --verify (the change's "no cost when off").
+Figure: read+write requests per second, median of --reps interleaved runs.
+
 --clat compares iobench's io_uring latency percentiles (defined as fio's completion latency,
 docs/iobench.md "io_uring latency") with fio's clat percentiles on the same O_DIRECT file,
 16K random reads, one thread, iodepth 32, runs interleaved; prints a Markdown table of the
@@ -18,6 +25,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -150,6 +158,104 @@ def clat_compare(a):
     print("```")
 
 
+def vc_iobench(binary, d, size, t, verify, engine):
+    cmd = [binary, "run", "--dir", d, "--file-num", "1", "--total-size", str(size), "--block-size", "16384",
+           "--mode", "rndrw", "--rw-ratio", "1", "--time", "%g" % t, "--fsync-freq", "0", "--fsync-end=off",
+           "--report-interval", "0", "--keep-cache"]
+    if engine == "io_uring":
+        cmd += ["--engine", "io_uring", "--iodepth", "8"]
+    return cmd + (["--verify"] if verify else [])
+
+
+def vc_fio(d, size, t, verify, engine):
+    cmd = ["fio", "--name=vc", "--filename=%s-fio/test_file.0" % d, "--bs=16k", "--size=%d" % size, "--thread",
+           "--time_based", "--runtime=%g" % t, "--output-format=json", "--invalidate=0", "--randrepeat=0",
+           "--ioengine=%s" % ("io_uring" if engine == "io_uring" else "psync"), "--iodepth=%d" % (8 if engine == "io_uring" else 1)]
+    if verify:
+        return cmd + ["--rw=randwrite", "--verify=crc32c", "--do_verify=1", "--verify_backlog=1", "--verify_state_save=0"]
+    return cmd + ["--rw=randrw", "--rwmixread=50", "--norandommap"]
+
+
+def vc_measure(cmd, fio):
+    """-> (requests per wall second, requests per CPU second of the tool's process). The second
+    is what a busy machine cannot blur: on a page-cache workload the work is CPU, and another
+    process taking the CPU stretches the wall time, not the CPU time of each request."""
+    os.sync()                            # no dirty pages of the previous run to throttle this one
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = p.communicate()
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = ru.ru_utime + ru.ru_stime - vc_measure.cpu
+    vc_measure.cpu = ru.ru_utime + ru.ru_stime
+    if p.returncode != 0:
+        raise RuntimeError("%s failed (%d): %s" % (" ".join(cmd), p.returncode, err[-2000:]))
+    j = json.loads(out)
+    if not fio:
+        v = j.get("verify") or {}        # an iobench from before --verify has none
+        assert not v.get("enabled") or v["checked"] > 0
+        return j["total"]["iops"], j["total"]["count"] / cpu
+    job = j["jobs"][0]
+    # verification reads are counted in read.total_ios but not in read.iops: take the count over the runtime
+    n = job["read"]["total_ios"] + job["write"]["total_ios"]
+    return n / (job["job_runtime"] / 1000.0), n / cpu
+
+
+vc_measure.cpu = 0.0
+
+
+def verify_cost(a):
+    d = os.path.join(a.dir, "verify")
+    os.makedirs(d, exist_ok=True)
+    size = json.loads(sh([IOBENCH, "prepare", "--dir", d, "--file-num", "1", "--total-size", a.cache_size,
+                          "--verify"]))["config"]["total_size"]
+    # fio's file: made exactly as iobench's (same size, same writes), so both start from the same state
+    os.makedirs(d + "-fio", exist_ok=True)
+    sh([IOBENCH, "prepare", "--dir", d + "-fio", "--file-num", "1", "--total-size", a.cache_size])
+    for path in (d, d + "-fio"):                  # both files in the page cache
+        with open(os.path.join(path, "test_file.0"), "rb") as f:
+            while f.read(1 << 20):
+                pass
+    variants = []
+    for engine in ("sync", "io_uring"):
+        variants += [("iobench --verify", engine, vc_iobench(IOBENCH, d, size, a.time, True, engine), False),
+                     ("fio verify=crc32c", engine, vc_fio(d, size, a.time, True, engine), True),
+                     ("iobench", engine, vc_iobench(IOBENCH, d, size, a.time, False, engine), False),
+                     ("fio", engine, vc_fio(d, size, a.time, False, engine), True)]
+        if a.old:
+            variants.append(("iobench before --verify existed", engine, vc_iobench(a.old, d, size, a.time, False, engine), False))
+    res = {(n, e): [] for n, e, _c, _f in variants}
+    for rep in range(a.reps):
+        order = variants[rep % len(variants):] + variants[:rep % len(variants)]
+        for n, e, cmd, fio in order:
+            res[(n, e)].append(vc_measure(cmd, fio))
+    med = {k: statistics.median(x[0] for x in v) for k, v in res.items()}
+    cpu = {k: statistics.median(x[1] for x in v) for k, v in res.items()}
+    print("Median of %d interleaved runs of %gs each; 16K random writes + reads 1:1 over a %d MiB file in the page "
+          "cache, 1 thread; %d CPUs, kernel %s, load %s, CRC-32C of iobench: %s." % (
+              a.reps, a.time, size >> 20, os.cpu_count(), os.uname().release, " ".join(loadavg()),
+              json.loads(sh(vc_iobench(IOBENCH, d, size, 0.2, True, "sync")))["verify"]["crc32c"]))
+    print()
+    print("| engine | tool | requests per CPU second | vs fio verify=crc32c | requests/s (wall) | all runs, per CPU s |")
+    print("|---|---|---:|---:|---:|---|")
+    for n, e, _c, _f in variants:
+        print("| %s | %s | %.0f | %.3f | %.0f | %s |" % (
+            e, n, cpu[(n, e)], cpu[(n, e)] / cpu[("fio verify=crc32c", e)], med[(n, e)],
+            ", ".join("%.0f" % x[1] for x in res[(n, e)])))
+    print()
+    for e in ("sync", "io_uring"):
+        print("- %s, per CPU second: iobench/fio without verification %.3f, with %.3f; verification costs iobench "
+              "%.1f %%, fio %.1f %%%s" % (
+                  e, cpu[("iobench", e)] / cpu[("fio", e)], cpu[("iobench --verify", e)] / cpu[("fio verify=crc32c", e)],
+                  100 * (1 - cpu[("iobench --verify", e)] / cpu[("iobench", e)]),
+                  100 * (1 - cpu[("fio verify=crc32c", e)] / cpu[("fio", e)]),
+                  "; iobench without --verify vs the build before it: %.3f" % (
+                      cpu[("iobench", e)] / cpu[("iobench before --verify existed", e)]) if a.old else ""))
+    print()
+    print("```")
+    for n, e, cmd, _f in variants:
+        print(" ".join(cmd))
+    print("```")
+
+
 def loadavg():
     with open("/proc/loadavg") as f:
         return f.read().split()[:3]
@@ -166,9 +272,16 @@ def main():
     ap.add_argument("--only", default="", help="comma list of workload names")
     ap.add_argument("--results", help="write a markdown report to this file")
     ap.add_argument("--clat", action="store_true", help="only: io_uring latency vs fio's clat (Markdown on stdout)")
+    ap.add_argument("--verify-cost", action="store_true",
+                    help="only: iobench --verify vs fio verify=crc32c on a page-cache workload (Markdown on stdout)")
+    ap.add_argument("--old", help="with --verify-cost: an iobench built before --verify, measured without it")
     a = ap.parse_args()
     if a.quick:
         a.time, a.reps = 2, 2
+    if a.verify_cost:
+        if not os.path.exists(IOBENCH):
+            sh(["make", "-C", os.path.dirname(IOBENCH), "iobench"])
+        return verify_cost(a)
     if a.clat:
         if not os.path.exists(IOBENCH):
             sh(["make", "-C", os.path.dirname(IOBENCH), "iobench"])

@@ -1,5 +1,5 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The one table of iobench's pass-through options (issue 13).
+"""The one table of iobench's pass-through options.
 
 Every option of ``iobench run`` that a workload may set is one row here: its name (the
 module parameter and the plan key), its Ansible type, its default (``None``: the binary's
@@ -46,7 +46,7 @@ OPTIONS = (
     dict(name="dir", type="path", default=None, flag="--dir", how="value", plan=False,
          doc="Test directory; iobench creates its files there (exactly one of dir and device)."),
     dict(name="device", type="path", default=None, flag="--device", how="value", plan=False, group="device",
-         doc="A whole block device as the target instead of dir; its first size bytes are overwritten (issue 11)."),
+         doc="A whole block device as the target instead of dir; its first size bytes are overwritten."),
     dict(name="size", type="raw", default=None, flag="--size", how="size", plan=False, group="device",
          doc="With device: bytes used from offset 0, a multiple of 512; 0 or unset = the whole device."),
     dict(name="mode", type="str", default=None, flag="--mode", how="value", required=True, choices=list(MODES),
@@ -120,7 +120,7 @@ OPTIONS = (
          doc="At most this many read+write requests per second over all threads; 0 = unlimited."),
     dict(name="search_min_gain", type="float", default=None, flag="--search-min-gain", how="float", min=0, max=1000, group="search",
          doc="Stop the search after two steps each gaining less than this % IOPS (binary default 5)."),
-    # set by the runner, not by a workload nor the module: the array job's lock-step instant (issue 16)
+    # set by the runner, not by a workload nor the module: the array job's lock-step instant
     dict(name="start_at", type="float", default=None, flag="--start-at", how="float", min=0, max=100000000000,
          plan=False, module=False, doc="Unix time (real clock) at which the warm-up starts, after all setup."),
     dict(name="steady_state", type="bool", default=False, flag="--steady-state", how="switch",
@@ -137,6 +137,15 @@ OPTIONS = (
          doc="Stop after this many rounds (binary default 25)."),
     dict(name="ss_metric", type="str", default=None, flag="--ss-metric", how="value", group="steady_state",
          choices=["iops", "mib_per_sec", "lat_p99_us"], doc="Value tracked per round (binary default iops)."),
+    # data verification (docs/iobench.md "Data verification"): on for every workload unless it says verify: false
+    dict(name="verify", type="bool", default=True, flag="--verify", how="onoff", own_default=True,
+         doc="Stamp every 4 KiB written (offset, file, generation, run id, CRC-32C) and check every block read."),
+    dict(name="verify_pass", type="bool", default=None, flag="--verify-pass", how="onoff",
+         doc="With verify, after a workload that writes: read the whole working set back and check it (outside the window)."),
+    dict(name="verify_map_max", type="raw", default=None, flag="--verify-map-max", how="size",
+         doc="Memory for verify's per-block generation map (binary default 256M); larger working sets get no stale detection."),
+    dict(name="max_errors", type="int", default=None, flag="--max-errors", how="value", min=1, max=1000000000,
+         doc="The workload stops at this many I/O errors in total (binary default 64); an error does not stop its thread."),
 )
 
 # The binary's own defaults of the options a workload leaves unset (``default: None`` above):
@@ -150,7 +159,8 @@ BINARY_DEFAULTS = {
     "search_percentile": "p99", "search_min_gain": 5, "db_reads_per_txn": 4, "db_log_block": 4 << 10,
     "db_log_size": 64 << 20, "db_flushers": 1, "db_flush_rate": 0, "db_group_commit_max": 0, "steady_state": False,
     "ss_round_time": 10, "ss_window": 5, "ss_range_pct": 20, "ss_slope_pct": 10, "ss_max_rounds": 25,
-    "ss_metric": "iops", "size": 0,
+    "ss_metric": "iops", "size": 0, "verify": False, "verify_pass": False, "verify_map_max": 256 << 20,
+    "max_errors": 64,
 }
 PRECONDITION_MAX_PASSES = 100     # iobench precondition --passes (C row "passes"; not a run option)
 RANDOM_MODES = ("rndrd", "rndwr", "rndrw")

@@ -230,6 +230,36 @@ options:
     description: Remove the test files after the run (C(--cleanup)).
     type: bool
     default: true
+  verify:
+    description:
+      - End-to-end data verification (C(--verify), C(--verify=off) when false; docs/iobench.md
+        "Data verification"). Every 4 KiB written carries a header (offset, file, generation,
+        run id) and a CRC-32C; every block read is checked and a mismatch is counted as
+        corrupt, misplaced or stale (a lost write) in C(bench.verify).
+      - On by default in every workload; V(false) turns it off for that workload. The binary
+        turns it off by itself, with the reason in C(bench.verify.reason), where it cannot be
+        sound (a block size that is not a multiple of 4 KiB, O(mode=dbpattern), test files
+        prepared without it).
+    type: bool
+    default: true
+  verify_pass:
+    description:
+      - With O(verify), after a workload that writes, read the whole working set back and check
+        every block (C(--verify-pass)); its time is not part of the measured window.
+      - When unset the binary's default applies (off).
+    type: bool
+  verify_map_max:
+    description:
+      - Memory for O(verify)'s per-block generation map, 4 bytes per block (C(--verify-map-max));
+        a working set that needs more is verified without stale (lost write) detection.
+      - When unset the binary's default applies (256M).
+    type: raw
+  max_errors:
+    description:
+      - The workload stops at this many I/O errors in total (C(--max-errors)); an error does not
+        stop its thread, so a bad region is mapped rather than stopped at.
+      - When unset the binary's default applies (64).
+    type: int
   collect:
     description:
       - Where device and CPU statistics come from.

@@ -1,5 +1,5 @@
 """ops.commit: what a committing transaction waits, from the start of the oldest write an fsync
-makes durable to the end of that fsync (issue 10.3); commit_op names the operation."""
+makes durable to the end of that fsync; commit_op names the operation."""
 import pytest
 
 from iobench_helpers import SMALL

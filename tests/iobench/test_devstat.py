@@ -1,4 +1,4 @@
-"""--devstat: the device's own counters at the measured window's edges (issue 10.1)."""
+"""--devstat: the device's own counters at the measured window's edges."""
 import os
 import subprocess
 import sys

@@ -1,4 +1,4 @@
-"""--device: a raw block device as the target (issue 11.2), on loop devices the tests create.
+"""--device: a raw block device as the target, on loop devices the tests create.
 Every test checks the backing file byte for byte (sha256) afterwards."""
 import hashlib
 import zlib

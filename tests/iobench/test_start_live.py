@@ -1,5 +1,5 @@
-"""--start-at (issue 16: one instant for the windows of many hosts), --live-log (issue 17: a
-live view of iobench's own I/O) and --check (issue 19: validation without touching a file),
+"""--start-at (one instant for the windows of many hosts), --live-log (a
+live view of iobench's own I/O) and --check (validation without touching a file),
 on real runs of the real binary."""
 import json
 import os

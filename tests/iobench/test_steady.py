@@ -1,4 +1,4 @@
-"""--steady-state (SNIA PTS rule over rounds), --rate-iops and `iobench precondition` (issue 10.4).
+"""--steady-state (SNIA PTS rule over rounds), --rate-iops and `iobench precondition`.
 The rule itself on recorded series is tests/ss_test.c (make test)."""
 import hashlib
 import os

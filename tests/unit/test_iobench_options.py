@@ -1,4 +1,4 @@
-"""Issue 13: one table of iobench's pass-through options in Python
+"""One table of iobench's pass-through options in Python
 (plugins/module_utils/iobench_options.py). This test fails when that table, the binary's own
 table (`iobench options --format json`), the module's documentation and docs/iobench.md
 disagree."""
@@ -24,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 RUNNER_OWNED = {"format": "the runner always asks for json", "output": "the runner's private temp file",
                 "devstat": "derived from the test directory's devices (device_counters)"}
 NOT_PASSED_YET = {"passes": "iobench precondition, not run",
-                  "live_log": "the job's impact guard sets it (issue 17), not a workload",
+                  "live_log": "the job's impact guard sets it, not a workload",
                   "check": "the controller's option-space test (test_option_space.py), not a run"}
 # table options whose entry in the DOCUMENTATION of plugins/modules/iobench.py is still to be
 # written (that file is not this change's); each is checked as soon as it is documented
@@ -60,7 +60,7 @@ def test_python_table_agrees_with_the_c_table(iobench_binary):  # noqa: F811
             assert str(o["default"]) == str(co["default"]), (name, o["default"], co["default"])
         if (o.get("group") or co.get("group")) and co.get("group") != name:   # not the group's own switch
             assert o.get("group") == co.get("group"), (name, o.get("group"), co.get("group"))
-        # issue 19: the same range (min, max, whether min itself is excluded) in both tables
+        # The same range (min, max, whether min itself is excluded) in both tables
         assert ("min" in o) == ("min" in co), (name, "range in one table only")
         if "min" in co:
             assert (float(o["min"]), float(o["max"]), bool(o.get("min_exclusive"))) == \
@@ -126,7 +126,7 @@ def test_argv_of_a_device_workload():
 
 
 def test_start_at_reaches_the_command_line_when_the_runner_sets_it():
-    """Issue 16: the array job sets params["start_at"] (plugins/module_utils/lockstep.py); it
+    """The array job sets params["start_at"] (plugins/module_utils/lockstep.py); it
     is passed as --start-at, and never by a plain workload."""
     p = workload.defaults()
     p.update(binary="/b", dir="/d", mode="rndrd", total_size="16M")

@@ -128,7 +128,7 @@ def test_build_argv_full():
         "--block-size", "16384", "--threads", "8", "--engine", "io_uring", "--iodepth", "16", "--direct",
         "--open-flags", "dsync,sync", "--fsync-freq", "0", "--fsync-mode", "fdatasync", "--time", "60",
         "--requests", "1000", "--warmup", "5", "--seed", "7", "--rw-ratio", "2.0", "--fsync-all",
-        "--keep-cache", "--cleanup", "--fsync-end=off", "--format", "json", "--output", "/t/r.json"]
+        "--keep-cache", "--cleanup", "--fsync-end=off", "--verify", "--format", "json", "--output", "/t/r.json"]
 
 
 def test_validate_collects_every_problem():
@@ -553,7 +553,7 @@ def test_db_log_block_larger_than_page_fails_before_running(iobench_binary, test
     assert os.listdir(testdir) == []
 
 
-# --------------------------------------------------------------------------- raw device target (issue 11)
+# --------------------------------------------------------------------------- raw device target
 
 def _device_params(**kw):
     p = _params(dir=None, total_size=None, file_num=None, device="/dev/loop7", mode="rndrd")

@@ -1,4 +1,4 @@
-"""Issue 19 item 1: the controller and the binary agree on the option space.
+"""The controller and the binary agree on the option space.
 
 Hypothesis generates a few hundred plan workloads per run, with values inside, at the edges
 and just outside the ranges of the option table, and the rules between options in play
@@ -175,7 +175,7 @@ def test_controller_and_binary_agree(iobench_binary, entry):  # noqa: F811
         assert named(errors, name) or value_errors, ("the controller's errors do not name %s" % name, err, errors)
 
 
-# the drifted options of issue 19, at their edges: both sides now agree
+# the options whose ranges once drifted, at their edges: both sides now agree
 @pytest.mark.parametrize("extra, ok", [
     ({"steady_state": True, "ss_window": 1}, False),
     ({"steady_state": True, "ss_window": 2, "ss_max_rounds": 2}, True),

@@ -1,6 +1,6 @@
 /* Command line: ONE table of options (opts[] below) from which come the parsing, the
  * defaults, --help, the JSON echo of the configuration (config) and `iobench options
- * --format json` (the table itself, for the controller's cross-check, issue 13).
+ * --format json` (the table itself, for the controller's cross-check).
  * Every check happens before any I/O; failures exit 2 with "iobench: error: ..." naming
  * the flag. A new option is one row here plus the code that uses it. */
 #include <errno.h>
@@ -126,6 +126,17 @@ static const optdef_t opts[] = {
      "FILE", "run only: append one JSON line of cumulative read/write counts to FILE every --report-interval", 0},
     {"check", "check", NULL, T_BOOL, OFF(check), "off", 0, 0, NULL, NULL, NULL, NULL, G_NONE, 0,
      NULL, "validate the options, touch no file, exit 0 (or 2 with the error)", 0},
+    {"verify", "verify", NULL, T_BOOL, OFF(verify), "off", 0, 0, NULL, NULL, "verify", NULL, G_NONE, 0,
+     NULL, "stamp every 4 KiB written (offset, file, generation, run id, CRC-32C) and check every block read: "
+     "corrupt, misplaced or stale data is counted and described", 0},
+    {"verify_pass", "verify-pass", NULL, T_BOOL, OFF(verify_pass), "off", 0, 0, NULL, NULL, "verify_pass", NULL,
+     G_NONE, 0, NULL, "with --verify, after a workload that writes: read the whole working set back and check "
+     "every block (not part of the measured window)", 0},
+    {"verify_map_max", "verify-map-max", NULL, T_SIZE, OFF(verify_map_max), "256M", 0, 0, NULL, NULL,
+     "verify_map_max", NULL, G_NONE, 0, "SIZE", "memory for the per-block generation map of --verify (4 bytes per "
+     "block); a larger working set is verified without stale (lost write) detection", 0},
+    {"max_errors", "max-errors", NULL, T_U64, OFF(max_errors), "64", 1, 1e9, NULL, NULL, "max_errors", NULL,
+     G_NONE, 0, "N", "stop the workload at N I/O errors in total (an error does not stop its thread)", 0},
     {"debug_offsets_hash", "debug-offsets-hash", NULL, T_BOOL, OFF(debug_offsets_hash), "off", 0, 0, NULL, NULL,
      NULL, NULL, G_NONE, 1, NULL, "hash the offset sequence per thread", 0},
     /* latency-bounded maximum search */

@@ -201,7 +201,8 @@ static void reader(thread_t *t)
             if (r < 0 && errno == EINTR) continue;
             int e = r < 0 ? errno : 0;
             record_error(t, r < 0 ? (e < ERR_SLOTS ? e : ERR_OTHER) : ERR_SHORT_READ, (int)fi, off, "read", e);
-            break;
+            if (t1 >= deadline) break;
+            continue;                /* a bad page does not stop the reader (--max-errors does) */
         }
         record_op(t, OP_READ, t0, t1, bs);
         if (++k >= per_txn) {
@@ -337,7 +338,8 @@ static void flusher(thread_t *t)
             if (r < 0 && errno == EINTR) continue;
             int e = r < 0 ? errno : 0;
             record_error(t, r < 0 ? (e < ERR_SLOTS ? e : ERR_OTHER) : ERR_SHORT_WRITE, (int)fi, off, "write", e);
-            break;
+            if (t1 >= deadline) break;
+            continue;
         }
         record_op(t, OP_WRITE, t0, t1, bs);
         if (t1 >= deadline) break;

@@ -1,4 +1,4 @@
-/* --device /dev/X [--size N]: a raw block device as the target instead of --dir (issue 11).
+/* --device /dev/X [--size N]: a raw block device as the target instead of --dir.
  *
  * The working set is bytes [0, N) of the device (N = --size, else the whole device), rounded
  * down to the block size, addressed as one "file". The device must be a block device and is
@@ -119,8 +119,10 @@ int dev_prepare(const options_t *o, prep_result_t *pr)
         if (atomic_load(&g_stop)) { rc = EXIT_INTR; break; }
         size_t n = end - off < DEV_CHUNK ? (size_t)(end - off) : DEV_CHUNK;
         rng_fill(rng, buf, n);
+        if (o->verify_on) verify_stamp(buf, n, 0, off, 0);
         ssize_t w = pwrite(fd, buf, n, (off_t)off);
         if (w != (ssize_t)n) {
+            errlog_add("prepare write", 0, off, w < 0 ? errno : 0);
             err_msg("--device %s: prepare write at offset %llu failed: %s", o->device, (unsigned long long)off,
                     w < 0 ? strerror(errno) : "short write");
             rc = EXIT_IOERR;

@@ -142,9 +142,20 @@ static void ring_free(ring_t *r)
 typedef struct slot {
     uint64_t t0, off;
     int fi, kind;
+    uint64_t blk;              /* --verify: the block in flight, UINT64_MAX = none */
+    uint32_t gen;              /* --verify: generation of the write */
 } slot_t;
 
-void *engine_uring_thread(thread_t *t)
+/* --verify: is block blk in flight in one of this thread's slots? */
+static int blk_in_flight(const slot_t *slots, unsigned depth, uint64_t blk)
+{
+    for (unsigned i = 0; i < depth; i++) if (slots[i].blk == blk) return 1;
+    return 0;
+}
+
+/* vfy is a constant in each of the two copies the compiler makes: without --verify the loop
+ * has none of its branches */
+static inline __attribute__((always_inline)) void *uring_loop(thread_t *t, const int vfy)
 {
     bench_t *b = t->b;
     const options_t *o = b->o;
@@ -169,7 +180,8 @@ void *engine_uring_thread(thread_t *t)
     unsigned *fresh = malloc(depth * sizeof *fresh);   /* slots queued, not yet consumed by the kernel, in order */
     if (!slots || !freel || !fresh) { free(slots); free(freel); free(fresh); ring_free(&r); return NULL; }
     unsigned nfree = depth, nfresh = 0;
-    for (unsigned i = 0; i < depth; i++) freel[i] = depth - 1 - i;
+    for (unsigned i = 0; i < depth; i++) { freel[i] = depth - 1 - i; slots[i].blk = UINT64_MAX; }
+    uint32_t *const vmap = b->vmap;
     unsigned inflight = 0, to_submit = 0;
     int stopping = 0;
     uint64_t last = 0;
@@ -181,10 +193,18 @@ void *engine_uring_thread(thread_t *t)
         if (!stopping) {
             unsigned tail = *r.sq_tail;
             while (inflight < depth && (!limit || t->measured + inflight < limit)) {
+                int kind;
+                uint64_t fi, off;
+                if (t->held) { kind = t->held_kind; fi = t->held_fi; off = t->held_off; t->held = 0; }
+                else pick_op(t, &kind, &fi, &off);
+                if (vfy && blk_in_flight(slots, depth, verify_blk(b, fi, off))) {
+                    /* never two requests on one block: this one waits for the other's completion */
+                    t->held = 1; t->held_kind = kind; t->held_fi = fi; t->held_off = off;
+                    break;
+                }
                 unsigned si = freel[--nfree];
                 slot_t *s = &slots[si];
-                uint64_t fi, off;
-                pick_op(t, &s->kind, &fi, &off);
+                s->kind = kind;
                 s->fi = (int)fi;
                 s->off = off;
                 unsigned char *buf;
@@ -192,7 +212,14 @@ void *engine_uring_thread(thread_t *t)
                 struct io_uring_sqe *sqe = &r.sqes[idx];
                 memset(sqe, 0, sizeof *sqe);
                 if (s->kind == OP_READ) { sqe->opcode = IORING_OP_READ; buf = t->buf + (size_t)si * bs; }
-                else { sqe->opcode = IORING_OP_WRITE; buf = write_buffer(t, off); }
+                else if (!vfy) { sqe->opcode = IORING_OP_WRITE; buf = write_buffer(t, off); }
+                else {       /* the slot's own buffer: never re-stamped while in flight */
+                    sqe->opcode = IORING_OP_WRITE;
+                    buf = t->buf + (size_t)si * bs;
+                    s->gen = verify_next_gen(t, vmap, verify_blk(b, fi, off));
+                    verify_stamp(buf, bs, (uint32_t)fi, off, s->gen);
+                }
+                if (vfy) s->blk = verify_blk(b, fi, off);
                 if (r.fixed_files) { sqe->fd = (int)fi; sqe->flags = IOSQE_FIXED_FILE; }
                 else sqe->fd = b->fds[fi];
                 sqe->addr = (uint64_t)(uintptr_t)buf;
@@ -241,7 +268,7 @@ void *engine_uring_thread(thread_t *t)
         if (ret < 0) {
             int e = errno;
             if (e != EINTR && e != EAGAIN && e != EBUSY) {
-                record_error(t, e < ERR_SLOTS ? e : ERR_OTHER, 0, 0, "io_uring_enter", e);
+                record_error(t, e < ERR_SLOTS ? e : ERR_OTHER, -2, 0, "io_uring_enter", e);
                 break;   /* ring unusable: in-flight requests die with the ring */
             }
         }
@@ -261,11 +288,18 @@ void *engine_uring_thread(thread_t *t)
                 int e = res < 0 ? -res : 0;
                 int k = res < 0 ? (e < ERR_SLOTS ? e : ERR_OTHER) : (s->kind == OP_READ ? ERR_SHORT_READ : ERR_SHORT_WRITE);
                 record_error(t, k, s->fi, s->off, s->kind == OP_READ ? "read" : "write", e);
-                stopping = 1;
+                if (vfy && s->kind == OP_WRITE) verify_written(vmap, s->blk, s->gen, 0);
+                s->blk = UINT64_MAX;
                 continue;
             }
             record_op(t, s->kind, s->t0, t1, bs);
-            if (s->kind == OP_WRITE) after_write(t, s->fi, s->t0);
+            if (s->kind == OP_WRITE) {
+                if (vfy) verify_written(vmap, s->blk, s->gen, 1);
+                after_write(t, s->fi, s->t0);
+            } else if (vfy) {
+                verify_check(&t->vc, VOP_READ, o, vmap, s->fi, s->off, t->buf + (size_t)si * bs, bs);
+            }
+            s->blk = UINT64_MAX;
         }
         __atomic_store_n(r.cq_head, head, __ATOMIC_RELEASE);
     }
@@ -273,4 +307,9 @@ void *engine_uring_thread(thread_t *t)
     free(slots); free(freel); free(fresh);
     ring_free(&r);
     return NULL;
+}
+
+void *engine_uring_thread(thread_t *t)
+{
+    return t->b->o->verify_on ? uring_loop(t, 1) : uring_loop(t, 0);
 }

@@ -144,6 +144,27 @@ static void rlimit_files(uint64_t need)
     }
 }
 
+/* .iobench-marker: created (create) or rewritten; stamped: prepare wrote the --verify header
+ * in every 4 KiB of every file (verify.c) */
+static int write_marker(const options_t *o, int dfd, int create, int stamped)
+{
+    int fd = openat(dfd, MARKER_NAME, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | (create ? O_CREAT | O_EXCL : O_TRUNC), 0600);
+    if (fd < 0) {
+        err_msg("--dir %s: cannot %s %s: %s", o->dir, create ? "create" : "rewrite", MARKER_NAME, strerror(errno));
+        return EXIT_ENV;
+    }
+    char line[320];
+    int n = snprintf(line, sizeof line, "%s\nfile_num=%llu\nfile_size=%llu\n%s", MARKER_MAGIC,
+                     (unsigned long long)o->file_num, (unsigned long long)o->file_size, stamped ? MARKER_VERIFY "\n" : "");
+    if (write(fd, line, (size_t)n) != n || fsync(fd) != 0) {
+        err_msg("--dir %s: cannot write %s: %s", o->dir, MARKER_NAME, strerror(errno));
+        close(fd);
+        return EXIT_IOERR;
+    }
+    close(fd);
+    return 0;
+}
+
 int do_prepare(const options_t *o, envinfo_t *env, prep_result_t *pr)
 {
     memset(pr, 0, sizeof *pr);
@@ -213,24 +234,9 @@ int do_prepare(const options_t *o, envinfo_t *env, prep_result_t *pr)
             return EXIT_ENV;
         }
     }
-    /* from here on we write */
-    if (m == 0) {
-        int fd = openat(dfd, MARKER_NAME, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0) {
-            err_msg("--dir %s: cannot create %s: %s", o->dir, MARKER_NAME, strerror(errno));
-            close(dfd);
-            return EXIT_ENV;
-        }
-        char line[256];
-        int n = snprintf(line, sizeof line, "%s\nfile_num=%llu\nfile_size=%llu\n", MARKER_MAGIC,
-                         (unsigned long long)o->file_num, (unsigned long long)o->file_size);
-        if (write(fd, line, (size_t)n) != n || fsync(fd) != 0) {
-            err_msg("--dir %s: cannot write %s: %s", o->dir, MARKER_NAME, strerror(errno));
-            close(fd); close(dfd);
-            return EXIT_IOERR;
-        }
-        close(fd);
-    }
+    /* from here on we write; the marker says "stamped" (MARKER_VERIFY) only once every file is */
+    int mrc = write_marker(o, dfd, m == 0, 0);
+    if (mrc) { close(dfd); return mrc; }
     const size_t chunk = 1 << 20;
     unsigned char *buf = NULL;
     if (posix_memalign((void **)&buf, 4096, chunk) != 0) { close(dfd); return EXIT_INTERNAL; }
@@ -253,9 +259,11 @@ int do_prepare(const options_t *o, envinfo_t *env, prep_result_t *pr)
             if (atomic_load_explicit(&g_stop, memory_order_relaxed)) { ret = EXIT_INTR; break; }
             size_t n = left < chunk ? (size_t)left : chunk;
             rng_fill(rs, buf, n);
+            if (o->verify_on) verify_stamp(buf, n, (uint32_t)i, off, 0);
             ssize_t w = pwrite(fd, buf, n, (off_t)off);
             if (w < 0 && errno == EINTR) continue;
             if (w != (ssize_t)n) {
+                errlog_add("prepare write", (int)i, off, w < 0 ? errno : 0);
                 err_msg("prepare: writing %s/%s at offset %llu failed: %s", o->dir, name,
                         (unsigned long long)off, w < 0 ? strerror(errno) : "short write");
                 ret = EXIT_IOERR;
@@ -271,6 +279,7 @@ int do_prepare(const options_t *o, envinfo_t *env, prep_result_t *pr)
         close(fd);
         if (!ret) pr->files++;
     }
+    if (!ret && o->verify_on) ret = write_marker(o, dfd, 0, 1);
     if (!ret) fsync(dfd);
     free(buf);
     close(dfd);

@@ -28,6 +28,7 @@ enum { OP_READ = 0, OP_WRITE = 1, OP_FSYNC = 2, OP_KINDS = 3 };
 #define MAX_FILES 1000000
 #define MARKER_NAME ".iobench-marker"
 #define MARKER_MAGIC "iobench test directory marker v1"
+#define MARKER_VERIFY "verify=iobv-4k"           /* marker line: prepare stamped every 4 KiB (verify.c) */
 #define FILE_PREFIX "test_file."
 #define DB_LOG_NAME "ib_logfile.iobench"   /* dbpattern redo log; removed by cleanup */
 #define SEARCH_MAX_STEPS 32
@@ -98,6 +99,12 @@ typedef struct options {
     const char *device;
     uint64_t dev_size;        /* --size, 0 = the whole device */
     uint64_t dev_bytes;       /* the device's size (dev_setup) */
+    /* --verify (verify.c, docs/iobench.md "Data verification") */
+    int verify;               /* requested */
+    int verify_on;            /* in effect (verify_setup: off with a reason when it cannot be sound) */
+    int verify_pass;
+    uint64_t verify_map_max;  /* bytes of the per-block generation map at most */
+    uint64_t max_errors;      /* the workload stops at this many I/O errors in total */
     unsigned char given[OPT_MAX];   /* cli.c: option i of the table was on the command line */
 } options_t;
 
@@ -188,6 +195,42 @@ const char *err_kind_name(int k);
 
 struct bench;
 
+/* ---- errors described (workload.c record_error) and --verify mismatches (verify.c) ---- */
+#define ERR_SAMPLES 16
+#define VERIFY_SAMPLES 16
+#define VERIFY_CHUNK 4096u          /* a header and a CRC-32C in every 4 KiB written */
+#define VERIFY_HDR 32u
+#define VERIFY_MAGIC 0x56424f49u    /* "IOBV" */
+enum { VK_OK = 0, VK_CORRUPT, VK_MISPLACED, VK_STALE, VK_N };
+enum { VOP_READ = 0, VOP_PASS };
+typedef struct esample {
+    const char *op;            /* read, write, fsync, fdatasync, log write, ..., verify_pass */
+    int fi;                    /* file index, -1 = the dbpattern log, -2 = none */
+    uint64_t off;
+    int err;                   /* errno, 0 = short transfer */
+    int kind;                  /* ERR_* */
+    int thread;
+    uint64_t t;                /* CLOCK_MONOTONIC ns */
+} esample_t;
+typedef struct vsample {
+    int op, kind, fi;
+    uint64_t off;              /* the first bad 4 KiB chunk of the block */
+    int64_t found_off;         /* misplaced: the offset the chunk's header names, else -1 */
+    char expected[64], found[64];
+    uint64_t t;
+} vsample_t;
+typedef struct vctx {
+    uint64_t checked, bad[VK_N];
+    int ns;
+    vsample_t s[VERIFY_SAMPLES];
+} vctx_t;
+typedef uint32_t (*crc32c_fn)(uint32_t crc, const void *buf, size_t n);
+void crc32c_init(void);
+uint32_t crc32c(uint32_t crc, const void *buf, size_t n);
+uint32_t crc32c_sw(uint32_t crc, const void *buf, size_t n);
+crc32c_fn crc32c_hw_impl(const char **name);
+const char *crc32c_impl_name(void);
+
 /* ---- devstat.c: --devstat ---- */
 typedef struct devstat_dev {
     char name[DEVSTAT_NAME];
@@ -235,6 +278,15 @@ typedef struct thread {
     opstat_t *xst;             /* dbpattern readers: commit wait latency */
     uint64_t txns;             /* dbpattern readers: committed transactions in the window */
     _Atomic uint64_t live[2][3];   /* --live-log: measured reads/writes: count, bytes, latency sum (ns) */
+    uint64_t rnd_n, rnd_mul, rnd_add;   /* random block = rng_bounded(rnd_n) x rnd_mul + rnd_add (verify: own blocks) */
+    uint64_t ok_after;         /* successful requests after the run's first I/O error */
+    int nes;                   /* errors described (es) */
+    esample_t es[ERR_SAMPLES];
+    vctx_t vc;                 /* --verify: blocks checked, mismatches */
+    uint32_t vgen;             /* --verify without a generation map: the generation written */
+    int held;                  /* io_uring --verify: a picked request waits for its block's request in flight */
+    int held_kind;
+    uint64_t held_fi, held_off;
 } __attribute__((aligned(128))) thread_t;   /* no false sharing between threads */
 enum { DB_NONE = 0, DB_READER, DB_LOGWRITER, DB_FLUSHER };   /* no false sharing between threads */
 
@@ -262,6 +314,10 @@ typedef struct bench {
     const uint64_t *seq_resume; /* steady-state rounds: each thread's sequential position to continue at */
     int live;                  /* --live-log is on: record_op publishes the live counters */
     atomic_int finished;       /* threads that have returned */
+    _Atomic uint64_t err_count;   /* I/O errors of this run, all threads (--max-errors) */
+    atomic_int err_seen;          /* an I/O error happened: count successes after it */
+    atomic_int max_err_stop;      /* stopped at --max-errors */
+    uint32_t *vmap;               /* --verify generation map (verify.c), NULL = not tracked */
 } bench_t;
 
 /* --start-at: the one wait of the process (the first run_bench: a search's first step, a
@@ -347,6 +403,60 @@ int dev_setup(options_t *o, envinfo_t *env);        /* block device? size, worki
 int dev_open(const options_t *o, int **fds_out);    /* O_EXCL | O_DIRECT */
 int dev_prepare(const options_t *o, prep_result_t *pr);
 int dev_cleanup(const options_t *o, uint64_t *zeroed);
+
+/* ---- verify.c: --verify, --verify-pass, the process's error log ---- */
+typedef struct verify_state {
+    int enabled;
+    char reason[200];          /* why off, "" = on */
+    uint64_t run_id;
+    uint32_t *map;             /* per block of --block-size: generation of the last acknowledged write */
+    uint64_t map_blocks, map_bytes, bs, bpf;
+    int tracked;
+    char map_reason[200];
+    uint64_t checked, bad[VK_N];
+    int ns;
+    vsample_t s[VERIFY_SAMPLES];
+    int pass_done;
+    uint64_t pass_blocks, pass_bytes;
+    double pass_elapsed_s;
+} verify_state_t;
+typedef struct errlog {
+    uint64_t total, by_kind[ERR_KINDS], ok_after_first;
+    int n;
+    esample_t s[ERR_SAMPLES];
+    double t_s[ERR_SAMPLES];   /* seconds since the measured window's start */
+    int stopped_max;
+} errlog_t;
+extern verify_state_t g_vf;
+extern errlog_t g_el;
+int verify_setup(options_t *o, int prepare_here);   /* after the target's setup; exit code */
+void verify_stamp(unsigned char *buf, uint64_t len, uint32_t target, uint64_t off, uint32_t gen);
+int verify_check(vctx_t *vc, int op, const options_t *o, const uint32_t *map, int fi, uint64_t off,
+                 const unsigned char *buf, uint64_t len);   /* VK_* of the block */
+void verify_fold(bench_t *b);          /* run_bench, after the join: threads' counts into g_vf, g_el */
+int verify_run_pass(options_t *o, int *fds);   /* --verify-pass; exit code */
+void errlog_message(const esample_t *e, const options_t *o, char *buf, size_t n);
+void errlog_add(const char *op, int fi, uint64_t off, int err);   /* an error outside the threads */
+uint64_t verify_mismatches(void);
+const char *verify_kind_name(int k);
+static inline uint64_t verify_blk(const bench_t *b, uint64_t fi, uint64_t off)
+{
+    return fi * b->blocks_per_file + off / b->o->block_size;
+}
+/* the generation the next write of block blk carries (only the block's owner thread calls it) */
+static inline uint32_t verify_next_gen(thread_t *t, const uint32_t *map, uint64_t blk)
+{
+    if (!map) return ++t->vgen ? t->vgen : ++t->vgen;
+    uint32_t g = (map[blk] & 0x7fffffffu) + 1;
+    return g & 0x7fffffffu ? g : 1;
+}
+/* after the write of blk with generation gen: acknowledged (ok) or failed (the drive may hold
+ * any of the block's data since its last acknowledged write: anything well-formed is accepted
+ * until the next acknowledged write, which carries a generation above every one tried) */
+static inline void verify_written(uint32_t *map, uint64_t blk, uint32_t gen, int ok)
+{
+    if (map) map[blk] = ok ? gen : gen | 0x80000000u;
+}
 
 /* ---- workload.c ---- */
 int run_bench(bench_t *b);

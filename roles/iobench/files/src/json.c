@@ -243,6 +243,117 @@ static void empty_op(FILE *f, const char *name, int last)
     write_op(f, name, &m, 0, last);
 }
 
+/* "file" / "device" of a described error or mismatch */
+static void where(FILE *f, const options_t *o, int fi)
+{
+    fprintf(f, "\"file\": ");
+    if (o->device || fi == -2) fputs("null", f);
+    else {
+        char p[4200];
+        if (fi == -1) snprintf(p, sizeof p, "%s/" DB_LOG_NAME, o->dir);
+        else snprintf(p, sizeof p, "%s/" FILE_PREFIX "%d", o->dir, fi);
+        jstr(f, p);
+    }
+    fprintf(f, ", \"device\": ");
+    if (o->device) jstr(f, o->device); else fputs("null", f);
+}
+
+/* "verify": --verify's result (docs/iobench-json.md "verify") */
+static void write_verify(FILE *f, const report_t *r)
+{
+    const options_t *o = r->o;
+    const verify_state_t *v = &g_vf;
+    fprintf(f, "  \"verify\": {\"enabled\": %s, \"reason\": ", v->enabled ? "true" : "false");
+    if (v->enabled) fputs("null", f); else jstr(f, v->reason);
+    fprintf(f, ", \"run_id\": \"%016llx\", \"crc32c\": \"%s\", \"checked\": %llu, \"corrupt\": %llu, "
+            "\"misplaced\": %llu, \"stale\": %llu,\n    \"generation_map\": {\"tracked\": %s, \"blocks\": %llu, "
+            "\"bytes\": %llu, \"reason\": ", (unsigned long long)v->run_id, crc32c_impl_name(),
+            (unsigned long long)v->checked, (unsigned long long)v->bad[VK_CORRUPT], (unsigned long long)v->bad[VK_MISPLACED],
+            (unsigned long long)v->bad[VK_STALE], v->tracked ? "true" : "false",
+            (unsigned long long)(v->tracked ? v->map_blocks : 0), (unsigned long long)(v->tracked ? v->map_bytes : 0));
+    if (v->tracked) fputs("null", f);
+    else jstr(f, v->map_reason[0] ? v->map_reason : v->enabled ? "no generation map" : "verify is off");
+    fprintf(f, "},\n    \"pass\": ");
+    if (v->pass_done) {
+        fprintf(f, "{\"blocks\": %llu, \"bytes\": %llu, \"elapsed_s\": ", (unsigned long long)v->pass_blocks,
+                (unsigned long long)v->pass_bytes);
+        jnum(f, v->pass_elapsed_s, 6);
+        fprintf(f, ", \"mib_per_sec\": ");
+        jnum(f, v->pass_elapsed_s > 0 ? (double)v->pass_bytes / 1048576.0 / v->pass_elapsed_s : 0, 3);
+        fputc('}', f);
+    } else {
+        fputs("null", f);
+    }
+    fprintf(f, ",\n    \"first\": [");
+    for (int i = 0; i < v->ns; i++) {
+        const vsample_t *x = &v->s[i];
+        fprintf(f, "%s\n      {\"op\": \"%s\", ", i ? "," : "", x->op == VOP_PASS ? "verify_pass" : "read");
+        where(f, o, x->fi);
+        fprintf(f, ", \"offset\": %llu, \"kind\": \"%s\", \"expected\": ", (unsigned long long)x->off,
+                verify_kind_name(x->kind));
+        jstr(f, x->expected);
+        fprintf(f, ", \"found\": ");
+        jstr(f, x->found);
+        fprintf(f, ", \"found_offset\": ");
+        if (x->found_off >= 0) fprintf(f, "%lld", (long long)x->found_off); else fputs("null", f);
+        fputc('}', f);
+    }
+    fprintf(f, "%s]},\n", v->ns ? "\n    " : "");
+}
+
+static void esample_json(FILE *f, const options_t *o, int i)
+{
+    const esample_t *e = &g_el.s[i];
+    char m[320];
+    errlog_message(e, o, m, sizeof m);
+    fprintf(f, "\"op\": ");
+    jstr(f, e->op);
+    fprintf(f, ", ");
+    where(f, o, e->fi);
+    fprintf(f, ", \"offset\": %llu, \"errno\": %d, \"errno_name\": ", (unsigned long long)e->off, e->err);
+    const char *en = e->err ? errno_name(e->err) : NULL;
+    if (en) jstr(f, en); else fputs("null", f);
+    fprintf(f, ", \"t_s\": ");
+    jnum(f, g_el.t_s[i], 6);
+    fprintf(f, ", \"message\": ");
+    jstr(f, m);
+}
+
+/* "errors": every I/O error of the process counted by kind, the first ERR_SAMPLES described */
+static void write_errors(FILE *f, const report_t *r, const summary_t *s)
+{
+    const options_t *o = r->o;
+    (void)s;
+    fprintf(f, "  \"errors\": {\"total\": %llu, \"by_kind\": {", (unsigned long long)g_el.total);
+    int first = 1;
+    for (int k = 0; k < ERR_KINDS; k++) {
+        if (!g_el.by_kind[k]) continue;
+        fprintf(f, "%s\"%s\": %llu", first ? "" : ", ", err_kind_name(k), (unsigned long long)g_el.by_kind[k]);
+        first = 0;
+    }
+    fprintf(f, "}, \"first\": ");
+    if (g_el.n) {
+        fprintf(f, "{\"kind\": \"%s\", ", err_kind_name(g_el.s[0].kind));
+        esample_json(f, o, 0);
+        fputc('}', f);
+    } else {
+        fputs("null", f);
+    }
+    fprintf(f, ",\n    \"samples\": [");
+    for (int i = 0; i < g_el.n; i++) {
+        fprintf(f, "%s\n      {", i ? "," : "");
+        esample_json(f, o, i);
+        fputc('}', f);
+    }
+    fprintf(f, "%s],\n    \"ok_after_first\": %llu, \"max_errors\": %llu, \"stopped\": %s,\n    \"policy\": ",
+            g_el.n ? "\n    " : "", (unsigned long long)g_el.ok_after_first, (unsigned long long)o->max_errors,
+            g_el.stopped_max ? "\"max_errors\"" : "null");
+    jstr(f, "an I/O error is counted and described and its thread goes on with its next request (a bad region is "
+            "mapped, not stopped at); the workload stops at max_errors errors in total, or when an io_uring ring or "
+            "the dbpattern redo log fails");
+    fprintf(f, "},\n");
+}
+
 void write_json(FILE *f, report_t *r)
 {
     const options_t *o = r->o;
@@ -377,23 +488,8 @@ void write_json(FILE *f, report_t *r)
     }
     fprintf(f, "%s],\n", s.n_ival ? "\n  " : "");
 
-    /* errors */
-    fprintf(f, "  \"errors\": {\"total\": %llu, \"by_kind\": {", (unsigned long long)s.err_total);
-    int first = 1;
-    for (int k = 0; k < ERR_KINDS; k++) {
-        if (!s.errs[k]) continue;
-        fprintf(f, "%s\"%s\": %llu", first ? "" : ", ", err_kind_name(k), (unsigned long long)s.errs[k]);
-        first = 0;
-    }
-    fprintf(f, "}, \"first\": ");
-    if (s.first_err) {
-        fprintf(f, "{\"kind\": \"%s\", \"message\": ", err_kind_name(s.first_err_kind));
-        jstr(f, s.first_err);
-        fputc('}', f);
-    } else {
-        fputs("null", f);
-    }
-    fprintf(f, ", \"policy\": \"a thread stops at its first I/O error; the others continue\"},\n");
+    write_verify(f, r);
+    write_errors(f, r, &s);
     fprintf(f, "  \"exit_code\": %d\n}\n", r->exit_code);
     summary_free(&s);
 }

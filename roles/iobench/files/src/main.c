@@ -103,6 +103,8 @@ static int real_main(int argc, char **argv)
                 (unsigned long long)o.db_log_block, env.logical_block_size, o.dir);
         return EXIT_USAGE;
     }
+    rc = verify_setup(&o, o.command == CMD_PREPARE || o.do_prepare);
+    if (rc) return rc;
     if (o.output) {
         g_out_existed = access(o.output, F_OK) == 0;
         int ofd = open(o.output, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);   /* truncated only when writing */
@@ -211,14 +213,28 @@ static int real_main(int argc, char **argv)
     rep.ran = 1;
     rep.signal = atomic_load(&g_signal);
     rep.interrupted = rep.signal != 0;
+    /* --verify-pass: the whole working set read back and checked, outside the measured window */
+    if (o.verify_on && o.verify_pass && !rep.interrupted && o.mode != MODE_SEQRD && o.mode != MODE_RNDRD) {
+        rc = verify_run_pass(&o, fds);
+        if (rc) { close_test_files(&o, fds); return rc; }
+        errs = g_el.total;
+        rep.signal = atomic_load(&g_signal);
+        rep.interrupted = rep.signal != 0;
+    }
     close_test_files(&o, fds);
     if (log_fd >= 0) close(log_fd);
     b->fds = NULL;
-    rep.exit_code = rep.interrupted ? EXIT_INTR : errs ? EXIT_IOERR : EXIT_OK;
-    if (errs) {
-        for (int i = 0; i < b->nth; i++)
-            if (b->th[i].err_total) { err_msg("I/O errors during the run (%llu); first: %s",
-                                              (unsigned long long)errs, b->th[i].first_err); break; }
+    rep.exit_code = rep.interrupted ? EXIT_INTR : errs || verify_mismatches() ? EXIT_IOERR : EXIT_OK;
+    if (verify_mismatches())
+        err_msg("--verify: %llu of %llu blocks read back did not hold what was written (corrupt %llu, misplaced %llu, stale %llu)",
+                (unsigned long long)verify_mismatches(), (unsigned long long)g_vf.checked,
+                (unsigned long long)g_vf.bad[VK_CORRUPT], (unsigned long long)g_vf.bad[VK_MISPLACED],
+                (unsigned long long)g_vf.bad[VK_STALE]);
+    if (errs && g_el.n) {
+        char m[320];
+        errlog_message(&g_el.s[0], &o, m, sizeof m);
+        err_msg("I/O errors during the run (%llu)%s; first: %s", (unsigned long long)errs,
+                g_el.stopped_max ? ", stopped at --max-errors" : "", m);
     }
     if (o.do_cleanup) {
         int crc = target->cleanup(&o, &rep);

@@ -160,12 +160,36 @@ void write_text(FILE *f, report_t *r)
             fputc('\n', f);
             free(cm);
         }
-        if (s.err_total) {
-            fprintf(f, "Errors: %llu\n", (unsigned long long)s.err_total);
+        if (g_el.total) {
+            fprintf(f, "Errors: %llu%s (successful requests after the first: %llu)\n", (unsigned long long)g_el.total,
+                    g_el.stopped_max ? ", stopped at --max-errors" : "", (unsigned long long)g_el.ok_after_first);
             for (int k = 0; k < ERR_KINDS; k++)
-                if (s.errs[k]) fprintf(f, "    %s: %llu\n", err_kind_name(k), (unsigned long long)s.errs[k]);
-            if (s.first_err) fprintf(f, "    first: %s\n", s.first_err);
+                if (g_el.by_kind[k]) fprintf(f, "    %s: %llu\n", err_kind_name(k), (unsigned long long)g_el.by_kind[k]);
+            for (int i = 0; i < g_el.n; i++) {
+                char m[320];
+                errlog_message(&g_el.s[i], o, m, sizeof m);
+                fprintf(f, "    at %+.3f s: %s\n", g_el.t_s[i], m);
+            }
             fputc('\n', f);
+        }
+        if (g_vf.enabled) {
+            fprintf(f, "Verify: %llu blocks checked, corrupt %llu, misplaced %llu, stale %llu (lost writes %s)\n",
+                    (unsigned long long)g_vf.checked, (unsigned long long)g_vf.bad[VK_CORRUPT],
+                    (unsigned long long)g_vf.bad[VK_MISPLACED], (unsigned long long)g_vf.bad[VK_STALE],
+                    g_vf.tracked ? "detected" : g_vf.map_reason);
+            if (g_vf.pass_done)
+                fprintf(f, "    verify pass: %llu blocks read back in %.3f s\n", (unsigned long long)g_vf.pass_blocks,
+                        g_vf.pass_elapsed_s);
+            for (int i = 0; i < g_vf.ns; i++) {
+                const vsample_t *x = &g_vf.s[i];
+                fprintf(f, "    %s at offset %llu of %s", verify_kind_name(x->kind), (unsigned long long)x->off,
+                        o->device ? o->device : "");
+                if (!o->device) fprintf(f, "%s/" FILE_PREFIX "%d", o->dir, x->fi);
+                fprintf(f, " (%s): expected %s, found %s\n", x->op == VOP_PASS ? "verify pass" : "read", x->expected, x->found);
+            }
+            fputc('\n', f);
+        } else if (o->verify) {
+            fprintf(f, "Verify: off (%s)\n\n", g_vf.reason);
         }
         summary_free(&s);
     }

@@ -36,6 +36,7 @@ static void ival_grow(thread_t *t, uint64_t idx)
 void record_op(thread_t *t, int kind, uint64_t t0, uint64_t t1, uint64_t bytes)
 {
     bench_t *b = t->b;
+    if (__builtin_expect(atomic_load_explicit(&b->err_seen, memory_order_relaxed), 0)) t->ok_after++;
     const uint64_t ms = atomic_load_explicit(&b->measure_start, memory_order_relaxed);
     if (t1 < ms) return;   /* warmup */
     uint64_t lat = t1 - t0;
@@ -67,23 +68,24 @@ void record_op(thread_t *t, int kind, uint64_t t0, uint64_t t1, uint64_t bytes)
     }
 }
 
+/* an I/O error: counted by kind, the thread's first ERR_SAMPLES described; the run stops at
+ * --max-errors errors over all threads (docs/iobench.md "I/O errors") */
 void record_error(thread_t *t, int kind, int fileidx, uint64_t off, const char *what, int err)
 {
+    bench_t *b = t->b;
+    uint64_t now = now_ns();
     t->errs[kind]++;
     t->err_total++;
+    if (t->nes < ERR_SAMPLES) t->es[t->nes++] = (esample_t){what, fileidx, off, err, kind, t->id, now};
     if (t->err_total == 1) {
         t->first_err_kind = kind;
-        t->first_err_t = now_ns();
-        if (t->b->o->device)
-            snprintf(t->first_err, sizeof t->first_err, "thread %d: %s %s at offset %llu: %s",
-                     t->id, what, t->b->o->device, (unsigned long long)off, err ? strerror(err) : "short transfer");
-        else if (fileidx < 0)   /* dbpattern log */
-            snprintf(t->first_err, sizeof t->first_err, "thread %d: %s %s/" DB_LOG_NAME " at offset %llu: %s",
-                     t->id, what, t->b->o->dir, (unsigned long long)off, err ? strerror(err) : "short transfer");
-        else
-            snprintf(t->first_err, sizeof t->first_err, "thread %d: %s %s/" FILE_PREFIX "%d at offset %llu: %s",
-                     t->id, what, t->b->o->dir, fileidx, (unsigned long long)off,
-                     err ? strerror(err) : "short transfer");
+        t->first_err_t = now;
+        errlog_message(&t->es[0], b->o, t->first_err, sizeof t->first_err);
+    }
+    atomic_store_explicit(&b->err_seen, 1, memory_order_relaxed);
+    if (atomic_fetch_add(&b->err_count, 1) + 1 >= b->o->max_errors) {
+        atomic_store(&b->max_err_stop, 1);
+        atomic_store(&b->stop, 1);
     }
 }
 
@@ -99,15 +101,15 @@ void pick_op(thread_t *t, int *kind, uint64_t *fileidx, uint64_t *off)
         *kind = o->mode == MODE_SEQRD ? OP_READ : OP_WRITE;
         break;
     case MODE_RNDRD:
-        blk = rng_bounded(t->rng, b->total_blocks);
+        blk = rng_bounded(t->rng, t->rnd_n) * t->rnd_mul + t->rnd_add;
         *kind = OP_READ;
         break;
     case MODE_RNDWR:
-        blk = rng_bounded(t->rng, b->total_blocks);
+        blk = rng_bounded(t->rng, t->rnd_n) * t->rnd_mul + t->rnd_add;
         *kind = OP_WRITE;
         break;
     default: /* rndrw: deterministic interleave keeping reads/writes at rw_ratio */
-        blk = rng_bounded(t->rng, b->total_blocks);
+        blk = rng_bounded(t->rng, t->rnd_n) * t->rnd_mul + t->rnd_add;
         if ((double)t->reads_done < o->rw_ratio * (double)(t->writes_done + 1)) { *kind = OP_READ; t->reads_done++; }
         else { *kind = OP_WRITE; t->writes_done++; }
         break;
@@ -302,6 +304,16 @@ static int thread_init(bench_t *b, thread_t *t, int id)
     t->seq_start = b->total_blocks * (uint64_t)id / (uint64_t)n;
     t->seq_end = b->total_blocks * (uint64_t)(id + 1) / (uint64_t)n;
     t->seq_pos = t->seq_start;
+    /* random modes: uniform over the working set; with --verify each thread draws uniformly
+     * from its own blocks (those = id mod threads), so no block is touched by two threads */
+    t->rnd_n = b->total_blocks;
+    t->rnd_mul = 1;
+    t->rnd_add = 0;
+    if (o->verify_on && !b->db) {
+        t->rnd_n = b->total_blocks > (uint64_t)id ? (b->total_blocks - (uint64_t)id + (uint64_t)n - 1) / (uint64_t)n : 1;
+        t->rnd_mul = (uint64_t)n;
+        t->rnd_add = (uint64_t)id < b->total_blocks ? (uint64_t)id : 0;
+    }
     if (b->seq_resume && b->seq_resume[id] >= t->seq_start && b->seq_resume[id] < t->seq_end) t->seq_pos = b->seq_resume[id];
     t->fsync_ctr = calloc(o->file_num, sizeof *t->fsync_ctr);
     t->dirty = calloc(o->file_num, 1);
@@ -327,6 +339,7 @@ int run_bench(bench_t *b)
     b->blocks_per_file = o->file_size / o->block_size;
     b->total_blocks = b->blocks_per_file * o->file_num;
     b->ival_ns = (uint64_t)(o->report_interval_s * 1e9);
+    b->vmap = o->verify_on ? g_vf.map : NULL;
     if (posix_memalign((void **)&b->th, 128, (size_t)n * sizeof *b->th) != 0) return EXIT_INTERNAL;
     memset(b->th, 0, (size_t)n * sizeof *b->th);
     pthread_mutex_init(&b->setup_lock, NULL);
@@ -384,6 +397,7 @@ int run_bench(bench_t *b)
     if (b->live && b->ival_ns) live_loop(b);
     for (int i = 0; i < n; i++) pthread_join(b->th[i].tid, NULL);
     b->t_end = now_ns();
+    verify_fold(b);
     if (b->live) live_line(b, 1);
     if (b->ds) devstat_sample(o, b->ds, 1);        /* all our I/O has completed: the window ends now */
     pthread_barrier_destroy(&b->barrier);
