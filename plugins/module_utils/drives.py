@@ -54,7 +54,7 @@ SMARTCTL_EXIT_BITS = (
 )
 
 HEALTH_KEYS = ("passed", "critical_warning", "media_errors", "percentage_used", "available_spare",
-               "reallocated_sectors", "pending_sectors", "temperature_c", "power_on_hours")
+               "reallocated_sectors", "pending_sectors", "temperature_c", "power_on_hours", "num_err_log_entries")
 
 
 def _clean(value):
@@ -377,6 +377,7 @@ def parse_smartctl(data):
     if isinstance(nv, dict):
         h["critical_warning"] = _critical_warning(nv.get("critical_warning"))
         h["media_errors"] = _num(nv.get("media_errors"))
+        h["num_err_log_entries"] = _num(nv.get("num_err_log_entries"))
         h["percentage_used"] = _num(nv.get("percentage_used"))
         h["available_spare"] = _num(nv.get("available_spare"))
         if h["temperature_c"] is None:
@@ -428,6 +429,7 @@ def parse_nvme_smart_log(data):
     h["critical_warning"] = _critical_warning(data.get("critical_warning"))
     h["passed"] = (h["critical_warning"] == 0) if h["critical_warning"] is not None else None
     h["media_errors"] = _num(data.get("media_errors"))
+    h["num_err_log_entries"] = _num(data.get("num_err_log_entries"))
     h["percentage_used"] = _num(data.get("percent_used", data.get("percentage_used")))
     h["available_spare"] = _num(data.get("avail_spare"))
     k = _num(data.get("temperature"))

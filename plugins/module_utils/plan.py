@@ -52,13 +52,13 @@ Each resolved spec has the shape of docs/contracts.md section 4: ``id``, ``workl
 ``sizing`` (one line saying how ``total_size`` was obtained). Use :func:`module_args`
 to keep only the ``fleetqual.storage.iobench`` parameters.
 
-Issue 19: the checks of an option's value and the rules between options come from the
+The checks of an option's value and the rules between options come from the
 option table (``module_utils/iobench_options.py``: ``value_error``, ``rule_errors``, the
 binary's own ranges); the targets a plan runs on live in ``targets.py`` and what a plan
 costs and how it reads (durations, space, summary lines) in ``plan_summary.py``; this
 module re-exports their public names.
 
-Issue 18: the plan is module_utils so that a module can compute a host's plan on the host
+The plan is module_utils so that a module can compute a host's plan on the host
 (with the facts it gathers there); the controller (the ``plan`` filter, validation, the
 report) uses the very same functions. :func:`plan_on_targets` is the ``plan`` filter.
 """
@@ -68,6 +68,7 @@ import difflib
 import math
 import re
 
+from ansible_collections.fleetqual.storage.plugins.module_utils import burnin_plan as _burnin
 from ansible_collections.fleetqual.storage.plugins.module_utils import iobench_options
 from ansible_collections.fleetqual.storage.plugins.module_utils.vocabulary import (
     MODES,
@@ -120,7 +121,7 @@ DEFAULT_FILE_NUM = {"cache": 1, "over_cache": 128, "explicit": 1}
 _OPT = iobench_options.BY_NAME
 MAX_THREADS = _OPT["threads"]["max"]     # every range: the option table (the binary's own)
 
-# Steady state (issue 10.4; iobench --steady-state, --ss-*) and preconditioning: plan keys
+# Steady state (iobench --steady-state, --ss-*) and preconditioning: plan keys
 # validated here; passed to the module once the option table has their rows (H1/H3).
 STEADY_STATE_KEYS = ("steady_state", "ss_round_time", "ss_window", "ss_range_pct", "ss_slope_pct",
                      "ss_max_rounds", "ss_metric")
@@ -133,7 +134,7 @@ MODULE_PARAMS = tuple(k for k in iobench_options.PLAN_KEYS if k not in RUNNER_KE
     k for k in STEADY_STATE_KEYS if k not in iobench_options.PLAN_KEYS)
 RANDOM_MODES = iobench_options.RANDOM_MODES
 SPEC_KEYS = ("id", "workload", "description", "working_set", "precondition") + MODULE_PARAMS
-PROFILE_KEYS = ("description", "extends", "defaults", "matrix")
+PROFILE_KEYS = ("description", "extends", "defaults", "matrix", "burnin")   # burnin: module_utils/burnin_plan.py
 # keys the overrides of one workload id may set: not those that name it or size its data set
 PER_ID_OVERRIDE_KEYS = tuple(k for k in MODULE_PARAMS + ("precondition", "description")
                              if k not in ("mode", "threads", "rw_ratio", "file_num", "total_size", "block_size"))
@@ -373,6 +374,7 @@ def _build(profile_or_matrix, cache_size, mem_total_mb, overrides, profiles, mat
     out = _unique_ids(workloads, explicit_ids, errors)
     _apply_per_id(out, per_id, names, errors)
     _check_rules(out, errors)
+    out = _burnin.expand_rounds(out, _burnin.setting_of(profile_or_matrix, profiles), names, errors)
     return _ordered(out), errors
 
 
@@ -647,17 +649,17 @@ def module_args(spec):
 
 # The plan filter (fleetqual.storage.plan) and a host's own plan: plan(), then, when targets
 # are given (fleetqual_targets), resolve_targets() and plan_targets() (the plan on each target,
-# one after the other, issue 11); raises PlanError with every problem.
+# one after the other); raises PlanError with every problem.
 def plan_on_targets(profile_or_matrix, cache_size=DEFAULT_CACHE_SIZE, mem_total_mb=None, overrides=None,
                     profiles=None, matrix=None, seed=None, targets=None, test_dir=None, capacities=None):
     specs = plan(profile_or_matrix, cache_size=cache_size, mem_total_mb=mem_total_mb,
                  overrides=overrides, profiles=profiles, matrix=matrix, seed=seed)
-    if targets:  # fleetqual_targets: the plan on each target, one after the other (issue 11)
+    if targets:  # fleetqual_targets: the plan on each target, one after the other
         resolved, errors = resolve_targets(targets, test_dir=test_dir)
         if errors:
             raise PlanError(errors)
         specs = plan_targets(specs, resolved, capacities=capacities)
-    return specs
+    return _burnin.cover_data_sets(specs)
 
 
 __all__ = ["plan", "plan_on_targets", "resolve", "derive_id", "module_args", "largest_working_set",

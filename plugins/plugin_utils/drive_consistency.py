@@ -1,6 +1,6 @@
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Drive consistency across the fleet (issue 11.4), controller side, pure Python.
+"""Drive consistency across the fleet, controller side, pure Python.
 
 Input: host records (docs/contracts.md section 6) each with ``drives`` (the drives
 module's ``drives`` list, section 7, or its whole result) and ``workloads`` whose
@@ -37,6 +37,7 @@ from collections import Counter
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.numeric import fmt_num
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import drive_list
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge_drives import checked_kernel_errors
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.outliers import Peers, group_of
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import median, to_float
 
@@ -281,7 +282,8 @@ def drive_rows(records, findings=None):
 
         {host, drive, path, id_path, model, serial, firmware, size_bytes, transport, targets,
          health: PASSED | FAILED | not collected | no verdict, health_note, verdict: PASS | FAIL | n/a,
-         reasons: [the judge's failed drive checks], findings: [messages of this drive's findings]}
+         reasons: [the judge's failed drive checks], findings: [messages of this drive's findings],
+         kernel_errors: the kernel's storage messages the judge counted (absent: log not judged)}
 
     ``verdict`` is FAIL when a drive check of the host's judgement (``checks``, kind
     ``drive``) failed or a finding of this drive has severity ``fail``; PASS when a check
@@ -312,6 +314,13 @@ def drive_rows(records, findings=None):
                          "size_bytes": d.get("size_bytes"), "transport": d.get("transport"),
                          "targets": list(d.get("targets") or []), "health": health, "health_note": note,
                          "verdict": verdict, "reasons": failed, "findings": [f["message"] for f in found]})
+            # the kernel's storage messages about it the judge counted (docs/kernel-log.md); absent
+            # when the kernel log was not judged
+            kernel = d.get("kernel_errors")
+            if "kernel_errors" not in d:
+                kernel = checked_kernel_errors(r.get("checks"), d.get("name"))
+            if kernel is not None:
+                rows[-1]["kernel_errors"] = kernel
     return rows
 
 

@@ -1,7 +1,7 @@
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The wrappers behind the collection's Jinja2 filters: thin calls of plugin_utils (metrics,
-rules, judge, diagnostics) and module_utils (plan: a host computes its plan too, issue 18)
+rules, judge, diagnostics) and module_utils (plan: a host computes its plan too)
 that turn their errors into AnsibleFilterError naming the filter.
 
 Each filter is plugins/filter/<name>.py (its documentation and a FilterModule returning
@@ -39,9 +39,10 @@ def _wrap(name, func):
     return filter_func
 
 
-def _judge_with_defaults(workloads, rules=None, expected_ids=None, error=None, diagnostics=None, options=None, drives=None):
+def _judge_with_defaults(workloads, rules=None, expected_ids=None, error=None, diagnostics=None, options=None, drives=None,
+                         kernel=None, kernel_log=None, drives_after=None):
     return _judge.judge(workloads, rules, expected_ids=expected_ids, error=error, diagnostics=diagnostics,
-                        options=options, drives=drives)
+                        options=options, drives=drives, kernel=kernel, kernel_log=kernel_log, drives_after=drives_after)
 
 
 def _diagnose_checked(workloads, latency_bound_ms=None, options=None):

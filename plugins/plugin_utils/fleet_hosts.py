@@ -14,6 +14,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils import verdict a
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet_latency import latency_histogram
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet_rows import clean_metrics, host_detail, row_key, spec_key, summarize_workload
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import drive_list, first_failing_rule
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge_drives import checked_kernel_errors
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.outliers import group_of
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.plain import natural_key, plain
 
@@ -109,7 +110,7 @@ def build_host(name, record, play=None, inventory_groups=None, keep_detail=True,
         "verdict": record.get("verdict"), "reasons": list(record.get("reasons") or []), "workloads": bool(workloads)}
     run = record.get("array_run") if record else None
     if isinstance(run, dict) and run.get("name"):
-        entry["array"] = str(run["name"])     # array mode (issue 16): arrays.fleet_arrays_of judges it
+        entry["array"] = str(run["name"])     # array mode: arrays.fleet_arrays_of judges it
     if histograms:
         entry["histograms"] = {}
         for w, row in zip(workloads, rows):
@@ -144,6 +145,10 @@ def host_drives(record, checks=()):
         if isinstance(d.get("health"), dict):
             item["health"] = {k: plain(d["health"].get(k)) for k in HOST_HEALTH_KEYS if k in d["health"]}
         item["judged"] = drive_consistency.drive_checks(checks, d.get("name"))
+        # the kernel's storage messages the judge counted (docs/kernel-log.md); absent: not judged
+        kernel = checked_kernel_errors(checks, d.get("name"))
+        if kernel is not None:
+            item["kernel_errors"] = kernel
         out.append(item)
     return out
 

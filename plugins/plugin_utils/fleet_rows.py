@@ -16,6 +16,8 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import to_
 ROW_TARGET_KEYS = ("target_kind", "target_path", "target_device")
 
 PCT_KEYS = ("p50", "p90", "p95", "p99", "p999")
+# the first verify mismatches a workload row keeps for the reports (the record keeps 16)
+VERIFY_FIRST_ROW = 4
 
 
 def workload_id(spec, metrics=None):
@@ -155,6 +157,12 @@ def summarize_workload(spec, keep_metrics=True):
         "await_ms": rounded(device_await(metrics), 6),
         "errors": int(errors) if errors is not None else 0,
         "interrupted": interrupted,
+        # data verification (docs/integrity.md): blocks checked and bad (null: not verified or
+        # not reported), "off" with why, and the first mismatches (the reports quote them)
+        "verified": metricsmod.count_of(metrics.get("verify_checked")) if metrics.get("verify_enabled") else None,
+        "bad": metricsmod.count_of(metrics.get("verify_bad")) if metrics.get("verify_enabled") else None,
+        "verify_off": (metrics.get("verify_reason") or "verify off") if metrics.get("verify_enabled") is False else None,
+        "verify_first": [plain(f) for f in (metrics.get("verify_first") or [])[:VERIFY_FIRST_ROW] if isinstance(f, dict)],
         "devices": devices,
         "collector": plain(source),
         "outliers": [],

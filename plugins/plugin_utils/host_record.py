@@ -1,9 +1,9 @@
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A host's record: judged, assembled and stored once, on the controller, by the action that
-receives the job's results (``plugins/action/qualify_host.py``; issue 18).
+receives the job's results (``plugins/action/qualify_host.py``).
 
-Before issue 18 the role did this with a task per step and per host (diagnostics, judge,
+Before, the role did this with a task per step and per host (diagnostics, judge,
 record, results directory, JSON copy, set_stats, verdict line): three local module runs
 and seven task events per host. Now the action calls :func:`judged` and :func:`store` in
 the worker that already holds the results; the record's shape is docs/contracts.md
@@ -35,12 +35,19 @@ def slice_of(host_vars):
     return {"number": int(number), "count": count, "job": host_vars.get("awx_job_id")}
 
 
-def judged(records, plan, thresholds, latency_bound_ms, error=None, drives=None):
+def judged(records, plan, thresholds, latency_bound_ms, error=None, drives=None, kernel=None, kernel_log=None,
+           drives_after=None):
     """``(diagnostics, judgement)`` of a host's workload records: the role's filters
-    ``fleetqual.storage.diagnostics`` and ``fleetqual.storage.judge``, the same code."""
+    ``fleetqual.storage.diagnostics`` and ``fleetqual.storage.judge``, the same code.
+    ``kernel``: the job's kernel section, ``kernel_log``: ``fleetqual_kernel_log``
+    (docs/kernel-log.md); ``drives_after``: the drives read again after a burn-in
+    (docs/integrity.md)."""
     diagnostics = FILTERS["diagnostics"](records, latency_bound_ms=latency_bound_ms)
+    extra = {"kernel": kernel, "kernel_log": kernel_log} if kernel is not None else {}
+    if drives_after is not None:
+        extra["drives_after"] = drives_after
     judgement = FILTERS["judge"](records, thresholds, expected_ids=plan, error=error, diagnostics=diagnostics,
-                                 drives=drives)
+                                 drives=drives, **extra)
     return diagnostics, judgement
 
 
@@ -55,7 +62,7 @@ def collector_devices(records):
     return out
 
 
-def assemble(host, inputs, started, records, diagnostics, judgement, error=None, array_run=None):
+def assemble(host, inputs, started, records, diagnostics, judgement, error=None, array_run=None, kernel=None):
     """The host record (docs/contracts.md section 6).
 
     ``inputs``: ``{run_id, profile, groups, test_dir, drift, retention, results_dir, slice}``
@@ -73,6 +80,8 @@ def assemble(host, inputs, started, records, diagnostics, judgement, error=None,
         "host": host,
         "run_id": inputs["run_id"],
         "profile": inputs["profile"],
+        # "custom" when the matrix was the user's (fleetqual_matrix): the profile keeps its name and its rules
+        "matrix": inputs.get("matrix"),
         "groups": list(inputs.get("groups") or []),
         "facts": {
             "architecture": facts.get("architecture"),
@@ -102,9 +111,12 @@ def assemble(host, inputs, started, records, diagnostics, judgement, error=None,
         "error": error,
         # the previous run's job found in fleetqual_test_dir by the preflight
         "previous_job": preflight.get("previous_job"),
-        # array mode (issue 16): this host's part of its array's lock-step run; null outside one
+        # the kernel's word on the drives: the job's kernel log section (module_utils/kmsg.py,
+        # docs/kernel-log.md); null when no job ran or its status carried none
+        "kernel": kernel,
+        # array mode: this host's part of its array's lock-step run; null outside one
         "array_run": array_run,
-        # compliance (issue 17): read by the report (history.host_drift, retention.fleet_policy)
+        # compliance: read by the report (history.host_drift, retention.fleet_policy)
         "drift": inputs.get("drift"),
         "retention": inputs.get("retention"),
         "results_file": os.path.join(results_path, host + ".json"),

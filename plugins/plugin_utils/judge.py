@@ -14,7 +14,7 @@ the ``qualify_report`` callback (imports this module).
     summary:  {workloads, checks, passed, failed, not_applicable, errors}
     warnings: [sentences]          # rules that matched nothing, or only n/a checks
 
-Foreign I/O (issue 17; records of a job run with ``foreign_io``, metrics ``foreign_*``):
+Foreign I/O (records of a job run with ``foreign_io``, metrics ``foreign_*``):
 
 * Every such workload gets a ``rule: foreign_io`` check (``kind: foreign``). A workload that
   was not run because its device never got quiet or the host's time budget was spent
@@ -33,9 +33,15 @@ Foreign I/O (issue 17; records of a job run with ``foreign_io``, metrics ``forei
 
 Verdicts: ERROR when the host failed outside a workload (``error``), a planned workload
 is missing (``expected_ids``), a workload's module call failed or was skipped, it has no
-benchmark data, it had I/O errors, or it was interrupted or stopped by the module's
-timeout; else FAIL when any limit failed; else PASS. Limits are still checked
-on workloads with partial data, so an ERROR host also shows what it measured.
+benchmark data, its drive stopped answering (I/O errors and no successful request after
+the first, or an iobench that does not say), or it was interrupted or stopped by the
+module's timeout; else FAIL when any limit failed, a block read back was wrong (corrupt,
+misplaced or stale: a lost write) or I/O errors hit a region of a drive that still
+serves the rest (``kind: integrity``, docs/integrity.md); else PASS. Limits are still
+checked on workloads with partial data, so an ERROR host also shows what it measured.
+Data that was not verified (``verify`` off) or lost writes that could not be seen (no
+generation map) are ``n/a`` checks of kind ``integrity``: notes, never a failure. An
+integrity failure stays a failure on a shared window (foreign I/O does not flip bits).
 
 Checks are ordered by workload (plan order, then records not in the plan), and per
 workload: integrity errors, then rules in list order, then each rule's limits in
@@ -43,7 +49,10 @@ canonical order (min_iops, min_mibps, max_read_*, max_write_*, max_fsync_* by
 percentile, metric min, metric max). ``status`` is ``pass``, ``fail``, ``n/a``,
 ``error`` or ``inconclusive`` (a shared window, below); ``passed`` is true, false, or null
 for n/a and inconclusive. ``kind`` is ``foreign`` (the foreign-I/O check), ``limit`` (built-in),
-``metric`` (JMESPath rule), ``diagnostic`` (cache proof, diagnostic rules), ``drive`` (drive health) or ``error``
+``metric`` (JMESPath rule), ``diagnostic`` (cache proof, diagnostic rules), ``drive`` (drive health),
+``integrity`` (data verification and I/O errors of a drive that still answers: ``rule``
+``data_corrupt``, ``data_misplaced``, ``lost_write``, ``io_errors``, and the notes
+``verify_off``, ``lost_writes_unchecked``) or ``error``
 (integrity; ``rule`` is one of
 ``host_error``, ``workload_missing``, ``module_failed``, ``skipped``, ``no_metrics``,
 ``io_errors``, ``timed_out``, ``interrupted``, ``no_workloads``).
@@ -62,7 +71,7 @@ Missing values -- an explicit decision:
   (``metrics.steady_state``), quoting the tracked value of every round, and on one that
   ran without steady state (validation refuses a rule that can only match such ones).
 
-Drives (issue 11; ``drives`` argument, the host's drives of docs/contracts.md section 7;
+Drives (``drives`` argument, the host's drives of docs/contracts.md section 7;
 the checks are ``judge_drives.py``):
 
 * Always, per drive, ``rule: drive_health``: FAIL when the drive's own SMART / NVMe verdict
@@ -107,6 +116,7 @@ from ansible_collections.fleetqual.storage.plugins.module_utils.vocabulary impor
     type_name,
 )
 from ansible_collections.fleetqual.storage.plugins.module_utils.numeric import fmt_num, is_number
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import burnin as _burnin
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import diagnostics as _diag
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import DEVICE_FIELDS, record_metrics
 from ansible_collections.fleetqual.storage.plugins.module_utils.plan import workload_key
@@ -120,8 +130,11 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.rules import (
     validate_rules,
 )
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge_checks import _check, _cmp_word, _compare, _error
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge_integrity import io_error_check, stall_check, verify_checks
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge_drives import (  # noqa: F401 - re-exported
+    KERNEL_LIMIT,
     _drive_checks,
+    kernel_checks,
     drive_label,
     drive_list,
 )
@@ -186,8 +199,30 @@ def evidence(record, metrics, focus=None):
 # --------------------------------------------------------------------------- checks
 # (the check dict and the comparison are judge_checks.py; the drive checks judge_drives.py)
 
-def _integrity(record, wid, metrics):
-    """Error checks for one record (the module's result status and the metrics)."""
+def _answered(metrics):
+    """The drive completed at least one request of this workload."""
+    return any((metrics.get(k) or 0) > 0 for k in ("read_count", "write_count", "fsync_count", "verify_checked",
+                                                 "errors_ok_after_first"))
+
+
+def _answered_later(records):
+    """Indexes of the records after which a later workload on the same target was answered by
+    the drive: their I/O errors were a bad region, not a drive that stopped answering."""
+    out = set()
+    seen = set()
+    for i in range(len(records) - 1, -1, -1):
+        rec = records[i]
+        target = rec.get("target") if isinstance(rec, dict) else None
+        if target in seen:
+            out.add(i)
+        if isinstance(rec, dict) and _answered(record_metrics(rec)):
+            seen.add(target)
+    return out
+
+
+def _integrity(record, wid, metrics, answered_later=False):
+    """Error checks for one record (the module's result status and the metrics).
+    ``answered_later``: a later workload on the same target was answered by the drive."""
     out = []
     result = record.get("result")
     if not isinstance(result, dict):
@@ -209,14 +244,18 @@ def _integrity(record, wid, metrics):
         return out
     errors = metrics.get("errors")
     if errors:
-        kinds = ", ".join("%s %s" % (k, v) for k, v in sorted((metrics.get("error_kinds") or {}).items()))
-        first = metrics.get("error_first")
-        msg = "%s: %s I/O error%s during the run" % (wid, errors, "" if errors == 1 else "s")
-        if kinds:
-            msg += " (%s)" % kinds
-        if first:
-            msg += "; first: %s" % first
-        out.append(_error(wid, "io_errors", msg, value=errors, metric="errors"))
+        out.append(io_error_check(wid, metrics, answered_later))
+    elif not _answered(metrics) and result.get("rc"):
+        # iobench failed before its first measured request (a prepare write refused by a drive that
+        # vanished, say) and said so only on stderr: never a run that measured nothing and passed
+        said = [ln.strip() for ln in str(result.get("stderr") or "").splitlines() if ln.strip()]
+        out.append(_error(wid, "no_requests", "%s: no request completed (iobench rc %s)%s"
+                          % (wid, result["rc"], ": %s" % said[-1] if said else ""), value=result["rc"], metric="rc"))
+        return out
+    out.extend(verify_checks(wid, metrics))
+    stalled = stall_check(wid, metrics)
+    if stalled:
+        out.append(stalled)
     if metrics.get("timed_out"):
         msg = "%s: stopped by the module's timeout after %s s; partial results" % (
             wid, fmt_num(metrics.get("elapsed_s")))
@@ -372,7 +411,8 @@ def _diagnostic_checks(rule, diags):
     return out
 
 
-def judge(workloads, rules, expected_ids=None, error=None, diagnostics=None, options=None, drives=None):
+def judge(workloads, rules, expected_ids=None, error=None, diagnostics=None, options=None, drives=None,
+          kernel=None, kernel_log=None, drives_after=None):
     """Judge one host. See the module docstring for the shape and the decisions.
 
     ``workloads``: records (spec + ``result`` + optional ``metrics``); ``rules``:
@@ -381,8 +421,12 @@ def judge(workloads, rules, expected_ids=None, error=None, diagnostics=None, opt
     ``{task, msg}`` or a string), which makes the verdict ERROR; ``diagnostics``: the
     host's ``diagnostics.diagnose`` result (computed here with ``options`` when None);
     ``drives``: the host's drives (docs/contracts.md section 7, a list or the drives
-    module's result; None: not collected, no drive checks). The result carries
-    ``diagnostics`` too. Raises ``ValueError`` when the rules do not
+    module's result; None: not collected, no drive checks); ``kernel``: the record's kernel
+    section and ``kernel_log``: ``fleetqual_kernel_log`` (``judge_drives.kernel_checks``,
+    docs/kernel-log.md; None: not handed over, no kernel checks). The result carries
+    ``diagnostics`` too. ``drives_after``: the drives read again after a burn-in
+    (``plugin_utils/burnin.py``: a health counter that rose FAILS; a burn-in without it says
+    so). Raises ``ValueError`` when the rules do not
     validate.
     """
     problems = validate_rules(rules)
@@ -426,6 +470,8 @@ def judge(workloads, rules, expected_ids=None, error=None, diagnostics=None, opt
     matched = [0] * len(rules)
     applicable = [0] * len(rules)
     foreign_warnings = []
+    later = _answered_later(records)
+    index = {id(r): i for i, r in enumerate(records)}
     for wid, rec in slots:
         if rec is None:
             wid_only, _at, target = wid.rpartition("@") if "@" in wid else (wid, "", None)
@@ -438,7 +484,8 @@ def judge(workloads, rules, expected_ids=None, error=None, diagnostics=None, opt
         if rec.get("target"):
             # messages say "<id> on <target>"; the check keeps the id and gains target
             wid = "%s on %s" % (wid, rec["target"])
-        _workload_checks(checks, rules, matched, applicable, proof_failed, wid, rec, foreign_warnings)
+        _workload_checks(checks, rules, matched, applicable, proof_failed, wid, rec, foreign_warnings,
+                         index.get(id(rec)) in later)
         if rec.get("target"):
             for c in checks[first:]:
                 c["workload"] = rec.get("id")
@@ -451,6 +498,11 @@ def judge(workloads, rules, expected_ids=None, error=None, diagnostics=None, opt
             applicable[ri] += 1
             checks.extend(_diagnostic_checks(rule, diagnostics))
     drive_warnings = foreign_warnings + _drive_checks(checks, rules, drives, matched, applicable)
+    # the kernel's word on each drive (``kernel``: the record's kernel section, docs/kernel-log.md;
+    # ``kernel_log``: fleetqual_kernel_log); None: not handed over, no kernel checks
+    if kernel is not None or any(is_drive_rule(r) and KERNEL_LIMIT in r for r in rules):
+        drive_warnings += kernel_checks(checks, rules, drives, kernel, matched, applicable, kernel_log, records)
+    drive_warnings += _burnin.burnin_checks(checks, records, drives, drives_after)    # docs/integrity.md
     return _verdict(checks, rules, matched, applicable, diagnostics, slots, drive_warnings)
 
 
@@ -510,7 +562,7 @@ def _foreign_check(wid, metrics, warnings):
     return _check(wid, "foreign_io", "foreign_share", share, limit, "<=", True, ev, "pass", "foreign", msg)
 
 
-def _workload_checks(checks, rules, matched, applicable, proof_failed, wid, rec, warnings=None):
+def _workload_checks(checks, rules, matched, applicable, proof_failed, wid, rec, warnings=None, answered_later=False):
     """Checks of one workload record (foreign I/O, integrity, cache proof, rules), appended to ``checks``."""
     metrics = record_metrics(rec)
     view = rec if rec.get("metrics") is metrics else dict(rec, metrics=metrics)
@@ -524,7 +576,7 @@ def _workload_checks(checks, rules, matched, applicable, proof_failed, wid, rec,
                 if rule_matches(rule, rec):
                     matched[ri] += 1
             return
-    integrity = _integrity(rec, wid, metrics)
+    integrity = _integrity(rec, wid, metrics, answered_later)
     if foreign is not None and metrics.get("foreign_guard"):
         # the guard stopped it: that is the foreign check's story, not an integrity error
         integrity = [c for c in integrity if c["rule"] not in ("interrupted", "timed_out")]
@@ -534,7 +586,8 @@ def _workload_checks(checks, rules, matched, applicable, proof_failed, wid, rec,
     finally:
         if foreign is not None and foreign["status"] == "inconclusive":
             for c in checks[first + 1:]:
-                if c["status"] == "fail":
+                # bad data or I/O errors are the drive's, whatever else shared the window
+                if c["status"] == "fail" and c.get("kind") != "integrity":
                     c["status"] = "inconclusive"
                     c["passed"] = None
                     c["message"] += " [shared window: not judged]"

@@ -18,16 +18,30 @@ Conventions:
   oldest write it makes durable to the end of the fsync).
 * Latencies are milliseconds (iobench reports microseconds); ``p999`` is p99.9.
 * **Which latency describes a workload** (``latency_op``; ``lat_<pct>_ms`` are its
-  percentiles). The one rule, used by every report format:
+  percentiles; docs/report.md, "The headline latency"). The one rule, used by every report
+  format, the Prometheus series and the history's drift: the headline latency is what ONE
+  request or ONE transaction waits on the device:
 
   - reads at least as many as writes (read-only runs, read-dominated mixes, 50/50
     mixes): ``read``;
-  - otherwise, when the workload fsyncs after its writes (``fsync_count`` > 0):
-    ``commit`` (what a committing transaction waits for: write plus its fsync); when the
+  - otherwise, when each commit is a transaction's own wait -- an fsync after every write
+    of the thread (``fsync_freq`` 1, ``fsync_all``; without the config, at least as many
+    fsyncs as writes): ``commit`` (write plus the fsync that makes it durable); when the
     benchmark did not report ``ops.commit`` (an older iobench), ``fsync``, and
     ``latency_note`` says so;
-  - otherwise (plain, ``O_DSYNC`` or ``O_SYNC`` writes): ``write``;
+  - otherwise (plain, ``O_DSYNC`` or ``O_SYNC`` writes, where the write is the commit, and
+    **periodic fsyncs**, ``fsync_freq`` > 1): ``write``. A periodic-fsync workload's
+    commit span runs from the oldest write since the file's last fsync to the end of the
+    fsync: it holds every write between, and under ``--rate-iops`` the pacing sleeps
+    between them, so it measures the schedule, not the device (23 s at 2,000 requests/s
+    over 128 files, for 0.2 ms writes and 0.16 ms fsyncs). Its fsync percentiles are
+    beside the write's (``fsync_<pct>_ms``, ``latency_note``), its commit spans stay in
+    ``commit_*``;
   - fsyncs only: ``fsync``; nothing measured: ``None``.
+
+  iobench measures read and write latency from the request's actual issue, after any
+  pacing sleep (``engine_sync.c``), so no latency figure holds time iobench spent pacing
+  itself, except the commit spans of periodic fsyncs, which the rule above never heads.
 * ``concurrency`` ``{threads, iodepth}`` is what the figures were measured at: for a
   latency-bounded search the best step (else the last step), else the run's config.
 * ``dev_*`` are the device's figures over the measured window, summed over the devices
@@ -52,7 +66,7 @@ Conventions:
   third), change_pct, min_iops, max_iops, series (<= 12 means of equal slices)}``.
 * ``search`` / ``db``: compact copies of iobench's search steps and database-pattern
   figures (``None`` for other runs), for the diagnostics.
-* ``foreign_*`` (issue 17; ``None`` when the job ran without ``foreign_io``): the I/O on
+* ``foreign_*`` (docs/compliance.md; ``None`` when the job ran without ``foreign_io``): the I/O on
   the target's devices that was not ours, from the samples ``module_utils/foreign.py``
   took beside the benchmark (device counters and ours read at the same instants; the
   samples around the measured window: the last one at or before its start to the first
@@ -72,11 +86,36 @@ Conventions:
   ``foreign_skipped`` why it did not run (never quiet, time budget spent),
   ``foreign_guard`` why the guard stopped it, ``foreign_max_share`` / ``foreign_on_busy``
   the settings it ran with, ``impact`` what the run got (``ioprio_class``, ``nice``,
-  ``schedulers``, ``notes``: caps applied, priority not honoured).
+  ``schedulers``, ``notes``: caps applied, priority not honoured), ``foreign_cgroup`` the
+  attribution group (``{version, path, parent, inherited: [{rule, device, value, from,
+  applies}]}``: the job's block-I/O limits it kept, docs/compliance.md) or None.
 * Integrity, for the judge: ``measured`` (true when the result carries the benchmark's
   JSON, else null), ``errors``, ``error_kinds``, ``error_first``, ``interrupted``,
   ``signal``, ``timed_out``; ``filesystem`` of the target (iobench's environment).
+* Data verification (iobench's ``verify`` section; docs/integrity.md), every key ``None``
+  when the benchmark reported no ``verify`` section (an iobench without verification):
+
+  - ``verify_enabled`` (bool), ``verify_reason`` (why it was off, else null);
+  - ``verify_checked``: blocks whose header and checksum were checked (reads and the
+    verify pass); ``verify_corrupt`` (checksum wrong), ``verify_misplaced`` (the header
+    names another offset), ``verify_stale`` (an older generation than the last
+    acknowledged write: a lost write); ``verify_bad`` = their sum;
+  - ``verify_stale_tracked``: whether the generation map was kept, so lost writes could
+    be seen at all (``verify_stale_reason`` says why not, e.g. the map's memory bound);
+  - ``verify_pass``: the read-back pass after a write workload ``{blocks, bytes,
+    elapsed_s, mib_per_sec}`` or null when none ran;
+  - ``verify_first``: the first mismatches (at most 16) ``[{op, file, device, offset, found_offset,
+    kind, expected, found}]``, as iobench reported them.
+* I/O errors in detail: ``error_samples`` (at most 16 of ``{op, file, device, offset,
+  errno, errno_name, t_s, message}``, the first error first), ``errors_ok_after_first``
+  (requests that succeeded after the first error: > 0 means the drive still serves the
+  rest of its space, 0 with errors means it stopped answering), ``errors_stopped``
+  (``max_errors`` when the workload was stopped after ``errors_max`` errors, else null).
+  ``error_first`` is the first error as one line (``read /dev/loop7 offset 1048576: EIO
+  (Input/output error) at 3.2 s``).
 """
+
+import re
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.sysstat import (
     DISKSTATS_KEYS,
@@ -89,7 +128,9 @@ from ansible_collections.fleetqual.storage.plugins.module_utils.vocabulary impor
     PCT_SOURCE,
     PCTS,
 )
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.stalls import stall_figures
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import as_number, mean, median, ratio
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import fmt_ms
 from ansible_collections.fleetqual.storage.plugins.module_utils.numeric import is_int
 
 # ops with latency percentiles in the metrics (rules' built-in limits cover OPS)
@@ -113,7 +154,14 @@ DEVICE_FIELDS = (
 FOREIGN_KEYS = ("foreign_share", "foreign_reads", "foreign_writes", "foreign_read_bytes", "foreign_write_bytes",
                 "foreign_bytes", "foreign_iops", "foreign_min_iops", "foreign_busy_pct", "foreign_await_ms", "foreign_span_s", "foreign_source",
                 "foreign_blind", "foreign_quiet", "foreign_guard", "foreign_skipped", "foreign_max_share",
-                "foreign_on_busy", "impact")
+                "foreign_on_busy", "impact", "foreign_cgroup")
+
+# data verification (iobench's verify section) and I/O errors in detail: integrity_figures
+VERIFY_KINDS = ("corrupt", "misplaced", "stale")
+VERIFY_FIRST_MAX = 16
+INTEGRITY_KEYS = ("verify_enabled", "verify_reason", "verify_checked", "verify_corrupt", "verify_misplaced",
+                  "verify_stale", "verify_bad", "verify_stale_tracked", "verify_stale_reason", "verify_pass",
+                  "verify_first", "error_samples", "errors_ok_after_first", "errors_stopped", "errors_max")
 
 STABILITY_MIN_INTERVALS = 6
 STABILITY_SERIES_POINTS = 12
@@ -124,16 +172,18 @@ METRIC_KEYS = (
     + tuple(k for k, _col in DEVICE_FIELDS)
     + ("errors", "interrupted", "read_count", "write_count", "fsync_count", "elapsed_s",
        "dev_read_ratio", "dev_write_ratio")
-    # issue 10 / 13 additions (docs/contracts.md section 4)
+    # the commit, headline latency, device and run figures (docs/contracts.md section 4)
     + tuple("commit_%s_ms" % pct for pct in PCTS)
     + ("commit_count", "latency_op", "latency_note")
     + tuple("lat_%s_ms" % pct for pct in PCTS)
     + ("read_mibps", "write_mibps", "concurrency", "device", "dev_source", "device_note",
        "dev_read_bytes", "dev_write_bytes", "bench_read_bytes", "bench_write_bytes",
-       "steady_state", "stability", "search", "db",
+       "steady_state", "stability", "stall", "search", "db",
        "error_kinds", "error_first", "signal", "timed_out", "measured", "filesystem")
-    # issue 17: foreign I/O over the window (see foreign_figures)
+    # foreign I/O over the window (see foreign_figures, docs/compliance.md)
     + FOREIGN_KEYS
+    # data verification and I/O errors in detail (see integrity_figures, docs/integrity.md)
+    + INTEGRITY_KEYS
 )
 
 
@@ -151,16 +201,62 @@ def _sum(*values):
     return sum(vals) if vals else None
 
 
-def latency_op(read_count, write_count, fsync_count, has_commit):
-    """The operation whose latency describes a workload (the rule of the module docstring)."""
+# at least this many fsyncs per write: each write has its own (fsync_freq 1; the measured
+# window's edges cut a request or two off either count)
+PER_WRITE_FSYNCS = 0.9
+
+
+def per_write_fsync(config, write_count=None, fsync_count=None):
+    """Whether each write of a thread is followed by its own fsync (a commit is then one
+    transaction's wait): from the benchmark's config (``fsync_all``, ``fsync_freq`` 1), else,
+    without one (an older record), from the counts; None when neither tells."""
+    cfg = config if isinstance(config, dict) else {}
+    if cfg.get("fsync_all") is True:
+        return True
+    freq = as_number(cfg.get("fsync_freq"))
+    if freq is not None:
+        return freq == 1
+    w, f = as_number(write_count), as_number(fsync_count)
+    if w and f is not None:
+        return f >= PER_WRITE_FSYNCS * w
+    return None
+
+
+def latency_op(read_count, write_count, fsync_count, has_commit, per_write=None):
+    """The operation whose latency describes a workload (the rule of the module docstring).
+    ``per_write``: whether each write has its own fsync (:func:`per_write_fsync`); None:
+    decided from the counts."""
     r, w, f = read_count or 0, write_count or 0, fsync_count or 0
     if r and r >= w:
         return "read"
     if w:
-        if f:
+        if f and (per_write if per_write is not None else f >= PER_WRITE_FSYNCS * w):
             return "commit" if has_commit else "fsync"
         return "write"
     return "fsync" if f else None
+
+
+def headline_latency(m, config=None):
+    """Set ``latency_op``, ``lat_<pct>_ms`` and ``latency_note`` of the metrics ``m`` (its
+    per-op figures filled) by the one rule (:func:`latency_op`)."""
+    per_write = per_write_fsync(config, m["write_count"], m["fsync_count"])
+    op = latency_op(m["read_count"], m["write_count"], m["fsync_count"], bool(m["commit_count"]), per_write)
+    m["latency_op"] = op
+    if op is not None:
+        for pct in PCTS:
+            m["lat_%s_ms" % pct] = m["%s_%s_ms" % (op, pct)]
+    if op == "fsync" and m["write_count"]:
+        m["latency_note"] = ("fsync percentiles: this iobench reports no commit latency (ops.commit), "
+                             "the write before each fsync is not included")
+    elif op == "write" and m["fsync_count"]:
+        freq = as_number((config or {}).get("fsync_freq")) if isinstance(config, dict) else None
+        m["latency_note"] = (
+            "periodic fsync (%s): the write latency; each fsync's own: p50 %s, p99 %s; the commit spans "
+            "(commit_*) run from the oldest write since the file's last fsync and hold every write and pause "
+            "between, so they are not one request's wait"
+            % ("every %d writes per file" % freq if freq else "fewer fsyncs than writes",
+               fmt_ms(m.get("fsync_p50_ms")), fmt_ms(m.get("fsync_p99_ms"))))
+    return op
 
 
 def _concurrency(bench, result_spec):
@@ -297,6 +393,8 @@ def foreign_figures(result, bench):
            "foreign_guard": guard.get("reason") if guard else None, "foreign_skipped": f.get("skipped"),
            "foreign_max_share": as_number(settings.get("max_share")), "foreign_on_busy": settings.get("on_busy"),
            "foreign_min_iops": as_number(settings.get("min_foreign_iops")),
+           # where the attribution group was and the limits it inherited (docs/compliance.md)
+           "foreign_cgroup": f.get("cgroup") if isinstance(f.get("cgroup"), dict) else None,
            "impact": {"ioprio_class": impact.get("ioprio_class"), "nice": impact.get("nice"),
                       "schedulers": [s.get("name") for s in impact.get("schedulers") or [] if isinstance(s, dict)],
                       "notes": list(impact.get("notes") or [])}}
@@ -417,6 +515,81 @@ def _db(bench):
     return {name: part(name) for name in ("commits", "transactions", "page_reads", "page_writes")}
 
 
+def count_of(value):
+    """A non-negative count, else None."""
+    n = as_number(value)
+    return int(n) if n is not None and n >= 0 else None
+
+
+def _place(d):
+    """``/dev/loop7 offset 1048576`` of an error or a mismatch (its file, else its device)."""
+    off = count_of(d.get("offset"))
+    return str(d.get("file") or d.get("device") or "?") + (" offset %d" % off if off is not None else "")
+
+
+def error_text(e):
+    """One I/O error as one line: ``read /dev/loop7 offset 1048576: EIO (Input/output error) at 3.2 s``."""
+    name = e.get("errno_name") or ("errno %s" % e["errno"] if e.get("errno") is not None else e.get("kind") or "error")
+    msg, t = e.get("message"), as_number(e.get("t_s"))
+    return "%s%s: %s%s%s" % ("%s " % e["op"] if e.get("op") else "", _place(e), name,
+                             " (%s)" % msg if msg and msg != name else "", " at %s s" % round(t, 3) if t is not None else "")
+
+
+def mismatch_text(d):
+    """One verify mismatch (an entry of ``verify_first``) as reasons and reports quote it: where,
+    expected vs found; a stale block the generation it holds and the last acknowledged one
+    (``lost write: /dev/loop7 offset 8192 holds generation 2, the last acknowledged write was generation 5``)."""
+    found, expected = d.get("found"), d.get("expected")
+    if d.get("kind") == "stale":     # iobench writes "gen G run R" (docs/iobench-json.md)
+        held, last = [(_GENERATION.findall(str(t or "")) or [None])[0] for t in (found, expected)]
+        if held is not None and last is not None:
+            return "lost write: %s holds generation %s, the last acknowledged write was generation %s" % (
+                _place(d), held, last)
+        return "lost write: %s: expected %s, found %s" % (_place(d), expected, found)
+    return "%s: expected %s, found %s" % (_place(d), expected, found)
+
+
+_MISMATCH_KEYS = ("op", "file", "device", "offset", "kind", "expected", "found", "found_offset")
+_GENERATION = re.compile(r"\bgen(?:eration)?\s+(\d+)")
+_ERROR_KEYS = ("op", "file", "device", "offset", "errno", "errno_name", "t_s", "message")
+
+
+def _text(value):
+    return value if isinstance(value, str) and value else None
+
+
+def integrity_figures(bench):
+    """The data verification and error-detail metrics of a benchmark result (module
+    docstring): ``verify_*`` (all None without a ``verify`` section), ``error_samples``,
+    ``errors_ok_after_first``, ``errors_stopped``, ``errors_max``."""
+    out = dict.fromkeys(INTEGRITY_KEYS)
+    v = bench.get("verify") if isinstance(bench, dict) else None
+    if isinstance(v, dict):
+        gen = v.get("generation_map") if isinstance(v.get("generation_map"), dict) else {}
+        vp = v.get("pass")
+        out.update(verify_enabled=bool(v.get("enabled")), verify_reason=_text(v.get("reason")),
+                   verify_checked=count_of(v.get("checked")), verify_stale_reason=_text(gen.get("reason")),
+                   verify_stale_tracked=bool(gen["tracked"]) if "tracked" in gen else None,
+                   verify_pass={"blocks": count_of(vp.get("blocks")), "bytes": count_of(vp.get("bytes")),
+                                "elapsed_s": as_number(vp.get("elapsed_s")),
+                                "mib_per_sec": as_number(vp.get("mib_per_sec"))} if isinstance(vp, dict) else None,
+                   verify_first=[{k: f.get(k) for k in _MISMATCH_KEYS if k in f} for f in v.get("first") or []
+                                 if isinstance(f, dict)][:VERIFY_FIRST_MAX])
+        counts = [count_of(v.get(kind)) for kind in VERIFY_KINDS]
+        out.update(("verify_%s" % kind, n) for kind, n in zip(VERIFY_KINDS, counts))
+        out["verify_bad"] = sum(n or 0 for n in counts) if any(n is not None for n in counts) else None
+    errs = bench.get("errors") if isinstance(bench, dict) and isinstance(bench.get("errors"), dict) else {}
+    samples = [e for e in errs.get("samples") or [] if isinstance(e, dict)]
+    if not samples and isinstance(errs.get("first"), dict) and "errno_name" in errs["first"]:
+        samples = [errs["first"]]
+    out["error_samples"] = [{k: e.get(k) for k in _ERROR_KEYS if k in e} for e in samples] \
+        if samples or "samples" in errs else None
+    stopped = errs.get("stopped")
+    out.update(errors_ok_after_first=count_of(errs.get("ok_after_first")), errors_max=count_of(errs.get("max_errors")),
+               errors_stopped=stopped if isinstance(stopped, str) and stopped else None)
+    return out
+
+
 def workload_metrics(record):
     """Flat metrics dict of a workload record (or of a bare module result)."""
     m = dict.fromkeys(METRIC_KEYS)
@@ -453,14 +626,7 @@ def workload_metrics(record):
     m["mibps"] = _sum(m["read_mibps"], m["write_mibps"])
     m["elapsed_s"] = as_number(bench.get("elapsed_s"))
 
-    op = latency_op(m["read_count"], m["write_count"], m["fsync_count"], bool(m["commit_count"]))
-    m["latency_op"] = op
-    if op is not None:
-        for pct in PCTS:
-            m["lat_%s_ms" % pct] = m["%s_%s_ms" % (op, pct)]
-    if op == "fsync" and m["write_count"]:
-        m["latency_note"] = ("fsync percentiles: this iobench reports no commit latency (ops.commit), "
-                             "the write before each fsync is not included")
+    headline_latency(m, bench.get("config"))
 
     if bench:
         m["concurrency"] = _concurrency(bench, spec)
@@ -471,6 +637,7 @@ def workload_metrics(record):
     if bench:
         m["steady_state"] = _steady_state(bench)
         m["stability"] = stability_of(interval_iops(bench.get("intervals")))
+        m["stall"] = stall_figures(bench.get("intervals"), as_number(dig(bench, "config", "rate_iops")))
         m["search"] = _search(bench)
         m["db"] = _db(bench)
 
@@ -481,8 +648,10 @@ def workload_metrics(record):
         m["error_kinds"] = {str(k): v for k, v in kinds.items() if as_number(v)}
     first = dig(bench, "errors", "first")
     if isinstance(first, dict):
-        first = ", ".join("%s %s" % (k, v) for k, v in first.items())
+        first = error_text(first) if "errno_name" in first else \
+            ", ".join("%s %s" % (k, v) for k, v in first.items())
     m["error_first"] = str(first) if first else None
+    m.update(integrity_figures(bench))
     m["interrupted"] = bool(bench.get("interrupted")) if bench else False
     m.update(foreign_figures(result, bench))
     if bench:
@@ -521,6 +690,8 @@ def workload_record(spec, result):
     return rec
 
 
-__all__ = ["workload_metrics", "workload_record", "record_metrics", "op_count", "latency_op", "devstat_figures", "stability_of",
+__all__ = ["workload_metrics", "workload_record", "record_metrics", "op_count", "latency_op", "headline_latency",
+           "per_write_fsync", "devstat_figures", "stability_of",
            "foreign_figures", "FOREIGN_KEYS",
-           "window_seconds", "interval_iops", "METRIC_KEYS", "DEVICE_FIELDS", "METRIC_OPS", "LATENCY_OPS"]
+           "window_seconds", "interval_iops", "integrity_figures", "error_text", "mismatch_text", "count_of", "INTEGRITY_KEYS", "VERIFY_KINDS",
+           "METRIC_KEYS", "DEVICE_FIELDS", "METRIC_OPS", "LATENCY_OPS"]

@@ -4,8 +4,10 @@
 controller's fleet summary (``prometheus_text`` / ``write_prometheus``) and one host's own
 series for its node_exporter textfile directory (``host_prometheus_text``). Names follow
 the Prometheus conventions: base units (seconds, bytes), no verdict label on a ``_pass``
-metric.  A workload run with foreign-I/O detection (issue 17) adds its foreign share
-(``fleetqual_workload_foreign_share_ratio``) to both."""
+metric.  A workload run with foreign-I/O detection adds its foreign share
+(``fleetqual_workload_foreign_share_ratio``) to both. Data integrity (docs/integrity.md):
+``fleetqual_host_verify_bad_blocks`` / ``fleetqual_host_io_errors`` per host in the fleet's,
+``fleetqual_workload_verify_bad_blocks`` / ``fleetqual_workload_io_errors`` in a host's."""
 
 from __future__ import annotations
 
@@ -63,6 +65,43 @@ def _fleet_foreign_rows(fleet):
                     "threads": "" if threads is None else str(threads)}, share)
 
 
+VERIFY_BAD = "fleetqual_%s_verify_bad_blocks"
+VERIFY_BAD_HELP = ("Blocks read back wrong in the last run (corrupt, misplaced or stale: a lost write; "
+                   "docs/integrity.md), over the %s's verified workloads.")
+IO_ERRORS = "fleetqual_%s_io_errors"
+IO_ERRORS_HELP = "I/O errors the benchmark got in the last run, over the %s's workloads."
+
+
+def add_integrity(reg, rows, labels, level):
+    """Data integrity series of ``rows`` (``(label values, bad blocks or None, I/O errors)``):
+    ``fleetqual_<level>_verify_bad_blocks`` for those that verified (a row that did not is
+    left out: no series is not a zero) and ``fleetqual_<level>_io_errors`` for every row."""
+    from prometheus_client import Gauge  # pylint: disable=import-outside-toplevel
+
+    rows = list(rows)
+    bad = [(lab, n) for lab, n, _e in rows if n is not None]
+    if bad:
+        g = Gauge(VERIFY_BAD % level, VERIFY_BAD_HELP % level, labels, registry=reg)
+        for lab, n in bad:
+            g.labels(**lab).set(n)
+    if rows:
+        g = Gauge(IO_ERRORS % level, IO_ERRORS_HELP % level, labels, registry=reg)
+        for lab, _n, errors in rows:
+            g.labels(**lab).set(errors or 0)
+    return reg
+
+
+def _fleet_integrity_rows(fleet):
+    """(labels, bad blocks or None, I/O errors) of every host with workload rows."""
+    for h in fleet["hosts"]:
+        rows = [w for w in h.get("workloads") or () if isinstance(w, dict)]
+        if not rows:
+            continue
+        bad = [w.get("bad") for w in rows if w.get("bad") is not None]
+        yield ({"host": h["host"], "group": h.get("group") or ""}, sum(bad) if bad else None,
+               sum(w.get("errors") or 0 for w in rows))
+
+
 def prometheus_registry(fleet):
     """The controller's textfile: the fleet summary only (a host's own series belong in
     that host's node_exporter textfile directory).  Names follow the Prometheus naming
@@ -90,15 +129,16 @@ def prometheus_registry(fleet):
             v = row.get("%s_ms" % pct)
             if v is not None:
                 lat.labels(workload=row["workload"], op=row["latency_op"], percentile=pct).set(v / 1000.0)
-    add_history_prometheus(reg, fleet["hosts"])     # drift, wear, INCONCLUSIVE in a row (issue 17, docs/compliance.md)
+    add_history_prometheus(reg, fleet["hosts"])     # drift, wear, INCONCLUSIVE in a row (docs/compliance.md)
     add_foreign_share(reg, _fleet_foreign_rows(fleet), ["host", "group", "workload", "mode", "threads"])
+    add_integrity(reg, _fleet_integrity_rows(fleet), ["host", "group"], "host")    # docs/integrity.md
     ts = Gauge("fleetqual_last_run_timestamp_seconds", "When the fleet report was generated.", registry=reg)
     try:
         ts.set(datetime.datetime.strptime(fleet["generated_at"], "%Y-%m-%dT%H:%M:%SZ").replace(
             tzinfo=datetime.timezone.utc).timestamp())
     except (ValueError, KeyError):
         ts.set(0)
-    return add_array_prometheus(reg, fleet)      # array mode (issue 16): per array and step
+    return add_array_prometheus(reg, fleet)      # array mode: per array and step
 
 
 def host_prometheus_registry(record, now=None):
@@ -124,7 +164,7 @@ def host_prometheus_registry(record, now=None):
                        labels, registry=reg),
     }
     record = record if isinstance(record, dict) else {}
-    shares = []
+    shares, integrity = [], []
     for w in record.get("workloads") or []:
         if not isinstance(w, dict):
             continue
@@ -132,6 +172,7 @@ def host_prometheus_registry(record, now=None):
         lab = {"workload": row_key(row), "mode": row["mode"] or "", "threads": "" if row["threads"] is None
                else str(row["threads"])}
         shares.append((lab, foreign_share(w.get("metrics"))))
+        integrity.append((lab, row["bad"], row["errors"]))
         for key, gauge, factor in (("iops", "ops", 1.0), ("mibps", "bytes", 1048576.0), ("util_pct", "util", 0.01),
                                    ("await_ms", "await", 0.001)):
             if row[key] is not None:
@@ -143,8 +184,9 @@ def host_prometheus_registry(record, now=None):
           registry=reg).set(1 if str(record.get("verdict")).upper() == "PASS" else 0)
     Gauge("fleetqual_last_run_timestamp_seconds", "When this host's record was assembled.",
           registry=reg).set((now or utc_now()).timestamp())
-    add_foreign_share(reg, shares, labels)      # foreign I/O in the window (issue 17)
-    return add_host_history_prometheus(reg, record)     # against its own history (issue 17)
+    add_foreign_share(reg, shares, labels)      # foreign I/O in the window
+    add_integrity(reg, integrity, labels, "workload")     # bad blocks, I/O errors (docs/integrity.md)
+    return add_host_history_prometheus(reg, record)     # against its own history
 
 
 def host_prometheus_text(record, now=None):

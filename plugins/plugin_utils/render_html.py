@@ -16,6 +16,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.outliers import 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.plain import natural_key
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.render_svg import STRIP_MAX_DOTS, esc, svg_line_chart, svg_strip_chart, svg_timeseries
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.report_rows import columns, diagnostic_items, drive_table, summary_line, table_rows
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.report_rows import mismatch_lines
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import median
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.templating import render_template
 
@@ -184,7 +185,9 @@ def html_context(fleet, records=None, detail_hosts=100, rows=None):
         "drive_body": html_drive_body(drives),
         "drives_shown": len(drives),
         "drives_omitted": drives_omitted,
-        "arrays_html": array_html_section(fleet),      # array mode (issue 16)
+        "arrays_html": array_html_section(fleet),      # array mode
+        # the first blocks read back wrong of each host that did not pass (docs/integrity.md)
+        "mismatches": {h["host"]: mismatch_lines(h) for h in fleet["hosts"] if h["verdict"] != "PASS"},
     }
 
 

@@ -60,8 +60,18 @@ def _failed_check_lines(checks):
             for c in checks if c.get("passed") is False or c.get("status") in ("fail", "error")]
 
 
+def _integrity_first(checks, message):
+    """The failure message of a case: the first integrity failure's (a block read back wrong,
+    I/O errors of a drive that still answers: docs/integrity.md) when the case has one, else
+    ``message``; ``(message, rule or None)``."""
+    for c in checks:
+        if isinstance(c, dict) and c.get("kind") == "integrity" and c.get("status") == "fail":
+            return c.get("message") or message, c.get("rule")
+    return message, None
+
+
 def _case_kind(verdict):
-    # INCONCLUSIVE (issue 17): not measured on a disk of its own, so neither passed nor failed: skipped
+    # INCONCLUSIVE: not measured on a disk of its own, so neither passed nor failed: skipped
     if verdict == "INCONCLUSIVE":
         return "skipped"
     return "failure" if verdict == "FAIL" else ("error" if verdict in ("ERROR", "UNREACHABLE") else None)
@@ -74,7 +84,7 @@ def _host_case_parts(h, fleet):
     extra.extend("baseline regression (%s): %s" % (fleet["options"]["regressions"], r["text"])
                  for r in h["regressions"])
     extra.extend("drive %s (%s): %s" % (f["kind"], f["severity"], f["message"]) for f in h.get("drive_findings") or [])
-    extra.extend("history %s" % line for line in history_lines(h))      # issue 17: baseline and findings
+    extra.extend("history %s" % line for line in history_lines(h))      # Baseline and findings
     extra.extend("note: %s" % n for n in h["notes"])
     play = h.get("play") or {}
     for key in ("failed_task", "unreachable_task"):
@@ -126,6 +136,9 @@ def _target_cases(h, fleet, names, cls):
         text = reasons + host_level + _failed_check_lines(mine) + extra
         first = (reasons + host_level + [h["verdict"]])[0]
         rule = first_failing_rule({"checks": [c for c in mine if c.get("status") in ("fail", "error")]})
+        if kind == "failure":
+            first, own_rule = _integrity_first(mine, first)
+            rule = own_rule or rule
         cases.append({
             "name": "%s %s" % (h["host"], name), "classname": cls,
             "time": sum((w["elapsed_s"] or w.get("time_s") or 0.0) for w in rows), "kind": kind,
@@ -142,8 +155,10 @@ def _workload_line(w):
     return ("%s: iops %s, MiB/s %s, p50 %s ms, p99 %s ms, p99.9 %s ms (%s), %%util %s, await %s ms%s" % (
         row_key(w), fmt_num(w["iops"]), fmt_num(w["mibps"]), fmt_ms(w.get("p50_ms")), fmt_ms(w["p99_ms"]),
         fmt_ms(w.get("p999_ms")), w.get("latency_op") or "-", fmt_pct(w["util_pct"]), fmt_ms(w["await_ms"]),
-        "" if not (w["errors"] or w["interrupted"]) else
+        "" if not (w["errors"] or w["interrupted"] or w.get("bad") or w.get("verify_off")) else
         " [%s]" % ", ".join(x for x in ("%d I/O errors" % w["errors"] if w["errors"] else "",
+                                        "%d bad blocks" % w["bad"] if w.get("bad") else "",
+                                        "verify off: %s" % w["verify_off"] if w.get("verify_off") else "",
                                         "interrupted" if w["interrupted"] else "") if x)))
 
 
@@ -168,11 +183,14 @@ def junit_cases(fleet):
             h["verdict"], h["record_verdict"] or "-", h["group"], fleet["run_id"])]
             + [_workload_line(w) for w in h["workloads"]] + ["warning: %s" % x for x in h.get("warnings") or []])
         kind = _case_kind(h["verdict"])
+        message, rule = h["reasons"][0] if h["reasons"] else h["verdict"], None
+        if kind == "failure":
+            message, rule = _integrity_first(h["checks"], message)
         groups.setdefault(h["group"] or "(none)", []).append({
             "name": "%s %s" % (h["host"], _legacy_target(h)), "classname": cls,
             "time": sum((w["elapsed_s"] or w.get("time_s") or 0.0) for w in h["workloads"]), "kind": kind,
-            "message": h["reasons"][0] if h["reasons"] else h["verdict"],
-            "type": (h["first_failing_rule"] or h["verdict"]) if kind == "failure" else h["verdict"],
+            "message": message,
+            "type": (rule or h["first_failing_rule"] or h["verdict"]) if kind == "failure" else h["verdict"],
             "text": "\n".join(text), "out": out})
     return [(g, groups[g]) for g in sorted(groups, key=natural_key)]
 
@@ -182,7 +200,7 @@ def render_junit(fleet):
     classname/name/time and the failure text) written with xml.etree.ElementTree.
     Characters XML 1.0 forbids are dropped first: ElementTree escapes, it does not drop."""
     x = xml_text
-    cases = junit_cases(fleet) + array_junit_cases(fleet)     # one suite per array (issue 16)
+    cases = junit_cases(fleet) + array_junit_cases(fleet)     # one suite per array
     root = ET.Element("testsuites")
     totals = {"tests": 0, "failures": 0, "errors": 0, "time": 0.0}
     stamp = fleet["generated_at"][:19]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.array_report import markdown as array_markdown
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.report_rows import (
-    DRIVE_COLUMNS, columns, diagnostic_items, drive_table, summary_line, table_rows)
+    DRIVE_COLUMNS, columns, diagnostic_items, drive_table, mismatch_lines, summary_line, table_rows)
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.templating import md_cell, render_template
 
 
@@ -33,4 +33,6 @@ def render_markdown(fleet, rows=None):
     return render_template("md", "report.md.j2", fleet=fleet, summary=summary_line(fleet), rows=rows,
                            table_head_md=table_head_md(cols), table_md=table_md, diagnostics_md="\n".join(diag),
                            drives_md=drives_md, drives_omitted=drives_omitted,
-                           arrays_md=array_markdown(fleet))     # array mode (issue 16)
+                           # the first blocks read back wrong of each host that did not pass (docs/integrity.md)
+                           mismatches={h["host"]: mismatch_lines(h) for h in fleet["hosts"] if h["verdict"] != "PASS"},
+                           arrays_md=array_markdown(fleet))     # array mode

@@ -4,7 +4,7 @@
 drive table at most ``width`` columns, and the short lines under them (reasons, outliers,
 regressions, notes, diagnostics).
 
-``max_hosts`` (the report option ``table_max_hosts``, issue 18): when set and the fleet has
+``max_hosts`` (the report option ``table_max_hosts``): when set and the fleet has
 more hosts, the terminal shows the hosts that did not pass (every row of each), one line
 counting the PASS hosts left out, only the flagged drives, the diagnostics of the hosts that
 did not pass and one line for the outlier groups (instead of a note per group too small to
@@ -20,6 +20,10 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import trunc
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.history import text_lines as history_lines
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.outliers import JUDGED_METRICS, MIN_GROUP_SIZE
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.report_rows import DRIVE_COLUMNS, columns, diagnostic_items, drive_table, table_rows
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.report_rows import mismatch_lines
+
+# the first verify mismatches listed under a failing host's reason in the terminal
+MISMATCH_LINES = 3
 
 
 def _fit_widths(cols, rows, width):
@@ -121,6 +125,8 @@ def detail_lines(fleet, width=110, limit=20, max_hosts=None):
     for h in bad[:limit]:
         reason = h["reasons"][0] if h["reasons"] else "(no reason recorded)"
         lines.append(truncate("%s %s: %s" % (h["verdict"], h["host"], reason), width))
+        # the first blocks read back wrong (docs/integrity.md)
+        lines.extend(truncate("  mismatch %s" % m, width) for m in mismatch_lines(h, MISMATCH_LINES))
     if len(bad) > limit:
         lines.append("... and %d more non-passing hosts (see fleet.json)" % (len(bad) - limit))
     mode = fleet["options"]["outliers"]
@@ -160,7 +166,7 @@ def detail_lines(fleet, width=110, limit=20, max_hosts=None):
     found = [line for h in fleet["hosts"] if h["host"] not in passed for line in history_lines(h) if line.startswith("[")]
     quiet["history findings"] = sum(1 for h in fleet["hosts"] if h["host"] in passed
                                     and any(line.startswith("[") for line in history_lines(h)))
-    lines.extend(truncate("history %s" % line, width) for line in found[:limit])    # issue 17
+    lines.extend(truncate("history %s" % line, width) for line in found[:limit])    # each host against its own history (docs/compliance.md)
     if len(found) > limit:
         lines.append("... and %d more history findings (see fleet.json)" % (len(found) - limit))
     notes = fleet["notes"]
@@ -181,7 +187,7 @@ def detail_lines(fleet, width=110, limit=20, max_hosts=None):
     for n in notes[:limit]:
         lines.append(truncate("note: %s" % n, width))
     lines.extend(diagnostic_lines(fleet, width, limit, max_hosts))
-    lines.extend(array_text_lines(fleet, width))     # array mode (issue 16)
+    lines.extend(array_text_lines(fleet, width))     # array mode
     return lines
 
 

@@ -16,6 +16,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import cell_
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import cell_num as fmt_num
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fmt import cell_pct as fmt_pct
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet_rows import row_key
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import mismatch_text
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.plain import gc_paused
 
 
@@ -57,12 +58,46 @@ COLUMNS = [
     Column("op", "op", width=(2, 6), cell=lambda h, w: w.get("latency_op") or DASH,
            title="the operation the latency columns are: read, write, commit (write + the fsync that makes it "
                  "durable) or fsync"),
+    # data verification (docs/integrity.md): blocks checked (report.md and .html: the terminal has no
+    # room) and the bad ones, "off" in both when the workload did not verify
+    Column("verified", "verified", align=">", width=(3, 8), cell=lambda h, w: verified_cell(w),
+           formats=("md", "html"), title="blocks whose checksum, offset and generation were checked (off: not verified)"),
+    Column("bad", "bad", align=">", width=(3, 5), cell=lambda h, w: bad_cell(w),
+           title="blocks read back wrong: corrupt, misplaced or stale (a lost write); off: not verified"),
     Column("util", "%util", align=">", width=(5, 5), html_key="_util1",
            cell=lambda h, w: fmt_pct(w["util_pct"], 0) if w["util_pct"] is not None else DASH),
     Column("await", "await", "await ms", align=">", width=(5, 6), cell=lambda h, w: fmt_ms(w["await_ms"])),
     Column("verdict", "verdict", width=(7, 7), per_host=True),
     Column("rule", "first failing rule", width=(6, 60)),
 ]
+
+
+def verified_cell(w):
+    """Blocks a workload verified, ``off`` when it did not verify, ``-`` when not reported."""
+    if w.get("verify_off"):
+        return "off"
+    return DASH if w.get("verified") is None else fmt_num(w["verified"])
+
+
+def bad_cell(w):
+    """Blocks read back wrong, exact (a count, never rounded), ``off`` when the workload did not
+    verify, ``-`` when not reported."""
+    if w.get("verify_off"):
+        return "off"
+    return DASH if w.get("bad") is None else "%d" % w["bad"]
+
+
+def mismatch_lines(h, limit=6):
+    """The first verify mismatches of a host's workloads, one text each
+    (``<workload>: <kind> (<op>) <where>: expected .., found ..``), at most ``limit``."""
+    out = []
+    for w in h.get("workloads") or []:
+        for f in w.get("verify_first") or []:
+            if len(out) >= limit:
+                return out
+            op = "verify pass" if f.get("op") == "verify_pass" else f.get("op") or "read"
+            out.append("%s: %s (%s) %s" % (row_key(w), f.get("kind") or "mismatch", op, mismatch_text(f)))
+    return out
 
 
 def columns(fmt):

@@ -37,7 +37,7 @@ workloads}``). Selectors and the built-in limits are refused on a diagnostic rul
 ``expect`` without ``diagnostic`` is refused. Derived names: ``diagnostic:<name>=<expect>``
 (``|`` between several) and ``max(<metric>)@diagnostic:<name>``.
 
-Drive rules (issue 11) judge the host's drives (the normalised ``health`` of the drives
+Drive rules judge the host's drives (the normalised ``health`` of the drives
 module, docs/contracts.md section 7), once per drive, not each workload::
 
     - drive: nvme0n1                 # optional selector: a drive's name, /dev path, by-id
@@ -96,6 +96,9 @@ DRIVE_LIMITS = {
     "min_available_spare": "available_spare",
     "max_temperature_c": "temperature_c",
     "max_power_on_hours": "power_on_hours",
+    # not a health counter: the kernel's storage messages about the drive during the run
+    # (judge_drives.kernel_checks, docs/kernel-log.md); default 0 without a rule
+    "max_kernel_errors": "kernel_errors",
 }
 DRIVE_KEYS = ("name", "description", "drive") + tuple(DRIVE_LIMITS)
 DRIVE_SELECT_FIELDS = ("name", "path", "id_path", "serial", "model")   # plus every by_id link

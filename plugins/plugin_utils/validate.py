@@ -10,16 +10,16 @@ variable path and, where one exists, the closest valid value:
 * the profile choice and every workload setting (:func:`validate_profile`, built on
   ``plan.resolve``), the seed and the latency bound;
 * the test directory (absolute, no ``..``, not a system directory itself);
-* the targets (``fleetqual_targets``, issue 11; ``targets.resolve_targets``): exactly one of
+* the targets (``fleetqual_targets``; ``targets.resolve_targets``): exactly one of
   ``path``/``device`` each, absolute paths, devices under /dev, ``destroy_data: true``
   (literally) on every device target, sizes that parse, unique names, no target twice;
   with a valid plan, a device ``size:`` too small for a workload's working set;
-* the threshold rules (``rules.validate_rules``) and, issue 10.2, every workload rule
+* the threshold rules (``rules.validate_rules``) and, every workload rule
   whose selectors match no workload of this host's plan (:func:`unmatched_rules`): a
   misspelled ``workload: overcache`` would otherwise open the gate it was meant to close;
-* the compliance settings ``fleetqual_drift`` and ``fleetqual_retention`` (issue 17);
+* the compliance settings ``fleetqual_drift`` and ``fleetqual_retention``;
 * the foreign-I/O and impact settings ``fleetqual_foreign_io`` and ``fleetqual_impact``
-  (issue 17) as the run uses them: the profile's production safety
+  as the run uses them: the profile's production safety
   (``fleetqual_profile_safety[fleetqual_profile]``) under the user's keys, the merge of
   the action qualify_host (:func:`effective_safety`), checked by
   ``module_utils/foreign_settings.py`` ``settings_errors``; the exit-code policy
@@ -30,6 +30,7 @@ import difflib
 
 from ansible_collections.fleetqual.storage.plugins.module_utils import foreign_settings as _foreign_settings
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import history as _history
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import judge_drives as _judge_drives
 from ansible_collections.fleetqual.storage.plugins.module_utils import plan as _plan
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import retention as _retention
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import rules as _rules
@@ -233,7 +234,8 @@ def validate_inputs(inputs, names=None, host=None):
     ``fleetqual_latency_bound_ms``, ``fleetqual_drift`` (history.validate_drift),
     ``fleetqual_retention`` (retention.validate_retention), ``fleetqual_foreign_io`` and
     ``fleetqual_impact`` over ``fleetqual_profile_safety`` (:func:`safety_errors`),
-    ``fleetqual_inconclusive`` (fail | warn); absent ones are not checked.
+    ``fleetqual_inconclusive`` (fail | warn), ``fleetqual_kernel_log``
+    (judge_drives.validate_kernel_log); absent ones are not checked.
     When the plan and the rules are valid, a workload rule that matches no workload of the
     plan is an error too.
     ``fleetqual_targets`` is checked with :func:`resolve_targets`; ``host`` (optional)
@@ -286,6 +288,8 @@ def validate_inputs(inputs, names=None, host=None):
         errors.extend(_history.validate_drift(inputs[_history.DRIFT_VAR], host=host))
     if _retention.RETENTION_VAR in inputs:
         errors.extend(_retention.validate_retention(inputs[_retention.RETENTION_VAR], host=host))
+    if _judge_drives.KERNEL_VAR in inputs:     # docs/kernel-log.md
+        errors.extend(_judge_drives.validate_kernel_log(inputs[_judge_drives.KERNEL_VAR], host=host))
     if FOREIGN_VAR in inputs or IMPACT_VAR in inputs or SAFETY_VAR in inputs:
         errors.extend(safety_errors(inputs, names, host=host))
     if INCONCLUSIVE_VAR in inputs and inputs[INCONCLUSIVE_VAR] not in INCONCLUSIVE_POLICIES:

@@ -100,7 +100,7 @@ def test_plan_filters_through_templar(render, profiles):
 def test_validation_filters_through_templar(render, profiles):
     errs = render("{{ fleetqual_profiles | fleetqual.storage.validate_profile('stnadard') }}",
                   fleetqual_profiles=profiles)
-    assert errs == ["fleetqual_profile: unknown profile 'stnadard'; known: compliance, quick, san, standard"]
+    assert errs == ["fleetqual_profile: unknown profile 'stnadard'; known: burnin, compliance, quick, san, standard"]
     errs = render("{{ fleetqual_profiles | fleetqual.storage.validate_profile('quick', matrix=m) }}",
                   fleetqual_profiles=profiles, m=[{"workload": "c", "mode": "rndrd", "working_set": "cache",
                                                    "threads": 0}])
@@ -199,7 +199,7 @@ def test_role_expressions(render, profiles):
 
 
 def test_validate_inputs_refuses_a_rule_that_matches_no_workload(render, profiles):
-    """The validation play's expression (roles/qualify/tasks/validate.yml), with issue 10's typo."""
+    """The validation play's expression (roles/qualify/tasks/validate.yml), with a typo in a rule's selector."""
     v = dict(fleetqual_profiles=profiles, fleetqual_profile="quick", fleetqual_matrix=[],
              fleetqual_workload_overrides={}, fleetqual_thresholds=[{"workload": "overcache", "min_iops": 1000000000}])
     problems = render("{{ {'fleetqual_profile': fleetqual_profile, 'fleetqual_profiles': fleetqual_profiles, "
@@ -210,7 +210,7 @@ def test_validate_inputs_refuses_a_rule_that_matches_no_workload(render, profile
 
 
 def test_targets_and_drives_through_templar(render, profiles):
-    """issue 11: the plan filter expands over fleetqual_targets; the judge takes the drives."""
+    """The plan filter expands over fleetqual_targets; the judge takes the drives."""
     v = dict(fleetqual_profiles=profiles, fleetqual_profile="quick", fleetqual_test_dir="/var/tmp/fleetqual",
              fleetqual_targets=[{"path": "/data1/fq"}, {"device": "/dev/sdb", "destroy_data": True, "size": "1G"}])
     expr = ("{{ fleetqual_profile | fleetqual.storage.plan(profiles=fleetqual_profiles, targets=fleetqual_targets, "

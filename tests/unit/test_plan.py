@@ -16,7 +16,7 @@ MIB, GIB = 1024 ** 2, 1024 ** 3
 def profiles():
     with open(PROFILES_FILE) as fh:
         data = yaml.safe_load(fh)
-    assert "fleetqual_profiles" in data     # beside it: fleetqual_profile_safety (issue 17)
+    assert "fleetqual_profiles" in data     # beside it: fleetqual_profile_safety
     return data["fleetqual_profiles"]
 
 
@@ -40,10 +40,13 @@ def check_shape(p):
 
 # --------------------------------------------------------------------------- shipped profiles
 
-def test_profiles_file_has_the_four_profiles(profiles):
-    assert set(profiles) == {"quick", "standard", "san", "compliance"}
+def test_profiles_file_has_the_five_profiles(profiles):
+    assert set(profiles) == {"quick", "standard", "san", "compliance", "burnin"}
+    # burnin's hours are fleetqual_burnin_time, templated by Ansible before the plan sees them
+    assert profiles["burnin"]["burnin"] == {"hours": "{{ fleetqual_burnin_time }}"}
+    templated = dict(profiles, burnin=dict(profiles["burnin"], burnin={"hours": 24}))
     for name in profiles:
-        assert V.validate_profile(profiles, name) == []
+        assert V.validate_profile(templated, name) == []
 
 
 def test_quick_is_short_small_and_direct(profiles):
@@ -101,7 +104,7 @@ def test_san_adds_sweep_and_mixes_without_repeating_standard(profiles):
 
 
 def test_compliance_is_short_and_light(profiles):
-    """Issue 17: the production-safe profile; standard's working sets (by working set and
+    """The production-safe profile; standard's working sets (by working set and
     workload), 20 s each, at most 4 threads, no 64-thread writes."""
     std = {(w["workload"], w["mode"]): w for w in P.plan("standard", "256M", 8000, profiles=profiles)}
     p = P.plan("compliance", "256M", 8000, profiles=profiles)
@@ -213,6 +216,10 @@ def test_custom_matrix_replaces_profile_matrix_and_keeps_defaults(profiles):
 def test_shipped_profiles_are_self_contained(profiles):
     """profiles[name].matrix alone gives the same plan as the profile by name."""
     for name, prof in profiles.items():
+        if name == "burnin":
+            # its matrix is one round; the profile's burnin key repeats it (test_burnin_plan.py)
+            assert set(prof) == {"description", "burnin", "matrix"}, name
+            continue
         assert set(prof) == {"description", "matrix"}, name
         assert P.plan(prof["matrix"], "1G", 8000) == P.plan(name, "1G", 8000, profiles=profiles), name
 
@@ -292,8 +299,8 @@ def errors_for(matrix=None, profile="quick", profiles=None, **kw):
 
 def test_unknown_profile_lists_known_ones(profiles):
     assert V.validate_profile(profiles, "stnadard") == [
-        "fleetqual_profile: unknown profile 'stnadard'; known: compliance, quick, san, standard"]
-    with pytest.raises(P.PlanError, match="known: compliance, quick, san, standard"):
+        "fleetqual_profile: unknown profile 'stnadard'; known: burnin, compliance, quick, san, standard"]
+    with pytest.raises(P.PlanError, match="known: burnin, compliance, quick, san, standard"):
         P.plan("nope", profiles=profiles)
 
 
@@ -361,7 +368,7 @@ def test_profile_structure_errors():
         profile="a", profiles=profiles)
     assert any("cycle b -> c -> b" in e for e in errors_for(profile="b", profiles=profiles))
     errs = errors_for(profile="d", profiles=profiles)
-    assert "fleetqual_profiles.d.colour: unknown key; known: description, extends, defaults, matrix" in errs
+    assert "fleetqual_profiles.d.colour: unknown key; known: description, extends, defaults, matrix, burnin" in errs
     assert "fleetqual_profiles.d.defaults.threads: must be an integer between 1 and 1024, got 0" in errs
     assert errors_for(profile="e", profiles=profiles) == [
         "fleetqual_profiles.e.matrix: missing; a profile needs a list of workloads (or extends)"]
@@ -426,7 +433,7 @@ def test_validate_inputs_combines_every_check(profiles):
     bad = dict(good, fleetqual_profile="stnadard", fleetqual_cache_size="1X", fleetqual_test_dir="tmp/fq",
                fleetqual_thresholds=[{"max_raed_p99_ms": 2}], fleetqual_seed=-1)
     errs = V.validate_inputs(bad)
-    assert "fleetqual_profile: unknown profile 'stnadard'; known: compliance, quick, san, standard" in errs
+    assert "fleetqual_profile: unknown profile 'stnadard'; known: burnin, compliance, quick, san, standard" in errs
     assert any(e.startswith("fleetqual_cache_size: unknown size suffix 'X'") for e in errs)
     assert "fleetqual_seed: must be an integer >= 0, got -1" in errs
     assert "fleetqual_test_dir: must be an absolute path, got 'tmp/fq'" in errs
@@ -509,7 +516,7 @@ def test_validate_inputs_checks_the_latency_bound(bound, ok):
         assert errors[0].startswith("fleetqual_latency_bound_ms: must be a number of milliseconds > 0")
 
 
-# ------------------------------------------------------- rules that match no workload (issue 10.2)
+# ------------------------------------------------------- rules that match no workload
 
 def test_misspelled_workload_in_a_rule_is_refused_with_did_you_mean(profiles):
     inputs = {"fleetqual_profile": "quick", "fleetqual_profiles": profiles, "fleetqual_matrix": [],
@@ -558,10 +565,10 @@ def test_rule_matching_on_some_hosts_is_refused_for_the_others(profiles):
     # a plan that does not build is reported as such, not as rules that match nothing
     broken = dict(hosts["ci1"], fleetqual_profile="stnadard")
     assert V.validate_inputs(broken) == [
-        "fleetqual_profile: unknown profile 'stnadard'; known: compliance, quick, san, standard"]
+        "fleetqual_profile: unknown profile 'stnadard'; known: burnin, compliance, quick, san, standard"]
 
 
-# ------------------------------------------------ per-workload overrides, steady state (issues 13, 10.4)
+# ------------------------------------------------ per-workload overrides, steady state (10.4)
 
 def test_overrides_by_workload_id_apply_to_that_workload_only(profiles):
     p = P.plan("quick", profiles=profiles, overrides={
@@ -594,7 +601,7 @@ def test_bad_overrides_by_id_name_the_id_and_the_closest():
 
 @pytest.mark.parametrize("entry, message", [
     ({"steady_state": "yes"}, "fleetqual_matrix[0].steady_state: must be true or false, got string 'yes'"),
-    # issue 19: the binary's ranges (ss_window 2..100, ss_range_pct 0..1000, ss_round_time a float >= 0.1)
+    # The binary's ranges (ss_window 2..100, ss_range_pct 0..1000, ss_round_time a float >= 0.1)
     ({"steady_state": True, "ss_window": 1}, "fleetqual_matrix[0].ss_window: must be an integer between 2 and 100, got 1"),
     ({"steady_state": True, "ss_range_pct": 1001}, "fleetqual_matrix[0].ss_range_pct: must be a number between 0 and 1000"),
     ({"steady_state": True, "ss_round_time": 0.05}, "fleetqual_matrix[0].ss_round_time: must be a number between 0.1 and 86400"),
