@@ -5,8 +5,9 @@ host's final verdict, its record judged with the fleet judgements (outliers, reg
 drive consistency, the arrays it is an initiator of, its own history) by verdict.final_verdict, from the records the role left in each host's
 ``_fleetqual_result`` (the ``record`` the action ``qualify_host`` returned), and whether the gate fails it (``fails``: verdict.exit_fails
 with the host's INCONCLUSIVE policy, the ``inconclusive`` argument: the role variable
-``fleetqual_inconclusive``). Run once, on the controller; registered, the result reaches
-every host of the play."""
+``fleetqual_inconclusive``), and the file of its record (``results_file``: the gate names it for
+the reasons it does not print, plugin_utils/brief.py). Run once, on the controller; registered,
+the result reaches every host of the play."""
 
 from __future__ import annotations
 
@@ -87,7 +88,8 @@ def host_var(hostvars, host, name):
 def final_verdicts(records, get_option, warn, inconclusive=None):
     """{host: {verdict, reasons, fails}} of the hosts with a record ({host: record});
     ``fails``: whether the verdict gate fails the host (verdict.exit_fails with the host's
-    policy from ``inconclusive``, see :func:`inconclusive_policies`; default ``fail``)."""
+    policy from ``inconclusive``, see :func:`inconclusive_policies`; default ``fail``);
+    ``results_file``: the host's record, when it names it."""
     policies = inconclusive_policies(inconclusive, list(records))
     opts, baseline, notes = options_and_baseline(get_option)
     for note in notes:
@@ -101,6 +103,9 @@ def final_verdicts(records, get_option, warn, inconclusive=None):
         policy = policies.get(h["host"], DEFAULT_POLICY)
         out[h["host"]] = {"verdict": h["verdict"], "reasons": h["reasons"],
                           "fails": exit_fails(h["verdict"], {"inconclusive": policy})}
+        results_file = (records.get(h["host"]) or {}).get("results_file")
+        if results_file:
+            out[h["host"]]["results_file"] = results_file
     return out
 
 

@@ -5,17 +5,25 @@ the start found unreachable is tried again (``ansible.builtin.ping``: still unre
 task is unreachable), a host whose verdict fails the gate fails with its verdict and reasons,
 a host not failed whose verdict is not PASS (INCONCLUSIVE with ``fleetqual_inconclusive:
 warn``) is printed with its reasons and warned about. One worker per host instead of a task
-for each case (each a fork even when skipped, issue 18)."""
+for each case (each a fork even when skipped).
+
+What it prints is bounded whatever the record holds (plugin_utils/brief.py): the verdict, the
+first reasons, each cut, and the record's file for the rest (docs/report.md, "Where the full
+record is"); ``reasons`` holds the reasons as printed, in the result of a host not failed (a
+failed host's are in its ``msg``, which ansible-core prints twice already)."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import brief
+
 
 def gate_message(host, verdict):
-    """``host: VERDICT reason; reason`` (the fail and the warning say the same)."""
-    return ("%s: %s %s" % (host, verdict.get("verdict"), "; ".join(str(r) for r in verdict.get("reasons") or []))).rstrip()
+    """``host: VERDICT reason; reason; reason (+N more in <record>)`` (the fail and the warning
+    say the same; brief.message)."""
+    return brief.message(host, verdict.get("verdict"), verdict.get("reasons"), verdict.get("results_file"))
 
 
 def check_verdict(verdict):
@@ -44,7 +52,7 @@ class ActionModule(ActionBase):
             pinged = self._execute_module(module_name="ansible.legacy.ping", module_args={}, task_vars=task_vars)
             result["pinged"] = not pinged.get("failed")
         msg = gate_message(host, verdict)
-        result.update(verdict=verdict["verdict"], reasons=list(verdict.get("reasons") or []), fails=verdict["fails"])
+        result.update(verdict=verdict["verdict"], fails=verdict["fails"])
         if verdict["fails"]:
             result.update(failed=True, msg=msg)
         elif verdict["verdict"] != "PASS":
@@ -54,4 +62,6 @@ class ActionModule(ActionBase):
             result.setdefault("warnings", []).append(note)
         else:
             result["msg"] = msg
+        if not verdict["fails"]:
+            result["reasons"] = brief.reasons(verdict.get("reasons"), verdict.get("results_file"))[0]
         return result

@@ -71,23 +71,88 @@ def read_progress(progress_dir):
     return hosts
 
 
-def fleet_line(hosts, now=None):
-    """The one progress line of the fleet, from every host's progress record."""
+def _num(value):
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return out if out == out and out not in (float("inf"), float("-inf")) else 0.0
+
+
+def _waiting(h):
+    """The host's quiet wait now (its progress record's ``quiet``), or None."""
+    q = h.get("quiet")
+    return q if h.get("state") == "running" and isinstance(q, dict) and q.get("waiting") else None
+
+
+def host_bound(h):
+    """``(planned, waits)`` seconds of one host: its plan, and its quiet waits so far plus
+    what the wait going on may still take (its ``wait_s`` bound)."""
+    waits = max(0.0, _num(h.get("waited_s")))
+    q = _waiting(h)
+    if q is not None:
+        waits += max(0.0, _num(q.get("wait_s")) - _num(q.get("waited_s")))
+    return max(0.0, _num(h.get("planned_s"))), waits
+
+
+def fleet_progress(hosts, now=None):
+    """The figures of the fleet's progress line (:func:`fleet_line`) from every host's
+    progress record: counts, the workload k of n, the elapsed and planned time (the plan
+    plus the quiet waits' bound), the hosts waiting for a quiet disk, the burnin round."""
     now = time.time() if now is None else now
     running = [h for h in hosts if h.get("state") == "running"]
-    done = [h for h in hosts if h.get("state") == "done"]
-    failed = [h for h in hosts if h.get("state") in FAILED_STATES]
-    of = max([int(h.get("of") or 0) for h in hosts] or [0])
-    if running:
-        k = min(max(int(h.get("index") or 0), 1) for h in running)
-    else:
-        k = of
-    started = [h["started_epoch"] for h in hosts if h.get("started_epoch")]
-    elapsed = now - min(started) if started else 0
-    planned = max([int(h.get("planned_s") or 0) for h in hosts] or [0])
-    return ("fleetqual: workload %d/%d | %d hosts: %d running, %d done, %d failed | %s of ~%s planned"
-            % (k, of, len(hosts), len(running), len(done), len(failed), duration_text(elapsed),
-               duration_text(planned)))
+    out = {"hosts": len(hosts), "running": len(running),
+           "done": sum(1 for h in hosts if h.get("state") == "done"),
+           "failed": sum(1 for h in hosts if h.get("state") in FAILED_STATES)}
+    out["of"] = max([int(_num(h.get("of"))) for h in hosts] or [0])
+    slowest = min(running, key=lambda h: max(int(_num(h.get("index"))), 1)) if running else None
+    out["k"] = min(max(int(_num(slowest.get("index"))), 1), out["of"]) if slowest else out["of"]
+    started = [_num(h.get("started_epoch")) for h in hosts if _num(h.get("started_epoch")) > 0]
+    out["elapsed_s"] = max(0.0, now - min(started)) if started else 0.0
+    bounds = [host_bound(h) for h in hosts] or [(0.0, 0.0)]
+    out["planned_s"], out["waits_s"] = max(bounds, key=lambda b: (b[0] + b[1], b[1]))
+    waiting = [q for q in (_waiting(h) for h in running) if q is not None]
+    out["waiting"] = len(waiting)
+    if waiting:
+        out["wait"] = {"util_pct": max(_num(q.get("util_pct")) for q in waiting),
+                       "limit_pct": max(_num(q.get("limit_pct")) for q in waiting),
+                       "waited_s": max(_num(q.get("waited_s")) for q in waiting),
+                       "wait_s": max(_num(q.get("wait_s")) for q in waiting)}
+    burn = [h for h in running if isinstance(h.get("burnin"), dict)]
+    if burn:
+        first = min(burn, key=lambda h: max(int(_num(h.get("index"))), 1))["burnin"]
+        passes = {}
+        for h in burn:
+            name = str(h["burnin"].get("pass") or "?")
+            passes[name] = passes.get(name, 0) + 1
+        out["burnin"] = {"round": int(_num(first.get("round"))), "rounds": int(_num(first.get("rounds"))),
+                         "pass": str(first.get("pass") or "?"), "passes": passes}
+    return out
+
+
+def fleet_line(hosts, now=None):
+    """The one progress line of the fleet, from every host's progress record: the workload
+    of the slowest host, the hosts' states, the hosts waiting for a quiet disk (how many,
+    the devices' %util, how long of the wait's bound), a burnin run's round and passes, the
+    time elapsed against the plan plus the quiet waits' bound."""
+    p = fleet_progress(hosts, now)
+    work = "workload %d/%d" % (p["k"], p["of"])
+    b = p.get("burnin")
+    if b:
+        work += " (burnin round %d/%d, %s pass" % (b["round"], b["rounds"], b["pass"])
+        if len(b["passes"]) > 1:
+            work += "; hosts in %s" % ", ".join("%s %d" % (k, v) for k, v in sorted(b["passes"].items()))
+        work += ")"
+    wait = ""
+    if p["waiting"]:
+        w = p["wait"]
+        wait = (" | %d waiting for a quiet disk (%%util %.0f > %.0f, %s of %s)"
+                % (p["waiting"], w["util_pct"], w["limit_pct"], duration_text(w["waited_s"]), duration_text(w["wait_s"])))
+    planned = "~%s planned" % duration_text(p["planned_s"] + p["waits_s"])
+    if p["waits_s"]:
+        planned += " (%s + %s of quiet waits)" % (duration_text(p["planned_s"]), duration_text(p["waits_s"]))
+    return ("fleetqual: %s | %d hosts: %d running, %d done, %d failed%s | %s of %s"
+            % (work, p["hosts"], p["running"], p["done"], p["failed"], wait, duration_text(p["elapsed_s"]), planned))
 
 
 def progress_dir_ready(progress_dir):
@@ -117,7 +182,7 @@ def next_poll(now, interval, status, overdue=0):
     seconds, else the next round. A workload already past its planned end (preparing a large
     data set, the job's own cleanup after the last one) is polled again after 1, 2, 4, ...
     seconds up to the round, so the wait ends within seconds of the job, not up to a whole
-    round later (issue 18: the polls are raw reads, cheap enough). ``overdue`` counts such
+    round later (the polls are raw reads, cheap enough). ``overdue`` counts such
     polls in a row; the host's clock is mapped onto this one through ``status['now']``."""
     nxt = (int(now // interval) + 1) * interval
     started, planned = status.get("workload_started_epoch"), status.get("workload_planned_s")
@@ -178,7 +243,7 @@ class ActionModule(ActionBase):
         if not progress_dir:
             return
         doc = {k: status.get(k) for k in ("run_id", "pid", "started_epoch", "deadline_epoch", "planned_s", "of",
-                                          "index", "current")} if status else {}
+                                          "index", "current", "quiet", "waited_s", "burnin")} if status else {}
         doc.update(host=host, state=state or (status or {}).get("state"), updated=round(time.time(), 3))
         write_json(os.path.join(progress_dir, host + ".json"), doc)
 
@@ -221,7 +286,10 @@ class ActionModule(ActionBase):
 
     def _poll(self, path, task_vars):
         """The job's status as the module's ``state=status`` gives it, read by a raw command
-        over the open connection: no Python started on the host (issue 18)."""
+        over the open connection: no Python started on the host. It runs as the
+        host's identity: escalated (``sudoable``) exactly when the start was, the role's wait
+        having set the connection's become from it (``qualify_host.apply_identity``,
+        docs/privileges.md)."""
         res = self._low_level_execute_command(_job_runner.poll_command(path), sudoable=True)
         if res.get("rc") != 0:
             return {"failed": True, "msg": "reading the job's status in %s failed (rc %s): %s"

@@ -1,5 +1,5 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Array mode, the controller side of the lock-step start (issue 16; module docs:
+"""Array mode, the controller side of the lock-step start (module docs:
 plugins/modules/lockstep.py, host side: module_utils/lockstep.py).
 
 Every member's detached job was started first (it prepares the array's data set, then waits).
@@ -257,6 +257,11 @@ class ActionModule(ActionBase):
             result.update(skipped=True, msg="check mode: no job was started")
             return result
         adir = array_dir(args["progress_dir"], array["name"])
+        # the job's files are the identity's the start decided (docs/privileges.md): the
+        # status reads and the hand-over of the start file run as it (action/qualify_host.py)
+        from ansible_collections.fleetqual.storage.plugins.action import qualify_host as _qh
+        self._fq_identity = (task_vars.get(_qh.STARTED_VAR) or {}).get("identity") or {}
+        _qh.apply_identity(self, self._fq_identity, task_vars)
         if args.get("phase") == "ready":
             result.update(self._ready(args, host, adir, task_vars))
         elif args.get("phase") == "start":
@@ -324,6 +329,9 @@ class ActionModule(ActionBase):
         def make_doc(samples):
             return self._start_doc(host, array, t0doc, samples)
 
+        # through become the start file is written by a command of its own (sudo reads its
+        # password from the channel's stdin; the exchange's shell runs as the login user)
+        escalated = bool(getattr(self, "_fq_identity", {}).get("become"))
         try:
             argv = self._stream_argv(path)
         except (AttributeError, TypeError, KeyError) as e:   # another connection plugin's internals
@@ -333,7 +341,10 @@ class ActionModule(ActionBase):
         written = None
         if argv:
             try:
-                _samples, start, written = stream_exchange(argv, EXCHANGES, test_clock, make_doc)
+                samples, start, written = stream_exchange(argv, EXCHANGES, test_clock,
+                                                          None if escalated else make_doc)
+                if escalated:
+                    start = make_doc(samples)
             except (OSError, TimeoutError, EOFError) as e:
                 display.warning("fleetqual array %s: host %s: the clock exchange's channel failed (%s); one command "
                                 "per exchange instead" % (array["name"], host, e))
@@ -344,7 +355,7 @@ class ActionModule(ActionBase):
             tmp = path + ".tmp"
             cmd = "umask 077 && printf '%%s' %s > %s && mv -f %s %s" % (
                 shlex.quote(json.dumps(start)), shlex.quote(tmp), shlex.quote(tmp), shlex.quote(path))
-            res = self._low_level_execute_command(cmd, sudoable=False)
+            res = self._low_level_execute_command(cmd, sudoable=escalated)
             if res.get("rc") != 0:
                 raise AnsibleActionFail("could not hand the array's start to the job in %s: %s"
                                         % (path, (res.get("stderr") or res.get("stdout") or "").strip()[-500:]))

@@ -1,6 +1,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Controller side of ``fleetqual.storage.qualify_host``: a host's measuring path in two
-module runs (issue 18; module docs: plugins/modules/qualify_host.py).
+module runs (module docs: plugins/modules/qualify_host.py).
 
 ``state: started``: ONE module run on the host reads the facts the plan needs, checks the
 binary's sha256, inventories the drives (health, raw-device guard), plans, preflights each
@@ -22,13 +22,18 @@ failed is stored as ERROR and the task fails with the job's error.
 start created (only when it created anything), then judges and stores the ERROR record.
 """
 
+import json
 import os
 
-from ansible.errors import AnsibleActionFail
+from ansible import constants as C
+from ansible.errors import AnsibleActionFail, AnsibleError
+from ansible.plugins.loader import become_loader
 from ansible.utils.display import Display
 
 from ansible_collections.fleetqual.storage.plugins.action import job as _job_action
 from ansible_collections.fleetqual.storage.plugins.action import lockstep as _lockstep
+from ansible_collections.fleetqual.storage.plugins.module_utils.atomic import write_atomic
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import brief as _brief
 from ansible_collections.fleetqual.storage.plugins.plugin_utils import host_record as _record
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.validate import effective_safety
 
@@ -46,11 +51,190 @@ START_ARGS = ("path", "binary", "binary_sha256", "architecture", "build_on_host"
               "collect", "slack", "prepare_min_mibps", "test_clock")
 
 
+# ------------------------------------------------------------------ what a failed task prints
+# A failed task's result is printed whole by ansible-core's default callback: a failed start
+# or wait carries its brief (plugin_utils/brief.py: the verdict and the first reasons, bounded),
+# never the record nor the start's plan, drives and facts (docs/report.md, "Where the full
+# record is"). Those go to files on the controller, read back by the rescue (state: failed).
+RESULT_VAR = "_fleetqual_result"   # the role registers the wait's result (and the rescue's) under this name
+# <progress_dir>/.failed-start-<host>: a failed start's whole result (a dot file: not a host's progress
+# record for action/job.py's fleet line, and removed with the run by plugin_utils/retention.py)
+FAILED_START = ".failed-start-%s"
+# what a failed start's printed result keeps of the module's (small; the rescue reads the rest,
+# the decided identity too, from the start's file)
+START_BRIEF_KEYS = ("changed", "failed", "unreachable", "warnings", "deprecations")
+
+
+def result_message(res):
+    """A module result's message: ``msg``, else the message of its ``exception`` (a module that
+    raised: ansible-core 2.19 keeps the message in the error summary's event)."""
+    event = getattr(res.get("exception"), "event", None)
+    return str(res.get("msg") or getattr(event, "msg", None) or res.get("exception") or "failed")
+
+
+def brief_start(res, host, progress_dir):
+    """A failed start's result as printed: its message bounded (``brief.text``: the ERROR record
+    has it whole), and the path of the file (``start_file``, 0600) that holds the whole result for
+    the rescue's ERROR record. Without a progress directory (no run directory) the result stays whole."""
+    if not progress_dir:
+        return res
+    path = os.path.join(progress_dir, FAILED_START % host)
+    whole = {k: v for k, v in res.items() if k not in ("exception", "warnings", "deprecations")}
+    whole["msg"] = result_message(res)
+    write_atomic(path, json.dumps(whole, default=str), mode=0o600)
+    out = {k: res[k] for k in START_BRIEF_KEYS if k in res}
+    # no "exception": ansible-core prints it as an [ERROR] line with the module's whole message;
+    # without it, the [ERROR] line says this brief
+    # cut: the ERROR record has it whole (the gate's line names the record)
+    out.update(failed=True, start_file=path, msg=_brief.text(whole["msg"], limit=_brief.MAX_CHARS))
+    return out
+
+
+def whole_start(started, error):
+    """``(started, error)`` for the rescue: the failed start's whole result from its
+    ``start_file``, and the error's message whole when it is the start's (the rescue templates
+    the brief the start printed, ``ansible_failed_result.msg``)."""
+    path = started.get("start_file")
+    if not path:
+        return started, error
+    try:
+        with open(path) as fh:
+            whole = json.load(fh)
+    except (OSError, ValueError):
+        return started, error
+    if isinstance(error, dict) and error.get("msg") == started.get("msg") and whole.get("msg"):
+        error = dict(error, msg=whole["msg"])
+    return whole, error
+
+
+def stored_by_wait(args, task_vars):
+    """The record the wait task judged and stored before it failed (with the job's error), or
+    None: the ``stored`` argument, else the file its failed result names (``results_file``) when
+    the rescue's error is that failure's."""
+    if isinstance(args.get("stored"), dict):
+        return args["stored"]
+    failed = task_vars.get(RESULT_VAR)
+    error = args.get("error") or {}
+    if not (isinstance(failed, dict) and failed.get("failed") and failed.get("results_file")
+            and isinstance(error, dict) and error.get("msg") == failed.get("msg")):
+        return None
+    try:
+        with open(failed["results_file"]) as fh:
+            record = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def outcome(host, record, error, fail):
+    """The wait's or the rescue's result. Not failed: the record, handed to the fleet report
+    (``ansible_stats``). Failed (the job's error): the brief and where the record is."""
+    if error is not None and fail:
+        return {"changed": False, "failed": True, "verdict": record["verdict"], "results_file": record.get("results_file"),
+                "msg": _brief.message(host, record["verdict"], record.get("reasons"), record.get("results_file"))}
+    out = {"changed": False, "record": record, "verdict": record["verdict"],
+           "ansible_stats": {"data": {REPORT_STAT: record}, "per_host": True, "aggregate": False}}
+    out["msg"] = _brief.message(host, record["verdict"], record.get("reasons") if error is not None else [],
+                                record.get("results_file"))
+    return out
+
+
+# ------------------------------------------------------------------ identity (docs/privileges.md)
+# The start decides ONCE per host who the run is on the host (root through become, or the login
+# user); every later step that reads or removes the job's files (the wait's raw polls, the
+# cleanup module run, the array's hand-over in action/lockstep.py) runs as that identity, read
+# from the start's result, whatever its own task's become says.
+IDENTITY_FACT = "fleetqual_identity"
+# how a failed escalation reads in the start's module result, and what it means
+BECOME_FAILURES = (("a password is required", "it asks for a password and none is given"),
+                   ("missing sudo password", "it asks for a password and none is given"),
+                   ("incorrect sudo password", "the password given (ansible_become_password) is refused"),
+                   ("incorrect su password", "the password given (ansible_become_password) is refused"),
+                   ("timeout waiting for privilege escalation", "it did not answer (a password prompt?)"),
+                   ("not in the sudoers file", "the login user may not use sudo on the host"),
+                   ("may not run sudo", "the login user may not use sudo on the host"),
+                   ("sudo: not found", "sudo is not installed on the host"),
+                   ("sudo: command not found", "sudo is not installed on the host"))
+
+
+def escalates(action):
+    """Whether ``action``'s connection runs its commands through become (Ansible's own rule,
+    ``ActionBase._low_level_execute_command``: a become plugin, and another user or none named)."""
+    conn = action._connection
+    if getattr(conn, "become", None) is None:
+        return False
+    ruser = action._get_remote_user()
+    buser = action.get_become_option("become_user")
+    return bool(C.BECOME_ALLOW_SAME_USER or buser != ruser or not any((ruser, buser)))
+
+
+def decide_identity(action, reported):
+    """The host's identity from the start's module run (``reported``: ``host_start.identity``,
+    who the module ran as) and the connection it ran over: ``{user, uid, become, method,
+    become_user, login_user}``."""
+    become = escalates(action)
+    conn = action._connection
+    ident = dict(reported or {})
+    ident.update(become=become, method=conn.become.name if become else None,
+                 become_user=action.get_become_option("become_user") if become else None)
+    if not become:
+        ident["login_user"] = ident.get("user")
+        ident["login_uid"] = ident.get("uid")
+    elif not ident.get("login_user"):
+        ident["login_user"] = action._get_remote_user()
+    return ident
+
+
+def apply_identity(action, ident, task_vars):
+    """Make ``action``'s connection escalate exactly as the start did (``ident``), whatever
+    its own task's become says: drop the become plugin, or load the recorded one and set its
+    options from the host's variables as the task executor does."""
+    if not ident or "become" not in ident:
+        return
+    conn = action._connection
+    want = bool(ident["become"])
+    if want == escalates(action) and (not want or conn.become.name == ident.get("method")):
+        return
+    if not want:
+        conn.set_become_plugin(None)
+        action._play_context.become = False
+        return
+    plugin = become_loader.get(ident.get("method") or "sudo")
+    if plugin is None:
+        raise AnsibleActionFail("the become method %r the start used is not available" % ident.get("method"))
+    conn.set_become_plugin(plugin)
+    names = C.config.get_plugin_vars("become", plugin._load_name)
+    options = dict((k, action._templar.template(task_vars[k])) for k in names if k in task_vars)
+    keys = action._task.dump_attrs()
+    keys["become_user"] = ident.get("become_user") or "root"
+    if getattr(action._play_context, "become_pass", None):
+        keys["become_pass"] = action._play_context.become_pass
+    plugin.set_options(task_keys=keys, var_options=options)
+    action._play_context.become = True
+
+
+def become_refusal(host, res, action):
+    """The start's refusal when its escalation failed (no password, sudo missing, ...): the
+    host, why, and the variables that fix it; None when ``res`` is no such failure."""
+    if not res.get("failed") or not escalates(action):
+        return None
+    text = " ".join(str(res.get(k) or "") for k in ("msg", "module_stderr", "module_stdout", "stderr")).lower()
+    why = next((w for key, w in BECOME_FAILURES if key in text), None)
+    if why is None:
+        return None
+    method = action._connection.become.name
+    user = action._get_remote_user() or "the login user"
+    return ("privileges: host %s: %s cannot escalate with %s: %s. Set ansible_become_password for %s (or "
+            "ansible_become_method), allow %s passwordless %s, or set fleetqual_become: false to run as %s without "
+            "root (a fleetqual_bin_dir and fleetqual_test_dir it can write, no raw devices, no cgroup attribution; "
+            "docs/privileges.md)" % (host, user, method, why, host, user, method.split(".")[-1], user))
+
+
 class ActionModule(_job_action.ActionModule):
     TRANSFERS_FILES = False   # a temporary directory only when the build must be transferred
     _VALID_ARGS = frozenset(START_ARGS + ("state", "build", "progress_dir", "array", "arrays", "foreign_io", "impact",
                                           "profile_safety", "started", "record", "thresholds", "latency_bound_ms",
-                                          "textfile_dir", "error", "interval", "stored"))
+                                          "textfile_dir", "error", "interval", "stored", "kernel_log"))
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
@@ -90,19 +274,41 @@ class ActionModule(_job_action.ActionModule):
 
     def _started(self, args, host, progress_dir, task_vars):
         margs = self._start_args(args, host, task_vars)
-        res = self._execute_module(module_name=MODULE, module_args=margs, task_vars=task_vars)
+        try:
+            res = self._execute_module(module_name=MODULE, module_args=margs, task_vars=task_vars)
+        except AnsibleError as exc:
+            # the connection raises on a password prompt it cannot answer (Missing sudo password)
+            if become_refusal(host, {"failed": True, "msg": str(exc)}, self) is None:
+                raise
+            res = {"failed": True, "msg": str(exc)}
+        refusal = become_refusal(host, res, self)
+        if refusal:
+            return brief_start({"failed": True, "msg": refusal, "changed": False}, host, progress_dir)
+        self._identity(res)
         if res.get("deploy_needed") and not res.get("failed"):
             if not args.get("build"):
-                return dict(res, failed=True, msg="%s has sha256 %s, not the controller's build %s, and no build was "
-                                                  "given to deploy" % (margs.get("binary"), res.get("binary_sha256"),
-                                                                       margs.get("binary_sha256")))
+                return brief_start(dict(res, failed=True, msg="%s has sha256 %s, not the controller's build %s, and no "
+                                                              "build was given to deploy" % (
+                                                                  margs.get("binary"), res.get("binary_sha256"),
+                                                                  margs.get("binary_sha256"))), host, progress_dir)
             res = self._deploy_and_start(args["build"], margs, task_vars)
-        if res.get("failed") or res.get("build_needed") or not res.get("status"):
+            self._identity(res)
+        if res.get("failed"):
+            return brief_start(res, host, progress_dir)
+        if res.get("build_needed") or not res.get("status"):
             return res
         self._progress(progress_dir, host, res["status"])
         _job_action.show_plan(progress_dir, res.get("plan") or [], res.get("planned") or [], res.get("planned_s"),
                               res.get("deadline_s"))
         return res
+
+    def _identity(self, res):
+        """The host's identity, decided here once (:func:`decide_identity`), into the start's
+        result (``identity``, read by every later step) and its facts (``fleetqual_identity``:
+        ``fleetqual_become``'s default follows it, so the role's later tasks agree)."""
+        if isinstance(res.get("identity"), dict):
+            res["identity"] = decide_identity(self, res["identity"])
+            res.setdefault("ansible_facts", {})[IDENTITY_FACT] = res["identity"]
 
     def _deploy_and_start(self, build, margs, task_vars):
         """Transfer the controller's build into a temporary directory of the host and run the
@@ -121,6 +327,7 @@ class ActionModule(_job_action.ActionModule):
     # ------------------------------------------------------------------ finished / failed
     def _finished(self, args, host, progress_dir, task_vars):
         started = self._started_result(args, task_vars)
+        apply_identity(self, started.get("identity"), task_vars)
         if self._task.check_mode or started.get("check_mode"):
             return {"changed": False, "skipped": True, "record": None,
                     "msg": "check mode: no job was started, nothing to collect"}
@@ -131,39 +338,41 @@ class ActionModule(_job_action.ActionModule):
             error = {"task": self._task.get_name(), "msg": wait.get("msg") or "the job's status could not be read"}
             return self._judge_clean_store(args, host, started, [], error, None, task_vars)
         return self._judge_clean_store(args, host, started, wait["records"], wait.get("error"), wait.get("array_run"),
-                                       task_vars)
+                                       task_vars, kernel=(wait.get("status") or {}).get("kernel"))
 
     @staticmethod
     def _started_result(args, task_vars):
         """The start's result: the ``started`` argument, else the variable the role registers
         it in (``_fleetqual_started``), read as it was registered. The role passes no
         ``started``: templating the whole result (the plan, the drives, the facts) into the
-        task's arguments cost the most of this task's CPU on the controller (issue 18)."""
+        task's arguments cost the most of this task's CPU on the controller."""
         if "started" in args:
             return args.get("started") or {}
         return task_vars.get(STARTED_VAR) or {}
 
     def _failed(self, args, host, task_vars):
-        if isinstance(args.get("stored"), dict):
+        record = stored_by_wait(args, task_vars)
+        if record is not None:
             # judged and stored by the wait task, which failed with the job's error: Ansible
             # hands a failed task's ansible_stats to nobody, so the record is handed over here
-            record = args["stored"]
             return {"changed": False, "record": record, "verdict": record.get("verdict"),
                     "msg": "%s: %s (stored by the wait)" % (host, record.get("verdict")),
                     "ansible_stats": {"data": {REPORT_STAT: record}, "per_host": True, "aggregate": False}}
         started = self._started_result(args, task_vars)
         if not isinstance(started, dict) or started.get("skipped"):
             started = {}
-        elif started.get("failed"):
+        error = args.get("error") or {"task": "unknown task", "msg": "failed"}
+        if started.get("failed"):
             # a start that failed removed what it had created; what it learnt before the refusal
             # (facts, drives, the plan, the refusing preflight's filesystem) goes into the record
-            started = {k: started[k] for k in ("facts", "drives", "plan", "targets", "preflight") if k in started}
-        error = args.get("error") or {"task": "unknown task", "msg": "failed"}
-        out = self._judge_clean_store(args, host, started, [], error, None, task_vars)
+            started, error = whole_start(started, error)
+            started = {k: started[k] for k in ("facts", "drives", "plan", "targets", "preflight", "identity")
+                       if k in started}
+        # the cleanup, when the start created anything, runs as the start did (docs/privileges.md)
+        apply_identity(self, started.get("identity"), task_vars)
         # the task that failed was printed with its message; this one stores the host's ERROR and
         # must not fail itself (a host failed in the rescue would miss the verdict gate play)
-        out.pop("failed", None)
-        return out
+        return self._judge_clean_store(args, host, started, [], error, None, task_vars, fail=False)
 
     def _cleanup(self, args, started, content, task_vars):
         """The one module run that removes what the start created (and writes the textfile)."""
@@ -172,18 +381,25 @@ class ActionModule(_job_action.ActionModule):
                  "plan": [{k: w[k] for k in CLEANUP_KEYS if k in w} for w in started.get("plan") or []]}
         if content is not None:
             margs.update(textfile_dir=args["textfile_dir"], textfile=content)
+        if any(isinstance(w.get("burnin"), dict) for w in started.get("plan") or []):
+            margs["health_after"] = True     # a burn-in: health read again (docs/integrity.md)
         return self._execute_module(module_name=MODULE, module_args=margs, task_vars=task_vars)
 
-    def _judge_clean_store(self, args, host, started, records, error, array_run, task_vars):
+    def _judge_clean_store(self, args, host, started, records, error, array_run, task_vars, fail=True, kernel=None):
         inputs = dict(args.get("record") or {})
         inputs["slice"] = _record.slice_of(task_vars)
         plan = started.get("plan") or []
         drives = (started.get("drives") or {}).get("drives") if started else None
 
-        def judge(err):
+        def judge(err, drives_after=None):
             diag, verdict = _record.judged(records, plan, args.get("thresholds") or [], args.get("latency_bound_ms"),
-                                           error=err, drives=drives)
-            return _record.assemble(host, inputs, started, records, diag, verdict, error=err, array_run=array_run)
+                                           error=err, drives=drives, kernel=kernel, kernel_log=args.get("kernel_log"),
+                                           drives_after=drives_after)
+            rec = _record.assemble(host, inputs, started, records, diag, verdict, error=err, array_run=array_run,
+                                   kernel=kernel)
+            # who the run was on the host (docs/privileges.md); null when the start did not get that far
+            rec["identity"] = started.get("identity") if started else None
+            return rec
 
         record = judge(error)
         if started.get("created") and not self._task.check_mode:
@@ -194,12 +410,12 @@ class ActionModule(_job_action.ActionModule):
             if cleaned.get("failed") and error is None:
                 error = {"task": self._task.get_name(), "msg": "cleanup: %s" % cleaned.get("msg")}
                 record = judge(error)
+            elif "drives_after" in cleaned:
+                # a burn-in: judged again with the health read after the run (the textfile written by
+                # the same cleanup holds the verdict before it)
+                after = (cleaned.get("drives_after") or {}).get("drives")
+                record = judge(error, drives_after=after)
+                record["drives_after"] = after
         if not self._task.check_mode:
             _record.store(record)
-        out = {"changed": False, "record": record, "verdict": record["verdict"],
-               "ansible_stats": {"data": {REPORT_STAT: record}, "per_host": True, "aggregate": False}}
-        if error is not None:
-            out.update(failed=True, msg="%s: %s" % (error.get("task"), error.get("msg")))
-        else:
-            out["msg"] = "%s: %s" % (host, record["verdict"])
-        return out
+        return outcome(host, record, error, fail)

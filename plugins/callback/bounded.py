@@ -7,17 +7,24 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: bounded
 type: stdout
-short_description: Output that does not grow with the fleet; every failure in full
+short_description: Output that does not grow with the fleet; every failure in one bounded line
 version_added: "0.2.0"
 description:
   - The default callback (P(ansible.builtin.default#callback)), except that what went well is counted
     instead of printed host by host, so a passing run over 1,000 hosts prints as many lines as
-    one over a single host (issue 18).
+    one over a single host.
   - Not printed (counted) - ok, changed and skipped results, loop items, C(included) lines and
     retries. The task banner appears only above something printed.
-  - Printed in full, as by the default callback - every failed task of every host (also one a
-    C(block)'s C(rescue) records, so the reason of an C(ERROR) verdict is on screen) and every
-    unreachable host, with the task's banner and the whole message.
+  - Printed under the task's banner - every failed task of every host (also one a C(block)'s
+    C(rescue) records, so the reason of an C(ERROR) verdict is on screen) and every unreachable
+    host - its message (with a command's return code and its stderr), at most O(failure_lines)
+    lines of O(failure_chars) characters. The collection's own tasks print one line, the verdict
+    and the first reasons, and name the host record that holds everything,
+    C(<results>/<run_id>/<host>.json); C(-v) prints a failed task's whole result.
+  - Not printed for a failed task - ansible-core's C([ERROR]) block (the same message again, and
+    where the task is), and the warnings that a failed file transfer leaves (C(sftp transfer
+    mechanism failed), C(scp ...)), as the failure's line says the reason. Its other warnings are
+    counted with those of the results not printed.
   - One line per play (per serial batch) - how many hosts it ran on and how many failed or were
     unreachable, with the ok, changed and skipped totals.
   - Warnings of results not printed - one line per task (the first warning and how many hosts
@@ -37,6 +44,24 @@ author:
 requirements:
   - Set as the stdout callback, C(stdout_callback = fleetqual.storage.bounded) in C(ansible.cfg) (see C(examples/ansible.cfg)).
 options:
+  failure_chars:
+    description: At most this many characters of each line of a failed task's or an unreachable host's message.
+    type: int
+    default: 500
+    ini:
+      - section: fleetqual_bounded
+        key: failure_chars
+    env:
+      - name: FLEETQUAL_BOUNDED_FAILURE_CHARS
+  failure_lines:
+    description: At most this many lines of a failed task's or an unreachable host's message (with C(-v), all of them).
+    type: int
+    default: 20
+    ini:
+      - section: fleetqual_bounded
+        key: failure_lines
+    env:
+      - name: FLEETQUAL_BOUNDED_FAILURE_LINES
   warning_tasks:
     description: At most this many lines of warnings of results not printed; beyond it, one line counts the rest.
     type: int
@@ -54,9 +79,16 @@ from ansible import constants as C
 from ansible.playbook.task_include import TaskInclude
 from ansible.plugins.callback.default import CallbackModule as DefaultCallback
 
+from ansible_collections.fleetqual.storage.plugins.plugin_utils import brief
+
 # the default callback's options that print a line per host for what went well
 PER_HOST_OPTIONS = ("display_ok_hosts", "display_skipped_hosts", "show_per_host_start")
 RECAP_KEYS = ("ok", "changed", "unreachable", "failures", "skipped", "rescued", "ignored")
+# warnings a failed transfer leaves (the ssh connection's sftp, then scp, then piped): the
+# failure's own line gives the reason
+TRANSFER_WARNING = "transfer mechanism failed"
+# what a failed result says beside its msg, in this order (command, shell, a module that crashed)
+DETAIL_KEYS = ("stderr", "module_stderr", "stdout", "module_stdout")
 
 
 def plural(n, word):
@@ -68,6 +100,32 @@ def warning_text(warning):
     event = getattr(warning, "event", None)
     msg = getattr(event, "msg", None) if event is not None else None
     return str(msg if msg is not None else warning).strip()
+
+
+def failure_text(result, chars, max_lines):
+    """What a failed result (or an unreachable host) says: its ``msg`` (a command's return code
+    added), then what it printed (``stderr``, ...), at most ``max_lines`` lines of at most
+    ``chars`` characters each, the last one saying how much more ``-v`` prints (brief.note).
+    The collection's own failures are one line (plugin_utils/brief.py)."""
+    msg = str(result.get("msg") or "").strip() or "failed"
+    if result.get("rc") not in (None, 0):
+        msg = "%s (rc %s)" % (msg, result["rc"])
+    lines = msg.splitlines()
+    for key in DETAIL_KEYS:
+        value = str(result.get(key) or "").strip()
+        if value and value not in msg:
+            lines.append("%s: %s" % (key, value))
+            break
+    lines = [ln for ln in "\n".join(lines).splitlines() if ln.strip()]
+    shown, any_cut = [], False
+    for line in lines[:max(1, max_lines)]:
+        line, was_cut = brief.cut(line, chars)
+        shown.append(line)
+        any_cut = any_cut or was_cut
+    tail = brief.note(len(lines) - len(shown), any_cut, "the -v output")
+    if tail:
+        shown[-1] += " " + tail
+    return "\n".join(shown)
 
 
 def only_verbose(name):
@@ -136,12 +194,15 @@ class CallbackModule(DefaultCallback):
         else:
             self._tally.counts[kind] += 1
 
-    def _keep_warnings(self, result):
+    def _keep_warnings(self, result, failed=False):
         """Warnings of a result that is not printed: kept per task, shown at the end. Read
         from the result's ``warnings``, not from ``result.result``, whose first access copies
         the whole result into native types (the start's plan and drives, the record: a
-        large part of the controller's CPU per host, issue 18)."""
+        large part of the controller's CPU per host). Of a failed result, the
+        warnings of a failed transfer are dropped: the failure's line says why."""
         warnings = result.warnings
+        if failed:
+            warnings = [w for w in warnings or [] if TRANSFER_WARNING not in warning_text(w)]
         if not warnings:
             return
         name = result.task.get_name().strip() or result.task.action
@@ -171,13 +232,46 @@ class CallbackModule(DefaultCallback):
             return super().v2_runner_on_skipped(result)
         return None
 
+    def _failure_line(self, result, kind):
+        """``fatal: [host]: FAILED! => <one bounded line>`` under the task's banner."""
+        if self._last_task_banner != result.task._uuid:
+            self._print_task_banner(result.task)
+        self._keep_warnings(result, failed=True)
+        if kind == "item":
+            head = "failed: [%s] (item=%s)" % (self.host_label(result), self._get_item_label(result.result))
+        else:
+            head = "fatal: [%s]: %s" % (self.host_label(result), "UNREACHABLE!" if kind == "unreachable" else "FAILED!")
+        text = failure_text(result.result, int(self.get_option("failure_chars")), int(self.get_option("failure_lines")))
+        self._display.display("%s => %s" % (head, text),
+                              color=C.COLOR_UNREACHABLE if kind == "unreachable" else C.COLOR_ERROR,
+                              stderr=self.get_option("display_failed_stderr"))
+
     def v2_runner_on_failed(self, result, ignore_errors=False):
         self._count(result, "ok" if ignore_errors else "failed")
-        return super().v2_runner_on_failed(result, ignore_errors=ignore_errors)
+        if self._verbose():
+            return super().v2_runner_on_failed(result, ignore_errors=ignore_errors)
+        if result.task.loop and "results" in result.result:
+            pass   # each failed item was printed by v2_runner_item_on_failed
+        else:
+            self._failure_line(result, "failed")
+        if ignore_errors:
+            self._display.display("...ignoring", color=C.COLOR_SKIP)
+        return None
 
     def v2_runner_on_unreachable(self, result):
         self._count(result, "unreachable")
-        return super().v2_runner_on_unreachable(result)
+        if self._verbose():
+            return super().v2_runner_on_unreachable(result)
+        self._failure_line(result, "unreachable")
+        if result.task.ignore_unreachable:
+            self._display.display("...ignoring", color=C.COLOR_SKIP)
+        return None
+
+    def v2_runner_item_on_failed(self, result):
+        if self._verbose():
+            return super().v2_runner_item_on_failed(result)
+        self._failure_line(result, "item")
+        return None
 
     def v2_runner_item_on_ok(self, result):
         if self._verbose():

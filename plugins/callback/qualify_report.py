@@ -170,7 +170,7 @@ options:
         finding); the diagnostics only those of the hosts that did not pass, the C(PASS) hosts' counted in one
         line. Every host stays in C(fleet.json), C(report.html) and C(report.md).
       - C(0) lists only the hosts that did not pass whatever the fleet's size, so a passing run prints as many
-        lines for 1,000 hosts as for one (with the stdout callback C(fleetqual.storage.bounded), issue 18).
+        lines for 1,000 hosts as for one (with the stdout callback C(fleetqual.storage.bounded)).
       - Unset (the default) lists every host. A negative number is ignored with a warning.
     type: int
     version_added: "0.2.0"

@@ -1,5 +1,5 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The marked test directory iobench writes in (issue 18: the logic of the module
+"""The marked test directory iobench writes in (the logic of the module
 ``fleetqual.storage.bench_dir``, callable without an AnsibleModule).
 
 :func:`prepare` (``state=present``) and :func:`remove` (``state=absent``) return the

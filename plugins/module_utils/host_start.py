@@ -1,6 +1,6 @@
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A host's measuring path in two module runs (issue 18; module ``fleetqual.storage.qualify_host``).
+"""A host's measuring path in two module runs (module ``fleetqual.storage.qualify_host``).
 
 :func:`start` is everything before the measurement, in one module run, in this order, each
 step the same code the separate modules used to run (so every refusal keeps its words):
@@ -30,6 +30,7 @@ the host's node_exporter textfile when asked.
 """
 
 import os
+import pwd
 
 from ansible_collections.fleetqual.storage.plugins.module_utils import bench_dir_ops as _bench
 from ansible_collections.fleetqual.storage.plugins.module_utils import collector as _collector
@@ -38,6 +39,7 @@ from ansible_collections.fleetqual.storage.plugins.module_utils import host_depl
 from ansible_collections.fleetqual.storage.plugins.module_utils import host_facts as _facts
 from ansible_collections.fleetqual.storage.plugins.module_utils import job_runner as _job
 from ansible_collections.fleetqual.storage.plugins.module_utils import lockstep as _lockstep
+from ansible_collections.fleetqual.storage.plugins.module_utils import payloads as _payloads
 from ansible_collections.fleetqual.storage.plugins.module_utils import plan as _plan
 from ansible_collections.fleetqual.storage.plugins.module_utils import plan_summary as _summary
 from ansible_collections.fleetqual.storage.plugins.module_utils.atomic import write_atomic
@@ -131,6 +133,10 @@ def _binary(p, facts, out, check_mode):
     out["binary_sha256"] = have
     if have == want:
         return True
+    ident = out.get("identity")
+    if ident and ident["uid"] != 0 and not check_mode:
+        # the binary must be installed: its directory must be the run's to write
+        _writable_dir("fleetqual_bin_dir", os.path.dirname(binary), ident)
     if p.get("binary_src"):
         try:
             _deploy.install(p["binary_src"], binary, want, check_mode=check_mode)
@@ -145,6 +151,81 @@ def _binary(p, facts, out, check_mode):
     out.update(deploy_needed=True, msg="%s has sha256 %s, the controller's build %s: to be transferred"
                % (binary, have or "none (missing)", want))
     return False
+
+
+def identity():
+    """Who this module run is on the host, the identity every later step of the run reads and
+    removes the job's files as (docs/privileges.md): ``{user, uid}`` of the effective user,
+    and ``login_user``/``login_uid`` when an escalation says who logged in (``SUDO_USER``,
+    ``SUDO_UID``, ``DOAS_USER``), else None. The controller adds ``become`` and ``method``."""
+    uid = os.geteuid()
+    try:
+        user = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        user = str(uid)
+    login = os.environ.get("SUDO_USER") or os.environ.get("DOAS_USER") or None
+    login_uid = os.environ.get("SUDO_UID")
+    return {"user": user, "uid": uid, "login_user": login,
+            "login_uid": int(login_uid) if login_uid and login_uid.isdigit() else None}
+
+
+def _who(ident):
+    return "user %s (uid %s) without root" % (ident["user"], ident["uid"])
+
+
+NO_ROOT_FIX = ("or let the run escalate: fleetqual_become: true (the default for a login other than root) with "
+               "passwordless sudo or ansible_become_password (docs/privileges.md)")
+
+
+def _owner(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return "?"
+    try:
+        name = pwd.getpwuid(st.st_uid).pw_name
+    except KeyError:
+        name = str(st.st_uid)
+    return "owned by %s, mode %04o" % (name, st.st_mode & 0o7777)
+
+
+def _writable_dir(variable, path, ident):
+    """Refuse (:class:`StartError` naming ``variable``) when the run's user cannot create or
+    write the directory ``path`` (its nearest existing ancestor when it does not exist yet),
+    or when it holds a measurement job's files another user owns (a run as root left them:
+    the leftover check could neither read nor clear them)."""
+    existing = _bench.nearest_existing(path)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise StartError("privileges: %s cannot %s %s %s (%s %s): point %s at a directory it can write, %s"
+                         % (_who(ident), "write" if existing == path else "create", variable, path,
+                            existing, _owner(existing), variable, NO_ROOT_FIX))
+    job = _job.job_dir(path)
+    try:
+        st = os.lstat(job)
+    except OSError:
+        return
+    if st.st_uid != ident["uid"] or not os.access(job, os.R_OK | os.W_OK | os.X_OK):
+        raise StartError("privileges: %s %s holds the job files of an earlier run as another user (%s, %s) that %s "
+                         "can neither read nor clear: remove %s as that user, or run as it again (fleetqual_become; "
+                         "docs/privileges.md)" % (variable, path, job, _owner(job), _who(ident), job))
+
+
+def privileges(p, ident):
+    """The start's first check (before anything is read or written on the host): a run
+    without root refuses, with the fix, what needs root: a raw device target, a
+    ``fleetqual_bin_dir``, ``fleetqual_test_dir`` or directory target it cannot write
+    (the binary's directory only when the binary must be installed: see :func:`_binary`)."""
+    if ident["uid"] == 0:
+        return
+    for t in p.get("targets") or []:
+        if isinstance(t, dict) and t.get("device"):
+            raise StartError("privileges: target %s is the raw device %s, which only root may measure, and this run "
+                             "is %s: use a directory target, %s" % (t.get("name") or t["device"], t["device"],
+                                                                    _who(ident), NO_ROOT_FIX))
+    _writable_dir("fleetqual_test_dir", p["path"], ident)
+    for t in p.get("targets") or []:
+        if isinstance(t, dict) and t.get("path"):
+            _writable_dir("the path of target %s" % (t.get("name") or t["path"]), t["path"], ident)
 
 
 def _preflight(p, plan, check_mode, created):
@@ -205,13 +286,23 @@ def lift_warnings(out, *parts):
 def start(p, check_mode=False):
     """The start's result, or :class:`StartError` (after removing what this run created)."""
     facts = _facts.gather()
-    out = {"changed": False, "facts": facts,
+    out = {"changed": False, "facts": facts, "identity": identity(),
            "ansible_facts": dict(("ansible_" + k, v) for k, v in facts.items())}
-    # both checks change nothing before they answer: a host that lacks sysstat and its own build
-    # is told both at once (roles/qualify/tasks/after_start.yml installs, builds, starts again)
-    packages_ok = _packages(p, out)
-    if not _binary(p, facts, out, check_mode) or not packages_ok:
+    try:
+        # a run without root refuses what needs root before it reads or writes anything
+        privileges(p, out["identity"])
+        # both checks change nothing before they answer: a host that lacks sysstat and its own build
+        # is told both at once (roles/qualify/tasks/after_start.yml installs, builds, starts again)
+        packages_ok = _packages(p, out)
+        binary_ok = _binary(p, facts, out, check_mode)
+    except StartError as exc:
+        exc.result = dict(out, **exc.result)
+        raise
+    if not binary_ok or not packages_ok:
         return out
+    if not check_mode:
+        # the AnsiballZ payloads that killed module runs of this collection left (docs/privileges.md)
+        out["stale_payloads_removed"] = _payloads.clean()
     try:
         drives = _drives.host_inventory(targets=_inventory_targets(p), health=p.get("health", True),
                                         check_devices=_check_devices(p), sysfs_root=p.get("sysfs_root") or "/sys",
@@ -284,9 +375,20 @@ def to_remove(path, datasets, targets, plan):
 
 def cleanup(p, check_mode=False):
     """The second module run: what the start created, removed (the job zeroes its device
-    regions itself; a region a killed job left is zeroed here), and the textfile."""
+    regions itself; a region a killed job left is zeroed here), and the textfile. With
+    ``health_after`` (a burn-in, docs/integrity.md) the drives' health is read again first:
+    ``drives_after``, which ``plugin_utils/burnin.py`` compares with the start's."""
     out = {"changed": False, "removed": []}
     problems = []
+    if p.get("health_after"):
+        try:
+            out["drives_after"] = _drives.host_inventory(targets=_inventory_targets(p), health=True,
+                                                         sysfs_root=p.get("sysfs_root") or "/sys",
+                                                         dev_root=p.get("dev_root") or "/dev")
+            lift_warnings(out, out["drives_after"])
+        except _drives.DrivesError as exc:     # said in the record, never taken for "no errors"
+            out["drives_after"] = None
+            out.setdefault("warnings", []).append("drive health after the run not read: %s" % exc.msg)
     for path, datasets, devices in to_remove(p["path"], p.get("datasets"), p.get("targets"), p.get("plan")):
         try:
             r = _bench.remove(path, datasets=datasets, binary=p["binary"], devices=devices, check_mode=check_mode)

@@ -1,5 +1,5 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The detached measurement job: a host's whole plan run on the host (issue 9).
+"""The detached measurement job: a host's whole plan run on the host.
 
 The module ``fleetqual.storage.job`` starts it with :func:`detach` and returns at once; the
 job then runs every workload of the plan in turn through ``workload.run_workload`` (the
@@ -23,7 +23,8 @@ Status document (``status.json``)::
      "error": null | {"index": k, "id": "...", "msg": "..."},
      "cleanup": null | {"removed": [...], "left": [...], "warnings": [...]},
      "regions": [{"device": "<target_device>", "size": <bytes, 0 = whole device>, "resolved": "/dev/X",
-                  "name": "X", "serial": .., "wwid": .., "backing_file": .., "size_bytes": ..}, ...]}
+                  "name": "X", "serial": .., "wwid": .., "backing_file": .., "size_bytes": ..}, ...],
+     "kernel": {<the kernel log's storage messages: module_utils/kmsg.py, docs/kernel-log.md>}}
 
 ``regions``: every device region the job may write, written by ``Job.begin`` before the
 first byte; ``cleanup.removed`` names each one it zeroed (``blockdev.region_label``). A region
@@ -52,6 +53,8 @@ from ansible_collections.fleetqual.storage.plugins.module_utils import blockdev 
 from ansible_collections.fleetqual.storage.plugins.module_utils import workload as _workload
 from ansible_collections.fleetqual.storage.plugins.module_utils import foreign as _foreign
 from ansible_collections.fleetqual.storage.plugins.module_utils import lockstep as _lockstep
+from ansible_collections.fleetqual.storage.plugins.module_utils import payloads as _payloads
+from ansible_collections.fleetqual.storage.plugins.module_utils import kmsg as _kmsg
 from ansible_collections.fleetqual.storage.plugins.module_utils.atomic import write_json_atomic
 from ansible_collections.fleetqual.storage.plugins.module_utils.size import parse_size
 
@@ -64,6 +67,7 @@ RESERVE_BYTES = 4 << 20
 RESERVE_PER_WORKLOAD = 1 << 20
 RESERVE_MAX = 64 << 20
 FINAL_STATES = ("done", "failed", "expired", "stopped")
+KERNEL_POLL_S = 5.0         # the kernel log is read this often while a workload runs
 
 
 def job_dir(test_dir):
@@ -142,7 +146,9 @@ def brief(status, now, proc_stat_line):
     if not status:
         return None
     keys = ("run_id", "pid", "state", "started_epoch", "deadline_epoch", "finished_epoch", "planned_s", "of",
-            "index", "current", "workload_started_epoch", "workload_planned_s", "error")
+            "index", "current", "workload_started_epoch", "workload_planned_s", "error",
+            # the quiet wait (Job.quiet_progress) and the burnin round of the workload running
+            "quiet", "waited_s", "burnin")
     out = {k: status.get(k) for k in keys}
     out["done"] = len(status.get("results") or [])
     out["alive"] = alive_from(status, proc_stat_line)
@@ -182,6 +188,7 @@ def evaluate_status(doc, now, proc_stat_line, results=False, directory=None):
     status = brief(doc, now, proc_stat_line)
     if status["state"] in FINAL_STATES or status["state"] == "died" or results:
         status["results"] = doc.get("results") or []
+        status["kernel"] = doc.get("kernel")    # the kernel's word on the drives (docs/kernel-log.md)
     if doc.get("array"):
         status["array"] = _lockstep.status_view(doc["array"], full="results" in status)
     return status
@@ -419,6 +426,8 @@ class Job:
         self.stop = threading.Event()
         self.reason = None
         self.status = None
+        self.kernel = None
+        self.waited = 0.0           # seconds the ended quiet waits took (foreign.wait_quiet)
 
     def _on_signal(self, signum, frame):
         if self.reason is None:
@@ -492,9 +501,24 @@ class Job:
             "planned_s": spec["planned_s"], "of": len(spec["workloads"]), "index": 0, "current": None,
             "workload_started_epoch": None, "workload_planned_s": None,
             "results": [], "error": None, "cleanup": None, "regions": regions,
+            "quiet": None, "waited_s": 0.0, "burnin": None,
         }
         write_status(self.dir, self.status)
         self._reserve()
+
+    def quiet_progress(self, quiet):
+        """The quiet wait in the status while it lasts (``foreign.wait_quiet`` calls it each
+        round): ``quiet`` ``{waiting, util_pct, limit_pct, waited_s, wait_s}`` while the
+        device is busy, None once the wait is over; ``waited_s``: every wait of the job so
+        far, this one included (the progress line adds them to the planned time)."""
+        waited = float(quiet.get("waited_s") or 0)
+        self.status["waited_s"] = round(self.waited + waited, 1)
+        if quiet.get("waiting"):
+            self.status["quiet"] = quiet
+        else:
+            self.waited += waited
+            self.status["quiet"] = None
+        self.save()
 
     def run(self):
         """Run the plan (in the detached process); always ends with a final status."""
@@ -504,8 +528,10 @@ class Job:
         timer = threading.Timer(max(0.0, st["deadline_epoch"] - time.time()), self._on_deadline)
         timer.daemon = True
         timer.start()
+        # the kernel log from the job's start (docs/kernel-log.md): read after each workload too
+        self.kernel = _kmsg.job_open(st, KERNEL_POLL_S)
         try:
-            # array mode (issue 16): the array's lock-step steps first, on the common schedule
+            # array mode: the array's lock-step steps first, on the common schedule
             _lockstep.run_array(self)
             workloads = self.spec["workloads"]
             for i, wl in enumerate(workloads):
@@ -514,10 +540,13 @@ class Job:
                 timeout = int(self.spec["timeouts"][i])
                 st.update(index=i + 1, current=wl.get("key") or wl.get("id"),
                           workload_started_epoch=round(time.time(), 3),
-                          workload_planned_s=int(self.spec["planned"][i]))
+                          workload_planned_s=int(self.spec["planned"][i]), burnin=wl.get("burnin"))
+                if self.kernel is not None:
+                    self.kernel.set_workload(st["current"])
                 self.save()
                 params = self.params_for(wl, timeout)
-                params = _foreign.job_params(self.spec, params, st["started_epoch"], wl, i)   # issue 17
+                params = _foreign.job_params(self.spec, params, st["started_epoch"], wl, i)   # foreign I/O, impact
+                params["quiet_progress"] = self.quiet_progress
                 pre = None
                 if wl.get("precondition"):
                     pre_error, pre_s = run_precondition(params, wl["precondition"], timeout, self.stop)
@@ -527,6 +556,7 @@ class Job:
                     result, failed, msg, warnings = {}, True, pre["error"], []
                 else:
                     result, failed, msg, warnings = _workload.run_workload(params, stop=self.stop)
+                _kmsg.job_read(self.kernel, st)
                 st["results"].append({"index": i + 1, "id": wl.get("id"), "key": wl.get("key") or wl.get("id"),
                                       "target": wl.get("target"), "failed": failed, "msg": msg,
                                       "warnings": warnings, "result": result, "precondition": pre})
@@ -547,6 +577,7 @@ class Job:
                 st["cleanup"] = {"removed": removed, "left": left, "warnings": warnings}
             except Exception as e:  # noqa: BLE001
                 st["cleanup"] = {"removed": [], "left": [], "warnings": ["cleanup failed: %s" % e]}
+            _kmsg.job_read(self.kernel, st, close=True)
             if st["error"]:
                 st["state"] = "failed"
             elif self.reason == "deadline":
@@ -557,7 +588,14 @@ class Job:
                 st["state"] = "done"
             st["stop_reason"] = self.reason
             st["finished_epoch"] = round(time.time(), 3)
-            if not self.save():
+            try:
+                saved = self.save()
+            except Exception as e:  # noqa: BLE001 - a status that cannot be written whole still says how it ended
+                saved = False
+                st["error"] = st["error"] or {"index": st["index"], "id": st["current"],
+                                              "msg": "the final status could not be written whole: %s" % e}
+                st["state"] = "failed"
+            if not saved:
                 # nothing left for the full status: say at least how it ended
                 st["results"] = [dict(r, result={"rc": (r.get("result") or {}).get("rc")}) for r in st["results"]]
                 st["status_truncated"] = True
@@ -571,9 +609,12 @@ class Job:
 def detach(spec):
     """Start the job in a detached process (double fork + setsid, stdio on /dev/null, every
     other descriptor closed, so the SSH session of the module ends at once) and return its
-    first status document, written before this returns."""
+    first status document, written before this returns. The job removes the module run's
+    AnsiballZ payload once that run has ended (``payloads.reap``)."""
     directory = job_dir(spec["path"])
     os.makedirs(directory, mode=0o700, exist_ok=True)
+    payload, module_pid = _payloads.payload_dir(), os.getpid()
+    module_start = pid_start(module_pid)
     r, w = os.pipe()
     started = time.time()
     pid = os.fork()
@@ -597,6 +638,9 @@ def detach(spec):
                 os._exit(1)
             os.close(w)
             os.closerange(3, 65536)
+            if payload:
+                threading.Thread(target=_payloads.reap, daemon=True,
+                                 args=(payload, lambda: pid_start(module_pid) == module_start)).start()
             job.run()
         finally:
             os._exit(0)

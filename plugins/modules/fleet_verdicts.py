@@ -62,9 +62,9 @@ EXAMPLES = r"""
 RETURN = r"""
 verdicts:
   description:
-    - "C({host: {verdict, reasons, fails}}) of every host with a record; C(verdict) is PASS, FAIL, ERROR, UNREACHABLE
-      or INCONCLUSIVE; C(fails) is whether the verdict gate fails the host (every verdict but PASS, except
-      INCONCLUSIVE with the policy C(warn))."
+    - "C({host: {verdict, reasons, fails, results_file}}) of every host with a record; C(verdict) is PASS, FAIL, ERROR,
+      UNREACHABLE or INCONCLUSIVE; C(fails) is whether the verdict gate fails the host (every verdict but PASS, except
+      INCONCLUSIVE with the policy C(warn)); C(results_file) the host record's path, when the record names it."
   returned: always
   type: dict
   sample: {"db1": {"verdict": "PASS", "reasons": [], "fails": false},

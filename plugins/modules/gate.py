@@ -51,8 +51,9 @@ verdict:
   type: str
   sample: INCONCLUSIVE
 reasons:
-  description: Why the host has that verdict (empty for PASS).
-  returned: always
+  description: Why the host has that verdict, as printed (at most 3, each cut at 300 characters; all of them in the host
+    record). A failed host's reasons are in RV(msg).
+  returned: when the gate does not fail the host
   type: list
   elements: str
   sample: ["cache-rndrd-t1: shared window: foreign I/O 31 % of the device's"]
@@ -65,7 +66,7 @@ msg:
   description: The host, its verdict and its reasons, and for a host not failed, why not.
   returned: always
   type: str
-  sample: "db2: INCONCLUSIVE cache-rndrd-t1: shared window (not failed: fleetqual_inconclusive is warn)"
+  sample: "db2: INCONCLUSIVE cache-rndrd-t1: shared window (+2 more in /srv/results/r1/db2.json) (not failed: ...)"
 pinged:
   description: The ping of a host unreachable at the start succeeded.
   returned: when O(unreachable) is true and the host answered

@@ -7,7 +7,7 @@ module: qualify_host
 short_description: A host's storage qualification in two module runs - start it, then clean up after it
 version_added: "0.3.0"
 description:
-  - The measuring path of the role C(fleetqual.storage.qualify) (issue 18). Use it through the role; its
+  - The measuring path of the role C(fleetqual.storage.qualify). Use it through the role; its
     action plugin of the same name adds the controller's part (the deploy transfer, the waits and polls, the
     judgement and the record).
   - With O(state=started), ONE module run reads the facts the plan needs (RAM, vCPUs, architecture, kernel,
@@ -114,13 +114,13 @@ options:
     type: int
     default: 20
   foreign_io:
-    description: The effective foreign-I/O settings (issue 17), set on every workload.
+    description: The effective foreign-I/O settings, set on every workload.
     type: dict
   impact:
-    description: The effective impact limits (issue 17), set on every workload.
+    description: The effective impact limits, set on every workload.
     type: dict
   array:
-    description: The controller's part of the array spec (set by the action, issue 16); completed here from the host's plan.
+    description: The controller's part of the array spec (set by the action); completed here from the host's plan.
     type: dict
   test_clock:
     description: Test-only clock hook of array mode.
@@ -142,6 +142,12 @@ options:
   textfile:
     description: With O(state=absent), the host's Prometheus series (the filter C(fleetqual.storage.host_prometheus)).
     type: str
+  health_after:
+    description:
+      - With O(state=absent), read the drives' identity and health again before removing anything (a burn-in,
+        docs/integrity.md), returned as RV(drives_after).
+    type: bool
+    default: false
   build:
     description: Action - the controller's build, transferred only when the host's binary differs (set by the role).
     type: path
@@ -225,6 +231,11 @@ drives:
   description: What M(fleetqual.storage.drives) returns.
   returned: O(state=started), once inventoried
   type: dict
+drives_after:
+  description: The drives read again with O(health_after) (a burn-in), as M(fleetqual.storage.drives) returns them; null when they
+    could not be read (a warning says why).
+  returned: O(state=absent) with O(health_after)
+  type: dict
 preflight:
   description: What M(fleetqual.storage.bench_dir) returns for O(path).
   returned: O(state=started), once preflighted
@@ -248,9 +259,35 @@ packages_needed:
   elements: str
   sample: [sysstat]
 record:
-  description: The action's O(state=finished) and O(state=failed) - the host record (docs/contracts.md section 6).
-  returned: O(state=finished), O(state=failed)
+  description: The action's O(state=finished) and O(state=failed) - the host record (docs/contracts.md section 6). A failed
+    result carries only its brief (verdict, first reasons) and RV(results_file): the record is never printed.
+  returned: O(state=finished) when the job did not fail, O(state=failed)
   type: dict
+results_file:
+  description: The action's O(state=finished) when the job failed - the stored record's path (the failed task prints its
+    brief, not the record).
+  returned: O(state=finished) when the job failed
+  type: str
+start_file:
+  description: The action's O(state=started) when the start failed and a progress directory is given - the controller's
+    file with the start's whole result (facts, drives, plan, preflight), read by O(state=failed); the printed result has
+    only the message, cut at 300 characters. RV(facts), RV(plan), RV(targets), RV(drives) and RV(preflight) are not in a
+    failed start's result.
+  returned: O(state=started) when the start failed
+  type: str
+identity:
+  description:
+    - Who the job runs as on the host, decided once by the start and followed by every later step (docs/privileges.md),
+      also the host fact C(fleetqual_identity) and the record's C(identity).
+    - C({user, uid, become, method, become_user, login_user, login_uid}).
+  returned: O(state=started)
+  type: dict
+stale_payloads_removed:
+  description: Module payloads of this collection left in the temporary directory by earlier runs whose connection died
+    (same user, untouched for an hour, not in use), removed by the start.
+  returned: O(state=started)
+  type: list
+  elements: str
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -292,6 +329,7 @@ def main():
             plan=dict(type="list", elements="dict", default=[]),
             textfile_dir=dict(type="path"),
             textfile=dict(type="str"),
+            health_after=dict(type="bool", default=False),
             build=dict(type="path"),
             progress_dir=dict(type="path"),
             interval=dict(type="int", default=30),

@@ -6,7 +6,7 @@
 
 * ``fmt_num``: a human number: 812.4 -> ``812``, 9.83 -> ``9.8``, 0.234 -> ``0.23``,
   20 -> ``20`` (3 significant figures below 100, integers kept): ``module_utils/numeric.py``'s,
-  the one number format of the plan summary on the host (issue 18) and of the controller.
+  the one number format of the plan summary on the host and of the controller.
 * :func:`fmt_ms`: milliseconds with the unit: ``50 ms``, ``9.83 ms``, ``0.234 ms``.
 * :func:`fmt_x`: a ratio: ``0.42x``, ``2.2x``, ``13x``.
 * :func:`fmt_k`: a rate: ``812``, ``12.3k``, ``1.23M``.
@@ -19,7 +19,7 @@ numeric strings (:func:`stats.to_float`).
 """
 
 # fmt_num (and the _scaled steps every formatter uses) is module_utils/numeric.py's: the plan
-# summary runs on the host too (issue 18)
+# summary runs on the host too
 from ansible_collections.fleetqual.storage.plugins.module_utils.numeric import _scaled, fmt_num
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.stats import to_float
 

@@ -43,6 +43,9 @@ from proctree import descendants  # noqa: E402  (tests/proctree.py; also read as
 SSHD = "/usr/sbin/sshd"
 PR_SET_PDEATHSIG = 1
 SSH_ARGS = "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR"
+# where a login other than root keeps the fleet's client key (sshd token %h: its home);
+# root logs in by the host's own authorized_keys file
+USER_KEYS = "%h/.fleetqual-test-keys"
 
 _LIVE = set()          # every SshdInstance whose daemon may still be running
 _LOCK = threading.Lock()
@@ -105,6 +108,9 @@ def port_open(addr, port, timeout=0.2):
 
 
 class SshdInstance:
+    # argv in front of the daemon's: tests/fleet/chroots.py runs a host's sshd with ("chroot", <root>)
+    command_prefix = ()
+
     def __init__(self, fleet, name, addr):
         self.fleet, self.name, self.addr = fleet, name, addr
         self.dir = os.path.join(fleet.base, "sshd", name)
@@ -144,7 +150,8 @@ class SshdInstance:
                 "ListenAddress %s:%d" % (self.addr, self.port),
                 "HostKey %s" % hostkey,
                 "PidFile %s" % self.pidfile,
-                "AuthorizedKeysFile %s" % self.authorized_keys,
+                # a login other than root reads its key from its home (tests/fleet/test_fleet_privilege.py)
+                "AuthorizedKeysFile %s %s" % (self.authorized_keys, USER_KEYS),
                 "PermitRootLogin prohibit-password",
                 "PubkeyAuthentication yes",
                 "PasswordAuthentication no",
@@ -162,7 +169,7 @@ class SshdInstance:
         # privilege separation directory of the distribution's sshd
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
         with _LOCK:
-            self.proc = subprocess.Popen([SSHD, "-D", "-f", self.config, "-E", self.log],
+            self.proc = subprocess.Popen(list(self.command_prefix) + [SSHD, "-D", "-f", self.config, "-E", self.log],
                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                          stderr=subprocess.DEVNULL, preexec_fn=_pdeathsig)
             _LIVE.add(self)
@@ -332,6 +339,35 @@ def sshd_pids_below(pid_list):
         except OSError:
             pass
     return alive
+
+
+PAYLOAD_GLOB = "/tmp/ansible_fleetqual.storage.*_payload_*"
+
+
+def leaked_payloads(since, uids=None, settle_s=30.0):
+    """The AnsiballZ payload directories of this collection's module runs in /tmp (the
+    fleet's hosts share it) made at or after ``since`` (epoch) and still there once every one
+    of them has had ``settle_s`` seconds to end (another test's module run may be running
+    now), optionally only those owned by ``uids``. A run that ended normally leaves none."""
+    import glob
+
+    def now_there():
+        out = []
+        for path in glob.glob(PAYLOAD_GLOB):
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if st.st_mtime >= since - 1 and (uids is None or st.st_uid in uids):
+                out.append(path)
+        return sorted(out)
+
+    found = now_there()
+    limit = time.monotonic() + settle_s
+    while found and time.monotonic() < limit:
+        time.sleep(1.0)
+        found = [p for p in now_there() if p in found]
+    return found
 
 
 def load_json(path):

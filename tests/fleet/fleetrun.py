@@ -18,7 +18,9 @@ import playbook_run  # noqa: E402
 ROOT = playbook_run.ROOT
 BIN = playbook_run.BIN
 tree_snapshot = playbook_run.tree_snapshot
-SUMMARY_RE = re.compile(r"fleet: (\d+)/(\d+) hosts passed \(PASS (\d+), FAIL (\d+), UNREACHABLE (\d+), ERROR (\d+)\)")
+# the INCONCLUSIVE count is printed only when there is one (summary() leaves it out)
+SUMMARY_RE = re.compile(r"fleet: (\d+)/(\d+) hosts passed \(PASS (\d+), FAIL (\d+), UNREACHABLE (\d+), ERROR (\d+)"
+                        r"(?:, INCONCLUSIVE \d+)?\)")
 
 
 class FleetRun(playbook_run.Run):

@@ -14,6 +14,8 @@ def ansible_env(extra=None):
                ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
                ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
                ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+               # the tests read the default callback's lines (ansible.cfg chooses the bounded one)
+               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
                PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
     env.update(extra or {})
     return env

@@ -1,4 +1,4 @@
-"""Issue 17: the exit-code policy of INCONCLUSIVE (fleetqual_inconclusive: fail | warn) at
+"""The exit-code policy of INCONCLUSIVE (fleetqual_inconclusive: fail | warn) at
 playbooks/qualify.yml's own verdict gate play (taken verbatim from the playbook, after a
 play that hands over synthetic records as roles/qualify/tasks/store.yml does), through
 ansible-playbook: by default an INCONCLUSIVE host fails the gate (exit 2) with
@@ -57,6 +57,7 @@ def _gate(tmp_path, host_vars=None, extra_vars=None):
     hosts = {h: dict({"ansible_connection": "local"}, **(host_vars or {}).get(h, {})) for h in ("db1", "db2", "db3")}
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
                ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"), ANSIBLE_SHOW_CUSTOM_STATS="1",
                FLEETQUAL_REPORT_HISTORY="false", ANSIBLE_LOCALHOST_WARNING="false",
                PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))

@@ -1,5 +1,5 @@
-"""The validation play checks the whole fleet in one task (action fleetqual.storage.validate_hosts,
-issue 18): no loop item per host, every refused host named once in one failure with its
+"""The validation play checks the whole fleet in one task (action fleetqual.storage.validate_hosts):
+no loop item per host, every refused host named once in one failure with its
 variable, the valid hosts not named; the same refusals as the argument spec and
 validate_inputs give one host at a time."""
 import json
@@ -30,7 +30,8 @@ def run_validation(tmp_path, bad):
         {"ansible.builtin.include_role": {"name": "fleetqual.storage.qualify", "tasks_from": "validate.yml"},
          "vars": {"fleetqual_validate_hosts": "{{ groups['all'] }}"}}]}]))
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
-               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="false")
+               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="false",
+               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default")
     p = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "inv.yml", "pb.yml"],
                        env=env, capture_output=True, text=True, timeout=300, cwd=str(tmp_path), check=False)
     return p.returncode, p.stdout + p.stderr
