@@ -1,11 +1,14 @@
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Foreign I/O and impact limits on the host (issue 17): what else uses the disk while a
+"""Foreign I/O and impact limits on the host (docs/compliance.md): what else uses the disk while a
 workload runs, and how the workload keeps out of its way. Used by ``workload.run_workload``.
 
-* **Attribution** (``cgroup``): the benchmark runs in a block-I/O cgroup of its own (cgroup
-  v1 ``blkio``: ``/sys/fs/cgroup/blkio/fleetqual-<pid>``; cgroup v2: an ``io`` cgroup beside
-  the job's own). The kernel charges every bio our processes submit to it, per device:
+* **Attribution** (``cgroup``): the benchmark runs in a block-I/O cgroup of its own, a
+  child of the group the job runs in (cgroup v1 ``blkio``: ``<job's group>/fleetqual-<pid>``
+  with the job's and its ancestors' strictest throttle rules copied in, v1 throttling not
+  being hierarchical; cgroup v2: an ``io`` child of the job's own group, held by every
+  ancestor's ``io.max``): the benchmark is never less limited than the session that
+  started it, and the record says which limits it inherited (``cgroup``). The kernel charges every bio our processes submit to it, per device:
   reads (buffered readahead included), O_DIRECT writes, and the writeback our own
   ``fsync``/``fdatasync`` calls issue. What it cannot see is said in ``blind``: the
   journal commits the filesystem's thread (jbd2, xfsaild) writes for our fsyncs and, on
@@ -83,51 +86,183 @@ def _write(path, text):
         fh.write(text)
 
 
-class Cgroup:
-    """The benchmark's own block-I/O cgroup (v1 blkio or v2 io); ``counters()`` gives
-    ``{dev: [rios, rbytes, wios, wbytes]}`` for the devices it was made for."""
+THROTTLE_RULES = ("read_iops_device", "write_iops_device", "read_bps_device", "write_bps_device")
+# cgroup v2 io.max keys of the same four limits
+IO_MAX_KEYS = {"riops": "read_iops_device", "wiops": "write_iops_device", "rbps": "read_bps_device",
+               "wbps": "write_bps_device"}
 
-    def __init__(self, devices, name=None):
+
+def own_cgroups(text=None):
+    """``(blkio v1 path, unified v2 path)`` of this process (``/proc/self/cgroup``; None when
+    it is in no such hierarchy): where the job runs, and so where its limits are."""
+    if text is None:
+        try:
+            with open("/proc/self/cgroup") as fh:
+                text = fh.read()
+        except OSError:
+            text = ""
+    v1 = v2 = None
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if parts[0] == "0" and parts[1] == "":
+            v2 = parts[2] or "/"
+        elif "blkio" in parts[1].split(","):
+            v1 = parts[2] or "/"
+    return v1, v2
+
+
+def read_rules(path):
+    """``{"maj:min": value}`` of one v1 throttle file (a missing file: {})."""
+    out = {}
+    try:
+        with open(path) as fh:
+            for line in fh:
+                parts = line.split()
+                if len(parts) == 2 and parts[1].isdigit():
+                    out[parts[0]] = int(parts[1])
+    except OSError:
+        return {}
+    return out
+
+
+def ancestry(mount, rel):
+    """The group directories from ``mount`` + ``rel`` up to the hierarchy's root, own first."""
+    rel = "/" + (rel or "/").strip("/")
+    out = []
+    while True:
+        out.append((os.path.join(mount, rel.lstrip("/")) if rel != "/" else mount, rel))
+        if rel == "/":
+            return out
+        rel = os.path.dirname(rel)
+
+
+def strictest_rules(mount, rel, numbers):
+    """cgroup v1 (not hierarchical: a process in another group leaves its group's limits
+    behind): the strictest of each throttle rule over the job's group and every ancestor up
+    to the root, for the devices ``numbers`` (``{"maj:min": dev}``). Returns
+    ``[{rule, device, number, value, from}]`` (``from``: the group that set it)."""
+    best = {}
+    for path, name in ancestry(mount, rel):
+        for rule in THROTTLE_RULES:
+            for num, value in read_rules(os.path.join(path, "blkio.throttle." + rule)).items():
+                if num in numbers and value > 0 and ((rule, num) not in best or value < best[(rule, num)][0]):
+                    best[(rule, num)] = (value, name)
+    return [{"rule": rule, "device": numbers[num], "number": num, "value": v, "from": name}
+            for (rule, num), (v, name) in sorted(best.items())]
+
+
+def io_max_rules(mount, rel, numbers):
+    """cgroup v2 (nested: a child is held by every ancestor's io.max): the ``io.max``
+    limits of the job's group and its ancestors for ``numbers``, as strictest_rules says them."""
+    best = {}
+    for path, name in ancestry(mount, rel):
+        try:
+            with open(os.path.join(path, "io.max")) as fh:
+                lines = fh.read().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            parts = line.split()
+            if not parts or parts[0] not in numbers:
+                continue
+            for kv in parts[1:]:
+                key, _sep, value = kv.partition("=")
+                if key in IO_MAX_KEYS and value.isdigit() and int(value) > 0:
+                    k = (IO_MAX_KEYS[key], parts[0])
+                    if k not in best or int(value) < best[k][0]:
+                        best[k] = (int(value), name)
+    return [{"rule": rule, "device": numbers[num], "number": num, "value": v, "from": name}
+            for (rule, num), (v, name) in sorted(best.items())]
+
+
+def _cgroup2_mount():
+    for root in CGROUP2_CANDIDATES:
+        if os.path.isfile(os.path.join(root, "cgroup.controllers")):
+            return root
+    return None
+
+
+class Cgroup:
+    """The benchmark's own block-I/O cgroup (v1 blkio or v2 io), made as a CHILD of the
+    group the job runs in (``/proc/self/cgroup``), so the job's limits keep holding it
+    (docs/compliance.md, "Limits inherited"): on cgroup v2 by nesting (every ancestor's
+    ``io.max`` applies); on cgroup v1, whose throttling is not hierarchical, the strictest of
+    the job's group's and its ancestors' ``blkio.throttle.*_device`` rules for the devices in
+    play is copied into the new group (``inherited``). Where that cannot be done, no group
+    (``create`` says why). ``counters()`` gives ``{dev: [rios, rbytes, wios, wbytes]}`` for
+    the devices it was made for."""
+
+    def __init__(self, devices, name=None, proc_cgroup=None):
         self.devices = [d for d in devices if devnum(d)]
         self.numbers = {devnum(d): d for d in self.devices}
         self.name = name or "fleetqual-%d-%d" % (os.getpid(), int(time.time() * 1000) % 1000000)
+        self.proc_cgroup = proc_cgroup
         self.path = None
+        self.parent = None
         self.version = None
         self.error = None
+        self.inherited = []
+
+    def describe(self):
+        """The record's ``foreign.cgroup``: where the group is and which limits it inherited."""
+        if not self.path:
+            return None
+        return {"version": self.version, "path": self.path, "parent": self.parent,
+                "inherited": [dict(r, applies="copied" if self.version == 1 else "nested") for r in self.inherited]}
+
+    def _create_v1(self, rel):
+        parent = os.path.join(BLKIO_V1, rel.strip("/")) if rel.strip("/") else BLKIO_V1
+        path = os.path.join(parent, self.name)
+        rules = strictest_rules(BLKIO_V1, rel, self.numbers)
+        os.mkdir(path, 0o755)
+        self.path, self.version, self.parent = path, 1, parent
+        for r in rules:
+            _write(os.path.join(path, "blkio.throttle." + r["rule"]), "%s %d" % (r["number"], r["value"]))
+        for num in self.numbers:
+            if not any(r["rule"] == "read_iops_device" and r["number"] == num for r in rules):
+                # activates the queue's throttling (and so the group's counters); 0 = no limit
+                _write(os.path.join(path, "blkio.throttle.read_iops_device"), "%s 0" % num)
+        # read back: a rule the kernel did not take would leave the benchmark unlimited
+        for r in rules:
+            got = read_rules(os.path.join(path, "blkio.throttle." + r["rule"])).get(r["number"])
+            if got != r["value"]:
+                raise OSError("the limit %s %s %d of %s did not hold in the new group (read back %s)"
+                              % (r["rule"], r["device"], r["value"], r["from"], got))
+        self.inherited = rules
+
+    def _create_v2(self, root, rel):
+        parent = os.path.join(root, rel.strip("/")) if rel.strip("/") else root
+        with open(os.path.join(parent, "cgroup.subtree_control")) as fh:
+            enabled = fh.read().split()
+        if "io" not in enabled:
+            raise OSError("the io controller is not enabled for the children of %s (cgroup.subtree_control)" % parent)
+        path = os.path.join(parent, self.name)
+        os.mkdir(path, 0o755)
+        self.path, self.version, self.parent = path, 2, parent
+        self.inherited = io_max_rules(root, rel, self.numbers)
 
     def create(self):
-        """Create it; return None, or why it could not be made."""
+        """Create it; return None, or why it could not be made (then there is no group)."""
+        v1, v2 = own_cgroups(self.proc_cgroup)
         errors = []
-        if os.path.isfile(os.path.join(BLKIO_V1, "blkio.throttle.io_serviced")):
-            path = os.path.join(BLKIO_V1, self.name)
+        if v1 is not None and os.path.isfile(os.path.join(BLKIO_V1, "blkio.throttle.io_serviced")):
             try:
-                os.mkdir(path, 0o755)
-                self.path, self.version = path, 1
-                for num in self.numbers:
-                    # activates the queue's throttling (and so the group's counters); 0 = no limit
-                    _write(os.path.join(path, "blkio.throttle.read_iops_device"), "%s 0" % num)
+                self._create_v1(v1)
                 return None
             except OSError as e:
-                errors.append("cgroup v1 blkio %s: %s" % (path, e))
+                errors.append("cgroup v1 blkio under %s: %s" % (v1, e))
                 self.remove()
-        for root in CGROUP2_CANDIDATES:
-            ctl = os.path.join(root, "cgroup.subtree_control")
+        root = _cgroup2_mount()
+        if v2 is not None and root is not None:
             try:
-                with open(ctl) as fh:
-                    enabled = fh.read().split()
-            except OSError:
-                continue
-            if "io" not in enabled:
-                errors.append("cgroup v2 %s: the io controller is not enabled for its children" % root)
-                continue
-            path = os.path.join(root, self.name)
-            try:
-                os.mkdir(path, 0o755)
-                self.path, self.version = path, 2
+                self._create_v2(root, v2)
                 return None
             except OSError as e:
-                errors.append("cgroup v2 %s: %s" % (path, e))
-        self.error = "; ".join(errors) or "no blkio (v1) or io (v2) cgroup controller mounted"
+                errors.append("cgroup v2 under %s: %s" % (v2, e))
+                self.remove()
+        self.error = "; ".join(errors) or "the job is in no blkio (v1) or io (v2) cgroup it can make a child of"
         return self.error
 
     @property
@@ -159,22 +294,26 @@ class Cgroup:
         return out
 
     def remove(self):
-        """Remove the group (its processes have ended; any left is moved to the parent first)."""
+        """Remove the group; any process still in it is moved to its parent (the job's own
+        group) first."""
         if not self.path:
             return
-        parent = os.path.dirname(self.path)
-        try:
-            with open(self.procs) as fh:
-                for pid in fh.read().split():
-                    try:
-                        _write(os.path.join(parent, "cgroup.procs"), pid)
-                    except OSError:
-                        pass
-        except OSError:
-            pass
+        parent = self.parent or os.path.dirname(self.path)
         for _attempt in range(50):
             try:
+                with open(self.procs) as fh:
+                    pids = fh.read().split()
+            except OSError:
+                pids = []
+            for pid in pids:
+                try:
+                    _write(os.path.join(parent, "cgroup.procs"), pid)
+                except OSError:
+                    pass
+            try:
                 os.rmdir(self.path)
+                break
+            except FileNotFoundError:
                 break
             except OSError:
                 time.sleep(0.1)
@@ -322,10 +461,12 @@ class Sampler(threading.Thread):
         return self.samples
 
 
-def wait_quiet(devices, fopts, stop=None):
+def wait_quiet(devices, fopts, stop=None, progress=None):
     """Sample ``sample_s`` seconds at a time until the devices' %util is at most
     ``quiet_util_pct``, for at most ``wait_s`` seconds. Returns the ``quiet`` record:
-    ``{ok, waited_s, util_pct, rounds, limit_pct, wait_s}``."""
+    ``{ok, waited_s, util_pct, rounds, limit_pct, wait_s}``. ``progress`` (the job's
+    ``Job.quiet_progress``) is told each busy round ``{waiting: true, util_pct, limit_pct,
+    waited_s, wait_s, devices}`` and, at the end, ``{waiting: false, waited_s}``."""
     began = time.monotonic()
     rounds = 0
     util = None
@@ -346,8 +487,13 @@ def wait_quiet(devices, fopts, stop=None):
         waited = time.monotonic() - began
         ok = util is None or util <= limit
         if ok or waited >= float(fopts["wait_s"]) or (stop is not None and stop.is_set()):
+            if progress is not None:
+                progress({"waiting": False, "waited_s": round(waited, 1)})
             return {"ok": ok, "waited_s": round(waited, 1), "util_pct": util, "rounds": rounds,
                     "limit_pct": limit, "wait_s": float(fopts["wait_s"])}
+        if progress is not None:
+            progress({"waiting": True, "util_pct": util, "limit_pct": limit, "waited_s": round(waited, 1),
+                      "wait_s": float(fopts["wait_s"]), "devices": list(devices)})
 
 
 # --------------------------------------------------------------------------- one workload
@@ -377,7 +523,7 @@ class Run:
         self.got = None
         self.section = {"settings": dict(self.fopts, impact=self.iopts), "devices": self.devices, "source": None,
                         "blind": None, "quiet": None, "samples": [], "guard": None, "impact": None,
-                        "cgroup_error": None, "skipped": None}
+                        "cgroup_error": None, "cgroup": None, "skipped": None}
 
     def budget_left(self, params):
         end = params.get("budget_end_epoch")
@@ -395,7 +541,8 @@ class Run:
             f = dict(self.fopts)
             if left is not None:
                 f["wait_s"] = max(0.0, min(float(f["wait_s"]), left))
-            quiet = wait_quiet(self.devices, f, self.stop)
+            report = params.get("quiet_progress")
+            quiet = wait_quiet(self.devices, f, self.stop, report if callable(report) else None)
             self.section["quiet"] = quiet
             if not quiet["ok"]:
                 self.section["skipped"] = ("the device never got quiet: %%util %s > %s %% over %s s of waiting"
@@ -424,7 +571,11 @@ class Run:
         if supports_live:
             self.live_path = os.path.join(tmpdir, "live.jsonl")
             extra = ["--live-log", self.live_path]
-        if self.fopts["enabled"] and self.fopts["cgroup"] == "auto" and self.devices:
+        if self.fopts["enabled"] and self.fopts["cgroup"] == "auto" and self.devices and os.geteuid() != 0:
+            # a run without root (fleetqual_become false) makes no cgroup: attribution by iobench's own
+            # requests, the reason recorded (docs/privileges.md)
+            self.section["cgroup_error"] = "not root (uid %d): no cgroup is made without root" % os.geteuid()
+        elif self.fopts["enabled"] and self.fopts["cgroup"] == "auto" and self.devices:
             self.cgroup = Cgroup(self.devices)
             err = self.cgroup.create()
             if err:
@@ -432,6 +583,7 @@ class Run:
                 self.cgroup = None
         if self.cgroup is not None:
             self.section["source"] = "cgroup-v%d" % self.cgroup.version
+            self.section["cgroup"] = self.cgroup.describe()
             self.section["blind"] = (
                 "journal commits written by the filesystem's own thread for our fsyncs%s count as foreign"
                 % (", and writeback of our buffered writes done by the kernel's flusher threads (cgroup v1 "
@@ -515,6 +667,7 @@ def job_params(spec, params, started_epoch, wl=None, index=None):
     return p
 
 
-__all__ = ["BLKIO_V1", "CGROUP2_CANDIDATES", "read_stat", "devnum", "util_pct", "Cgroup", "LiveLog",
+__all__ = ["BLKIO_V1", "CGROUP2_CANDIDATES", "read_stat", "devnum", "util_pct", "Cgroup", "LiveLog", "own_cgroups",
+           "strictest_rules", "io_max_rules", "THROTTLE_RULES",
            "take_sample", "foreign_await", "Sampler", "wait_quiet", "supports_live_log", "Run", "job_params",
            "FOREIGN_DEFAULTS", "IMPACT_DEFAULTS", "settings_errors", "IOPRIO_CLASS_IDLE", "scheduler"]

@@ -1,6 +1,6 @@
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The foreign-I/O and impact settings (issue 17): their defaults (``FOREIGN_DEFAULTS``,
+"""The foreign-I/O and impact settings (docs/compliance.md): their defaults (``FOREIGN_DEFAULTS``,
 ``IMPACT_DEFAULTS``) and their validation, on the host (``foreign.Run``, before a workload
 runs) and on the controller (``plugin_utils/validate.py``, before any host is contacted).
 What the settings do: ``foreign.py`` (the cgroup, samples, quiet wait, guard) and

@@ -1,6 +1,6 @@
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Impact limits on the host (issue 17): how a workload keeps out of the way of the other
+"""Impact limits on the host (docs/compliance.md): how a workload keeps out of the way of the other
 I/O on its disk. Used by ``foreign.Run`` (settings: ``foreign_settings.IMPACT_DEFAULTS``).
 
 * **Idle I/O priority**: ``ioprio_set`` IDLE in the child before it executes iobench

@@ -1,6 +1,6 @@
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Each host against its own history (issue 17, part 3; docs/compliance.md): the findings.
+"""Each host against its own history (docs/compliance.md): the findings.
 
 The host's earlier runs, their summaries and the baseline come from ``history_store.py``
 (the run store, the history index ``<run_dir>/history.d/<host>.json``, the newest
@@ -192,6 +192,15 @@ def _finding(kind, host, severity, message, **extra):
                  "target": None, "workload": None, "metric": None}, **extra)
 
 
+def same_latency(w, other):
+    """Whether two runs' p99 are the same operation's (the headline latency,
+    ``metrics.latency_op``): a summary written before the rule changed for a workload (a
+    periodic-fsync workload was headed by its commit span, now by its write) is not
+    compared on latency; one without ``latency_op`` is."""
+    a, b = w.get("latency_op"), (other or {}).get("latency_op")
+    return a is None or b is None or a == b
+
+
 def _drift(current, base, settings, replaced_note, compared=None):
     """Drift findings of ``current`` against ``base``; every compared workload and metric is
     appended to ``compared`` as ``{workload, target, metric: iops|p99, ratio, limit_ratio}``
@@ -204,6 +213,8 @@ def _drift(current, base, settings, replaced_note, compared=None):
             continue
         rules = (("iops", settings["iops_drop_pct"], -1, "down"), ("p99_ms", settings["p99_rise_pct"], 1, "up"))
         for metric, limit, worse_sign, what in rules:
+            if metric == "p99_ms" and not same_latency(w, bw):
+                continue
             pct = _pct(w.get(metric), bw.get(metric))
             if pct is not None and compared is not None:
                 compared.append({"workload": key, "target": w.get("target"), "metric": metric.replace("_ms", ""),
@@ -246,7 +257,9 @@ def _trends(series, settings):
     for key in sorted(cur.get("workloads", {})):
         for metric, limit, sign, what in (("iops", settings["trend_iops_pct_per_run"], -1, "falling"),
                                           ("p99_ms", settings["trend_p99_pct_per_run"], 1, "rising")):
-            vals = [(s.get("workloads") or {}).get(key, {}).get(metric) for s in series]
+            vals = [(s.get("workloads") or {}).get(key, {}).get(metric) if metric == "iops"
+                    or same_latency(cur["workloads"][key], (s.get("workloads") or {}).get(key, {})) else None
+                    for s in series]
             if sum(v is not None for v in vals) < settings["trend_min_runs"]:
                 continue
             slope = _slope_pct(vals)

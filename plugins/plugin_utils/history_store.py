@@ -1,7 +1,7 @@
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The run store and history index of each host against its own history (issue 17, part 3;
-docs/compliance.md); ``history.py`` judges the host from what this reads.
+"""The run store and history index of each host against its own history
+(docs/compliance.md); ``history.py`` judges the host from what this reads.
 
 The results directory holds one directory per run (``<root>/<run_id>/<host>.json``,
 docs/contracts.md section 6).  This module finds, for a host, its earlier runs newest
@@ -190,6 +190,8 @@ def summarize(record, verdict=None, accepted=None):
     return {
         "schema": SUMMARY_SCHEMA, "schema_version": SUMMARY_VERSION,
         "host": record.get("host"), "run_id": str(record.get("run_id")), "profile": record.get("profile"),
+        # "custom" when the run's matrix was the user's (fleetqual_matrix), the profile's name kept
+        "matrix": record.get("matrix"),
         "record_verdict": rec_verdict, "verdict": verdict, "accepted": bool(accepted),
         "accept": drift.get("accept") is True,
         "plan": plan_fingerprint(record), "workloads": workloads,

@@ -1,6 +1,6 @@
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Retention of the results directory (issue 17 part 4; docs/compliance.md, "Retention").
+"""Retention of the results directory (docs/compliance.md, "Retention").
 
 ``fleetqual_retention: {keep_runs: N, keep_days: D}`` (both null by default: keep
 everything).  :func:`prune` runs after a report over ``<results>/``:
@@ -19,8 +19,11 @@ everything).  :func:`prune` runs after a report over ``<results>/``:
   records, their replaced copies, fleet.json, fleet.d/, the rendered reports);
 * inside a pruned run directory only the files the collection writes there are removed
   (host records ``*.json`` and their ``*.json.<pid>.<date>~`` copies, the reports,
-  ``not-passed.limit``, ``fleet.d/``, ``history.d/`` and their temporary ``.*`` files);
-  anything else found there is left, with the directory, and listed in ``left``;
+  ``not-passed.limit``, ``fleet.d/``, ``history.d/``, the wait's ``.progress/`` and their
+  temporary ``.*`` files), then the directory itself; anything else found there is left,
+  with the directory, and listed in ``left``;
+* a directory holding nothing but an ended run's ``.progress/`` (a husk an older retention
+  left) is removed the same way (``husks``); a run still waiting is never one;
 * ``<results>/history.jsonl`` (the report's ``history`` option) loses the lines of the
   runs pruned whole, rewritten atomically; a file that is not entirely ours is left.
 
@@ -43,10 +46,15 @@ RETENTION_VAR = "fleetqual_retention"
 RETENTION_DEFAULTS = {"keep_runs": None, "keep_days": None}
 REPORT_NAMES = ("fleet.json", "summary.json", "gate.json", "junit.xml", "report.html", "report.md",
                 "not-passed.limit")
-OUR_DIRS = ("fleet.d", _history.HISTORY_DIR)
+# the controller's progress of a run's wait (plugins/action/job.py): <host>.json, round-<n>, plan-<hash>
+PROGRESS_DIR = ".progress"
+OUR_DIRS = ("fleet.d", _history.HISTORY_DIR, PROGRESS_DIR)
 HISTORY_FILE = "history.jsonl"
 _BACKUP = re.compile(r"^.+\.json\.\d+\.[^/]+~$")
 _ENTRY_FILE = re.compile(r"^\.?[A-Za-z0-9_.-]+\.(jsonl|jsonl\.hist|jsonl\.sum)$")
+_PROGRESS_FILE = re.compile(r"^(round-\d+|plan-[0-9a-f]+|[^/]+\.json)$")
+# a host's progress in these states: its job is over (a run left with only them is a husk)
+ENDED_STATES = ("done", "failed", "expired", "stopped", "died", "unreachable", "lost")
 
 
 def validate_retention(value, host=None, var_name=RETENTION_VAR):
@@ -141,6 +149,44 @@ def _ours_in_run(name, is_dir):
     return name.endswith(".json") or name in REPORT_NAMES or bool(_BACKUP.match(name))
 
 
+def _ours_inside(dirname, name):
+    """Whether a file ``name`` in one of OUR_DIRS is one the collection writes there."""
+    if dirname == _history.HISTORY_DIR:
+        return name.endswith(".json")
+    if dirname == PROGRESS_DIR:
+        return bool(_PROGRESS_FILE.match(name))
+    return bool(_ENTRY_FILE.match(name))
+
+
+def is_husk(path):
+    """A run directory that holds nothing but its ``.progress/`` (the wait's progress, left by
+    a retention that did not know it), every host's job in it over (a run still waiting has a
+    host ``running``), each progress record of this run: the run's results are gone."""
+    run_id = os.path.basename(os.path.normpath(path))
+    prog = os.path.join(path, PROGRESS_DIR)
+    try:
+        if os.path.islink(path) or os.listdir(path) != [PROGRESS_DIR] or os.path.islink(prog):
+            return False
+        names = os.listdir(prog)
+    except OSError:
+        return False
+    hosts = 0
+    for name in names:
+        p = os.path.join(prog, name)
+        if not os.path.isfile(p) or os.path.islink(p) or not (_ours_inside(PROGRESS_DIR, name) or name.startswith(".")):
+            return False
+        if name.endswith(".json") and not name.startswith("."):
+            try:
+                with open(p, encoding="utf-8") as f:
+                    doc = json.load(f)
+            except (OSError, ValueError):
+                return False
+            if not isinstance(doc, dict) or str(doc.get("run_id")) != run_id or doc.get("state") not in ENDED_STATES:
+                return False
+            hosts += 1
+    return hosts > 0
+
+
 def _remove_run(path, keep_hosts, dry_run, left):
     """Remove what the collection wrote in a run directory except ``keep_hosts``' record
     and summary; the directory itself when nothing is left.  Returns the removed paths."""
@@ -157,8 +203,7 @@ def _remove_run(path, keep_hosts, dry_run, left):
                 inner = [(e.name, e.path, e.is_dir(follow_symlinks=False)) for e in it]
             kept_inner = False
             for iname, ip, idir in inner:
-                ours = not idir and (iname.endswith(".json") if name == _history.HISTORY_DIR
-                                     else bool(_ENTRY_FILE.match(iname))) or (not idir and iname.startswith("."))
+                ours = not idir and (_ours_inside(name, iname) or iname.startswith("."))
                 if not ours:
                     left.append(ip)
                     kept_inner = True
@@ -219,11 +264,12 @@ def prune(root, policy=None, now=None, dry_run=False, current_run=None):
 
     Returns ``{kept: [run ids], pruned: [run ids], partial: {run_id: [hosts kept]},
     foreign: [entries not ours, untouched], left: [paths inside pruned runs not ours,
-    untouched], removed: n paths, history_lines: n}``."""
+    untouched], removed: n paths, history_lines: n, husks: [run ids of directories that
+    held only an ended run's .progress/, removed]}``."""
     policy = _policy(policy)
     ours, foreign = run_dirs(root)
     out = {"kept": [r[1] for r in ours], "pruned": [], "partial": {}, "foreign": foreign, "left": [],
-           "removed": 0, "history_lines": 0}
+           "removed": 0, "history_lines": 0, "husks": []}
     if policy["keep_runs"] is None and policy["keep_days"] is None:
         return out
     now = _time.time() if now is None else now
@@ -253,6 +299,13 @@ def prune(root, policy=None, now=None, dry_run=False, current_run=None):
             gone.add(run_id)
             out["pruned"].append(run_id)
     out["kept"] = [r[1] for r in ours if r[1] in keep]
+    # husks: runs an earlier retention pruned but for their .progress/ (never the current run)
+    for name in list(foreign):
+        path = os.path.join(root, name)
+        if name != str(current_run) and is_husk(path):
+            out["removed"] += len(_remove_run(path, [], dry_run, out["left"]))
+            out["husks"].append(name)
+            foreign.remove(name)
     hist = os.path.join(root, HISTORY_FILE)
     if gone and os.path.isfile(hist) and not os.path.islink(hist):
         out["history_lines"] = _trim_history_file(hist, gone, dry_run)

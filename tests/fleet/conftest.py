@@ -36,3 +36,14 @@ def fleet(tmp_path_factory):
 def fleet4(fleet):
     """Four healthy hosts fq11..fq14 (group db)."""
     return [fleet.host(n) for n in (11, 12, 13, 14)]
+
+
+def pytest_collection_finish(session):
+    """When the tests of other Debian releases are selected, build their missing chroot
+    archives in the background while the tests before them run (tests/fleet/chroots.py:
+    a first build takes minutes; later sessions reuse the machine's cache, chroots.CACHE)."""
+    if REASON:
+        return
+    if any("test_fleet_distros.py::" in item.nodeid and item.get_closest_marker("fleet") for item in session.items):
+        import chroots
+        chroots.prebuild()
