@@ -1,4 +1,4 @@
-"""Array mode's lock-step windows over SSH (issue 16): how close together the hosts' measured
+"""Array mode's lock-step windows over SSH: how close together the hosts' measured
 windows open, across 8 and 16 loopback hosts, and what the controller spends per step.
 
     .venv/bin/python bench/bench_array.py [--hosts 8,16] [--forks 5] [--table FILE]

@@ -1,4 +1,4 @@
-"""Fleet timing with the detached measurement job (issue 9): N hosts at F forks against one
+"""Fleet timing with the detached measurement job: N hosts at F forks against one
 host, side by side in one run, the controller's CPU seconds per host per workload, and a
 projection for 100 / 1000 / 10000 hosts at forks 50.
 

@@ -1,4 +1,4 @@
-"""Fleet scale, measured (issue 18): 1, 8 and 32 loopback SSH hosts at forks 8 in ONE invocation,
+"""Fleet scale, measured: 1, 8 and 32 loopback SSH hosts at forks 8 in ONE invocation,
 side by side, with the collection's examples/ansible.cfg (stdout callback
 fleetqual.storage.bounded, the qualify_report callback), and the projection for 1,000 and 10,000
 hosts from the measured terms.

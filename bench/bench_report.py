@@ -1,4 +1,4 @@
-"""Benchmark of the fleet report over a results directory (issue 9).
+"""Benchmark of the fleet report over a results directory.
 
 Writes N host records of 16 workloads each into ``<dir>/<run_id>/<host>.json`` first
 (synthetic records from tests/unit/fixtures/report/report_synth.py with 10 iostat samples

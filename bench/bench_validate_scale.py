@@ -1,4 +1,4 @@
-"""The validation play at fleet scale (issue 18): the first play of playbooks/qualify.yml alone,
+"""The validation play at fleet scale: the first play of playbooks/qualify.yml alone,
 which checks every targeted host's variables on the controller before any host is contacted,
 over N inventory hosts that are never contacted (a valid matrix for all of them), measured as
 controller CPU (ansible-playbook and its workers: getrusage(RUSAGE_CHILDREN)) and wall time.

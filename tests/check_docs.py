@@ -6,7 +6,7 @@ FilterModule without documentation, or a filter file that does not load, fails t
 Exit status is non-zero when any of them does not render.
 
 It also reads every file of the checkout for references to the project's internal issue
-tracker ("issue 18", "issues 10, 11"): users of the collection cannot see those issues, so
+tracker (the word issue followed by its number): users of the collection cannot see those issues, so
 module documentation, docs/, code comments and tests name the concept and the doc page that
 explains it instead.
 """

@@ -17,7 +17,7 @@ was busy for that host. Summed per host. Kept apart:
   per-host cost (``_delegated``, by task name);
 * tasks of the host ``localhost`` (the validation play): ``_controller``;
 * per host, the part spent in the job's wait (``fleetqual.storage.job`` with ``state: wait``,
-  the polls; after issue 18's rework ``fleetqual.storage.qualify_host`` with ``state: finished``,
+  the polls; since the two-module-run path ``fleetqual.storage.qualify_host`` with ``state: finished``,
   which also holds the one cleanup module run and the judge/store): a fork held while the
   host's job measures, mostly not Ansible's own work (``wait_s``).
 
@@ -64,7 +64,7 @@ class CallbackModule(CallbackBase):
     @staticmethod
     def _is_wait(task):
         args = task.args or {}
-        # before issue 18's rework: fleetqual.storage.job state=wait (module polls); after it:
+        # before the two-module-run path: fleetqual.storage.job state=wait (module polls); after it:
         # fleetqual.storage.qualify_host state=finished (raw polls, then the one cleanup module
         # run and the judge/store on the controller, all in that one task)
         return ((task.action.endswith(".job") and args.get("state") == "wait")

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The benchmark binary on the host: is it the controller's build, and installing it.
 
-Issue 18: the deploy is part of the module run that starts the job. The action sends the
+The deploy is part of the module run that starts the job. The action sends the
 sha256 of the controller's build; when the host's binary has it, nothing is transferred.
 Otherwise the module says so and changes nothing; the action transfers the build to the
 module's temporary directory and runs the module again with ``binary_src``: the copy is

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The few host facts the qualification needs, read in the module run that starts the job.
 
-Issue 18: the whole ``setup`` module (hardware, platform, user, distribution: mounts, DMI,
+The whole ``setup`` module (hardware, platform, user, distribution: mounts, DMI,
 every block device, ...) cost one module run and most of a second per host. The plan needs
 the RAM (``memtotal_mb``: buffered over-cache working sets are 2 x RAM); the host record
 names the architecture, kernel, vCPUs, product and the model of the measured disk. Each

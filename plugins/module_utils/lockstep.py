@@ -1,5 +1,5 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Array mode, the host side: lock-step windows (issue 16).
+"""Array mode, the host side: lock-step windows.
 
 Every member host of an array runs the array's steps inside its detached job
 (``module_utils/job_runner.py`` calls :func:`run_array` before the host's own plan):

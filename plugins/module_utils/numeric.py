@@ -2,7 +2,7 @@
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Finite-number predicates and the human number, one place for both sides: the plan
-(``plan.py``, ``targets.py``, ``plan_summary.py``) runs on the host too (issue 18), and the
+(``plan.py``, ``targets.py``, ``plan_summary.py``) runs on the host too, and the
 controller code (``plugin_utils/stats.py``, ``plugin_utils/fmt.py`` and their importers)
 uses the very same functions.
 

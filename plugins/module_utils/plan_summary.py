@@ -1,10 +1,10 @@
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What a resolved plan costs and how it reads (issue 19: out of plan.py, which builds it):
+"""What a resolved plan costs and how it reads (out of plan.py, which builds it):
 its data sets and the space they need, the planned seconds of each workload, one human line
 per workload and the summary lines. ``plan.py`` re-exports every public name.
 
-:func:`timing` (issue 18: out of ``plugins/action/job.py``, so that a host can compute it
+:func:`timing` (out of ``plugins/action/job.py``, so that a host can compute it
 too) turns the planned seconds into a job's workload timeouts and deadline."""
 
 from ansible_collections.fleetqual.storage.plugins.module_utils import iobench_options

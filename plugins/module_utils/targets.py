@@ -1,6 +1,6 @@
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Targets (issue 11): where a host's plan runs, in one place (issue 19).
+"""Targets: where a host's plan runs, in one place.
 
 ``fleetqual_targets`` is a list of targets, one after the other; each is checked and
 resolved by :func:`resolve_targets` (before any host is contacted) and a resolved plan is

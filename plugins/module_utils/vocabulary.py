@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The vocabulary shared by plan, metrics, judge and rules (pure Python): iobench's modes,
 which of them read and write, the operations and percentiles, and two small readers
-(``dig``, ``type_name``). In module_utils since the plan runs on the host too (issue 18).
+(``dig``, ``type_name``). In module_utils since the plan runs on the host too.
 
 Number predicates and ``fmt_num`` live in ``numeric.py``; statistics and the other
 formatters (controller only) in ``plugin_utils/stats.py`` and ``plugin_utils/fmt.py``."""

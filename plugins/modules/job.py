@@ -83,7 +83,7 @@ options:
     default: false
   foreign_io:
     description:
-      - Foreign-I/O accounting and the quiet wait (issue 17, docs/compliance.md). When set (even V({})),
+      - Foreign-I/O accounting and the quiet wait (docs/compliance.md). When set (even V({})),
         each workload first waits for a quiet device, runs in a block-I/O cgroup of its own, and its
         result gains C(foreign) (samples of the device's and our own counters, the quiet wait, the guard).
       - Keys (defaults in C(module_utils/foreign_settings.py) C(FOREIGN_DEFAULTS)) C(enabled) (true),
@@ -93,14 +93,14 @@ options:
     type: dict
   impact:
     description:
-      - Impact limits of every workload (issue 17). Keys (C(IMPACT_DEFAULTS)) C(ioprio) (C(none) or C(idle)),
+      - Impact limits of every workload. Keys (C(IMPACT_DEFAULTS)) C(ioprio) (C(none) or C(idle)),
         C(nice) (0), C(max_iops) (0 = none), C(max_mibps) (0 = none; a request rate from the block size),
         C(max_threads) (0 = none), C(max_free_share) (0 = none; working set at most this share of the free
         space), C(budget_s) (0 = none; workloads not started by then are not run).
     type: dict
   array:
     description:
-      - Array mode (issue 16, docs/arrays.md) - the host's part of an array's lock-step schedule, run before
+      - Array mode (docs/arrays.md) - the host's part of an array's lock-step schedule, run before
         O(workloads) - C({name, rank, steps, dataset, target_kind, target_path | target_device, device_size,
         total_size, file_num, seed, prepare_timeout_s, ready_timeout_s, test_clock}). The job prepares the
         array's data set, says C(ready), waits for the common start that the action

@@ -10,7 +10,7 @@ module: lockstep
 short_description: Fix an array's common start and hand it to each member's measurement job
 version_added: "0.3.0"
 description:
-  - Array mode (issue 16, docs/arrays.md). Runs on the controller only (an action plugin); the
+  - Array mode (docs/arrays.md). Runs on the controller only (an action plugin); the
     member hosts' detached jobs (M(fleetqual.storage.job) with O(fleetqual.storage.job#module:array))
     were started first, prepare the array's data set, then wait for their start file.
   - With O(phase=ready), waits until this host's job says it is ready (its data set prepared),

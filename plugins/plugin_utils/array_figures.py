@@ -1,6 +1,6 @@
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Array mode (issue 16, docs/arrays.md): the figures of each step and of each mode's sweep.
+"""Array mode (docs/arrays.md): the figures of each step and of each mode's sweep.
 
 :func:`step_figures` sums one step over the window common to its active hosts (each
 host's per-interval counts cut at the window's edges, :func:`count_in`), with the merged

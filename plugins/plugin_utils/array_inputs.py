@@ -1,6 +1,6 @@
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Validation of array mode's inputs (issue 16) on the controller, before any host is touched.
+"""Validation of array mode's inputs on the controller, before any host is touched.
 
 :func:`validate_arrays` looks at every targeted host's ``fleetqual_array`` and
 ``fleetqual_arrays`` together (an array is a property of several hosts) and returns every

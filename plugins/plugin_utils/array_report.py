@@ -1,6 +1,6 @@
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The arrays of the fleet report (issue 16, docs/arrays.md) in every format, from
+"""The arrays of the fleet report (docs/arrays.md) in every format, from
 fleet.json's ``arrays`` alone (plugin_utils/arrays.py builds them): terminal lines,
 JUnit cases (one suite per array, a case per step), HTML (the two curves as SVG and a
 step table), Markdown and Prometheus series."""

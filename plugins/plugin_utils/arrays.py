@@ -1,6 +1,6 @@
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Array mode (issue 16), the controller side: who belongs to an array and its step schedule.
+"""Array mode, the controller side: who belongs to an array and its step schedule.
 
 A host joins an array with ``fleetqual_array: NAME`` (usually in the group_vars of the
 array's initiators). ``fleetqual_arrays: {NAME: {...}}`` holds each array's schedule and rules.

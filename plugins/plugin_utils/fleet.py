@@ -101,9 +101,9 @@ def _aggregate(records, play, inventory, options, baseline, now, run_id, loader,
         pairs = iter(records or ())
     hist = hist or HistogramAccumulator()
     root = results_root if results_root is not None else _records_root(mapping)
-    runs = historymod.list_runs(root) if root else None      # each host against its history (issue 17)
+    runs = historymod.list_runs(root) if root else None      # each host against its history
     hosts = {}
-    array_runs = {}                   # array mode (issue 16): {host: its record's array_run}
+    array_runs = {}                   # array mode: {host: its record's array_run}
     run_ids = {}
 
     def take(entry, built):
@@ -213,7 +213,7 @@ def _aggregate(records, play, inventory, options, baseline, now, run_id, loader,
         "drives": drive_rows,
         "drive_findings": findings,
         "notes": notes,
-        **({"arrays": arrays} if arrays else {}),     # array mode (issue 16; docs/arrays.md)
+        **({"arrays": arrays} if arrays else {}),     # array mode (docs/arrays.md)
     }
 
 

@@ -101,7 +101,7 @@ def write_reports(fleet, run_dir, formats=FORMATS, records=None, detail_hosts=10
     if written:
         # the hosts to run again: ansible-playbook ... --limit @<run_dir>/not-passed.limit
         written["limit"] = write_atomic(os.path.join(run_dir, LIMIT_FILE), limit_text(fleet))
-    # the end of the report step: fleetqual_retention prunes the results directory, this run kept (issue 17)
+    # the end of the report step: fleetqual_retention prunes the results directory, this run kept
     apply_retention(fleet, run_dir)
     return written
 

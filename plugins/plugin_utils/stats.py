@@ -5,7 +5,7 @@ diagnostics; fleet and report too).
 
 * :func:`as_number`: a finite int or float (never a bool, NaN or infinity), else None;
   :func:`to_float` also reads a numeric string. The predicates ``is_number`` / ``is_int``
-  are ``module_utils/numeric.py``'s (the plan runs on the host too, issue 18).
+  are ``module_utils/numeric.py``'s (the plan runs on the host too).
 * :func:`mean` / :func:`median`: of the numbers in an iterable (others skipped), None
   when there are none; the standard :mod:`statistics` module does the arithmetic.
 * :func:`ratio`: ``a / b`` or None (either missing, ``b <= 0``).

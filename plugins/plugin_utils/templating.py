@@ -46,7 +46,7 @@ def _env(kind):
         if kind == "md":
             env.autoescape = False
         env.filters.update(num=fmt_num, ms=fmt_ms, pct=fmt_pct, xml=xml_text, md=md_cell,
-                           history=history_lines)     # a host against its own history (issue 17)
+                           history=history_lines)     # a host against its own history
         _ENVS[kind] = env
     return env
 

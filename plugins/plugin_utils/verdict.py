@@ -15,7 +15,7 @@ The verdict gate of playbooks/qualify.yml, the fleet report (every format) and t
 the exit code of ``ansible-playbook`` all use this function, so they cannot disagree.
 Pure Python, no Ansible import.
 
-INCONCLUSIVE (issue 17; docs/compliance.md): the judge's verdict for a host none of whose
+INCONCLUSIVE (docs/compliance.md): the judge's verdict for a host none of whose
 workloads failed or erred but at least one ran on a shared window (foreign I/O above
 ``max_share``), was stopped by the foreign-I/O guard, or was not run because the device
 never got quiet. It is never improved to PASS and never turned into FAIL by fleet
@@ -58,9 +58,9 @@ def final_verdict(record, failed=None, unreachable=None, outliers=(), regression
     drive_findings: the host's drive consistency findings (drive_consistency.drive_findings:
                  severity, message); those of severity ``fail`` fail the host
     arrays:      the arrays the host is an initiator of (fleet.json ``arrays`` entries:
-                 name, verdict, reasons; plugin_utils/arrays.py host_arrays), issue 16
+                 name, verdict, reasons; plugin_utils/arrays.py host_arrays; docs/arrays.md)
     history_findings: the host against its own accepted history (history.drift_findings
-                 ``findings``: kind drift | trend | wear | identity, severity, message), issue 17
+                 ``findings``: kind drift | trend | wear | identity, severity, message; docs/compliance.md)
 
     Rules, in order (the table in docs/report.md):
       1. no record: UNREACHABLE if unreachable, else ERROR (a task failed, or no record);

@@ -1,4 +1,4 @@
-"""Counting what the controller starts on each loopback host (issue 18: "two round trips per
+"""Counting what the controller starts on each loopback host ("two round trips per
 host"), from real parts and without changing what the modules do. Used by
 tests/fleet/test_fleet_round_trips.py and bench/bench_fleet_scale.py.
 

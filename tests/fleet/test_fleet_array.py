@@ -1,4 +1,4 @@
-"""Array mode over SSH: three hosts share one loop device and run its steps in lock-step (issue 16).
+"""Array mode over SSH: three hosts share one loop device and run its steps in lock-step.
 
 The "array" is one loop device this test creates, with one ext4 filesystem mounted once;
 each host's ``fleetqual_test_dir`` is a directory on it (unmounted and detached in a

@@ -1,4 +1,4 @@
-"""Detached measurement on the SSH fleet (issue 9): more hosts than forks.
+"""Detached measurement on the SSH fleet: more hosts than forks.
 
 * 8 hosts at ``forks = 2`` complete with every host's full results, and the controller
   printed at most one progress line per round for the whole fleet (never one per host per

@@ -1,4 +1,4 @@
-"""Two round trips per host (issue 18): the remote module executions of each host on the measuring
+"""Two round trips per host: the remote module executions of each host on the measuring
 path are counted from the hosts themselves (tests/fleet/module_counter.py: each host's
 ``ansible_python_interpreter`` is a wrapper that logs every AnsiballZ run, and each host's sshd
 logs every SSH session through a forced command), not from the playbook's task list.
@@ -97,7 +97,7 @@ def test_the_jobs_were_polled_without_starting_python(two_runs):
     counter, runs = two_runs
     for run in runs:
         polls = {h: counter.session_kinds(h, *run.window).get("poll", 0) for h in HOSTS}
-        # LEAD (issue 18): adjust to the measured count once the rework is merged, e.g. from the
+        # LEAD: adjust to the measured count once the rework is merged, e.g. from the
         # number of polls the job action puts in its result / the host's record, or from
         # <results>/<run_id>/.progress/<host>.json. With forks 2 < 3 hosts, the last host's job
         # may be over by its first poll: only the fleet total and one host polled twice are sure.

@@ -35,7 +35,7 @@ BECOME_ALLOWED = {
     ("roles/iobench/tasks/build_target.yml", "Install build tools"),
     ("roles/iobench/tasks/build_target.yml", "Build and install on the host"),
     ("roles/iobench/tasks/deploy.yml", "Install the controller's build"),
-    # issue 18: one module run installs the binary in fleetqual_bin_dir AND preflights and
+    # One module run installs the binary in fleetqual_bin_dir AND preflights and
     # starts the job, so the measuring path escalates as the deploy did (fleetqual_become)
     ("roles/qualify/tasks/start.yml", "Check, deploy, plan, preflight and start the measurement job (one module run)"),
     ("roles/qualify/tasks/main.yml", "Wait for the measurement job, then judge, clean up and store (one module run after the polls)"),
@@ -130,7 +130,7 @@ def test_every_created_file_has_an_explicit_mode(module):
 
 
 def test_results_and_test_dirs_are_owner_only(tmp_path):
-    # the records are written by the action that receives them (issue 18): 0600 in a 0700
+    # the records are written by the action that receives them: 0600 in a 0700
     # run directory, also when the run directory already exists from the progress files
     from ansible_collections.fleetqual.storage.plugins.action import job as job_action
     from ansible_collections.fleetqual.storage.plugins.plugin_utils import host_record

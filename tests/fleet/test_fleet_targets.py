@@ -1,4 +1,4 @@
-"""Several targets per host and the drives of every host, over SSH (issue 11).
+"""Several targets per host and the drives of every host, over SSH.
 
 Three hosts (group ``dt``) run with two forks; each qualifies two directory targets, one on
 each of two ext4 filesystems on loop devices this test creates (and unmounts and detaches
@@ -132,7 +132,7 @@ def test_raw_device_with_a_filesystem_refused_before_anything_is_written(targets
     rec = targets_run.record(RAW_HOST)
     dev = targets_run.raw["device"]
     assert rec["verdict"] == "ERROR" and rec["workloads"] == []
-    # refused at the start's drive step (issue 18: one module run; the step is named), before
+    # refused at the start's drive step (one module run; the step is named), before
     # the plan, the preflight and the job
     assert rec["error"]["task"] == "Check, deploy, plan, preflight and start the measurement job (one module run)"
     assert rec["error"]["msg"].startswith("drives: raw device target %s refused: %s holds a signature"

@@ -1,4 +1,4 @@
-"""Issue 17 end to end: the qualify playbook on this machine, each host's test directory on an
+"""Compliance end to end: the qualify playbook on this machine, each host's test directory on an
 ext4 on a loop device of its own (tests/unit/loopdev.py). A quiet disk passes; the same run
 while a neighbour (a process of this test reading its own file on that device with O_DIRECT,
 bounded in time, ended by PID) shares the disk is INCONCLUSIVE -- not PASS, not FAIL --, is

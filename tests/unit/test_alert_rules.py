@@ -1,6 +1,6 @@
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The shipped Prometheus alerting rules (issue 17 part 5): valid, tested with
+"""The shipped Prometheus alerting rules: valid, tested with
 ``promtool test rules`` on series that fire and series that do not, shipped in the
 collection tarball, and reading only series the collection writes or documents."""
 from __future__ import annotations

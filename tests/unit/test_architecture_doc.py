@@ -1,4 +1,4 @@
-"""docs/architecture.md stays true to the tree (issue 19 item 8): every path it writes in
+"""docs/architecture.md stays true to the tree: every path it writes in
 backticks exists, and every Python file under plugins/ and every C source of iobench is
 named in it, so a new or renamed file cannot go unmapped."""
 import fnmatch
@@ -50,7 +50,7 @@ def test_the_checks_see_a_missing_file_and_an_unmapped_one():
 
 
 def test_no_file_in_plugins_is_over_700_lines():
-    """Issue 19: each file one concern; a file that grows past 700 lines holds more than one."""
+    """Each file one concern; a file that grows past 700 lines holds more than one."""
     sizes = {}
     for path in glob.glob(os.path.join(ROOT, "plugins", "*", "*.py")):
         with open(path) as fh:

@@ -1,4 +1,4 @@
-"""fleet.json's ``arrays`` (issue 16): computed when the report is aggregated from the hosts'
+"""fleet.json's ``arrays``: computed when the report is aggregated from the hosts'
 stored records, gating their verdicts through verdict.final_verdict, in every format, the
 same when rendered again from fleet.json alone and when merged from slices."""
 import datetime

@@ -1,4 +1,4 @@
-"""Array mode's inputs refused on the controller before any host is touched (issue 16): each
+"""Array mode's inputs refused on the controller before any host is touched: each
 error names the variable, the host and the closest valid value."""
 import pytest
 from hypothesis import given, settings

@@ -1,4 +1,4 @@
-"""The arrays of the fleet report in every format (issue 16), from fleet.json's ``arrays``:
+"""The arrays of the fleet report in every format, from fleet.json's ``arrays``:
 terminal lines, JUnit (one suite per array, a case per step), HTML (two SVG curves and a
 step table), Markdown and Prometheus."""
 import xml.etree.ElementTree as ET

@@ -1,4 +1,4 @@
-"""Array mode, the controller side (issue 16): the array's figures per step from real iobench
+"""Array mode, the controller side: the array's figures per step from real iobench
 runs of several concurrent processes on one loop device (the "array"), its curve, knee,
 bounded maximum, rules and verdict; property tests of the aggregation over synthetic windows."""
 import copy

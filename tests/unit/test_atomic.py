@@ -1,6 +1,6 @@
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""module_utils/atomic.py, the one atomic file writer (issue 19): a reader sees the old
+"""module_utils/atomic.py, the one atomic file writer: a reader sees the old
 content or the new one, the mode is the one asked for, and a failed write leaves neither
 a half-written file nor a temporary file behind."""
 import json

@@ -1,4 +1,4 @@
-"""AWX / Automation Platform packaging (issue 9, part 4): the execution-environment
+"""AWX / Automation Platform packaging (part 4): the execution-environment
 definition builds a context with ansible-builder, its introspection finds the
 collection's runtime and system requirements through meta/execution-environment.yml, and
 the pins are what this checkout runs with."""

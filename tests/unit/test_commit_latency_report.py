@@ -2,7 +2,7 @@
 """A log workload (16K sequential writes, fdatasync after each) is shown with its commit
 latency -- the write plus the fdatasync that makes it durable, what a committing
 transaction waits -- never with the page-cache write() alone, and every report format
-says which operation its latency column is (issue 10, part 3). A real iobench run."""
+says which operation its latency column is (part 3). A real iobench run."""
 import os
 import re
 import shutil

@@ -1,5 +1,5 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A device target's region after its job was SIGKILLed before its cleanup (issue 19 item 7).
+"""A device target's region after its job was SIGKILLed before its cleanup.
 
 The job records the regions it will write in its status before the first byte
 (``job.Job.begin``: ``regions``). On real loop devices with the real iobench and the real

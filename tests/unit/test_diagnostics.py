@@ -550,7 +550,7 @@ def fake_records(plan_list):
 
 @pytest.mark.parametrize("profile, measured", [
     ("quick", {"cache_proof", "write_amplification", "write_cache"}),
-    # production-safe: no 64-thread write serialization probe on a host in production (issue 17)
+    # production-safe: no 64-thread write serialization probe on a host in production
     ("compliance", {"cache_proof", "write_amplification", "write_cache"}),
     ("standard", {"cache_proof", "write_amplification", "write_cache", "write_serialization"}),
     ("san", {"cache_proof", "write_amplification", "write_cache", "write_serialization", "tipping_point",
@@ -692,7 +692,7 @@ def test_real_readahead_buffered_pass_beats_direct_pass(binary, own_disk):
     assert r["conclusion"] == "significant" and r["evidence"]["ratio"] >= 1.5, r["sentence"]
 
 
-# ------------------------------------------------- issue 10.5: sentences agree with their evidence
+# ------------------------------------------------- sentences agree with their evidence
 
 import re  # noqa: E402
 
@@ -789,7 +789,7 @@ def test_tipping_point_knee_is_judged_from_the_whole_sweep():
     assert d["evidence"]["saturation_threads"] == 2 and "IOPS reach 45 % of the sweep's best" in d["sentence"]
 
 
-# --------------------------------------------------------------------------- 9. stability (issue 10.4)
+# --------------------------------------------------------------------------- 9. stability
 
 CONTROLLER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "controller")
 
@@ -849,10 +849,10 @@ def test_stability_ignores_the_tail_interval_and_short_runs():
     assert stored(series)["metrics"]["stability"]["last_iops"] == 2400.0
 
 
-# ------------------------------------------- cache proof on a busy host: exact device counters (issue 10.1)
+# ------------------------------------------- cache proof on a busy host: exact device counters
 
 def test_cache_proof_uses_the_exact_window_counters_over_a_diluted_iostat_average():
-    """The flaky case of issue 10: O_DIRECT reads at 9004/s, iostat's average 5819 r/s
+    """The flaky case on a busy host: O_DIRECT reads at 9004/s, iostat's average 5819 r/s
     (0.65x: idle samples after the run averaged in) called the disk a cache. The device's
     counters read at the window's edges (window.devstat) say what really happened."""
     reads, elapsed = 9004, 10.0
@@ -882,8 +882,8 @@ def test_cache_proof_uses_the_exact_window_counters_over_a_diluted_iostat_averag
 @pytest.mark.slow
 def test_real_device_counters_and_commit_latency(binary, own_disk):
     """A real run through the module: the device's counters at the window's edges
-    (issue 10.1) give the device bytes of the O_DIRECT reads, and the log workload shows its
-    commit latency (issue 10.3), never the page-cache write()."""
+    give the device bytes of the O_DIRECT reads, and the log workload shows its
+    commit latency, never the page-cache write()."""
     d, shared, why = own_disk
     if shared:
         pytest.skip("no loop device of our own (%s): other I/O would be counted" % why)

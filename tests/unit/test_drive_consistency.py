@@ -1,4 +1,4 @@
-"""plugin_utils/drive_consistency.py: drive consistency across a group of like hosts (issue 11.4).
+"""plugin_utils/drive_consistency.py: drive consistency across a group of like hosts.
 
 Hosts are built as the drives module sees them: identity from a fake sysfs tree
 (fixtures/drives/sysfs-host.json, one tree per host, with per-host file overrides such as

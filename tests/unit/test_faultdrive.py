@@ -281,7 +281,9 @@ def test_max_hits_makes_a_transient_error(fd):
 
 def _fio(device, extra=()):
     argv = ["fio", "--name=verify", "--filename=" + device, "--direct=1", "--rw=randwrite", "--bs=4k", "--size=4M",
-            "--ioengine=psync", "--verify=crc32c", "--do_verify=1", "--randrepeat=1", "--output-format=json"] + list(extra)
+            "--ioengine=psync", "--verify=crc32c", "--do_verify=1", "--randrepeat=1", "--output-format=json",
+            # no verify state file (local-*-verify.state) left in the working directory
+            "--verify_state_save=0"] + list(extra)
     res = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120, check=False)
     job = json.loads(res.stdout[res.stdout.index("{"):])["jobs"][0]
     return res, job

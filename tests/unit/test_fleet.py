@@ -426,7 +426,7 @@ def test_host_prometheus_series_base_units(tmp_path):
 
 
 def test_foreign_share_series_on_the_host_and_the_controller(tmp_path):
-    """Issue 17: a workload measured with foreign-I/O detection has its foreign share as
+    """A workload measured with foreign-I/O detection has its foreign share as
     fleetqual_workload_foreign_share_ratio in the host's own textfile (labels workload,
     mode, threads) and, for the hosts with detail, in the controller's (plus host, group);
     a workload without the figure has none, and both files stay promtool-clean."""

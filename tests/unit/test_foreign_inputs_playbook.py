@@ -1,4 +1,4 @@
-"""Issue 17: playbooks/qualify.yml's validation play refuses bad foreign-I/O, impact and
+"""Playbooks/qualify.yml's validation play refuses bad foreign-I/O, impact and
 INCONCLUSIVE-policy settings before any host is contacted. The hosts do not exist (TEST-NET
 addresses, ssh): a refused run never gathers facts, never connects, creates no results
 directory, and names the host, the variable and the closest valid key or value."""

@@ -1,4 +1,4 @@
-"""Issue 17: foreign I/O on a shared disk, on loop devices this test creates.
+"""Foreign I/O on a shared disk, on loop devices this test creates.
 
 Each test builds an ext4 on a loop device over a file of its own (``losetup --direct-io=on``),
 runs a workload through ``workload.run_workload`` (the code the detached job runs) with the

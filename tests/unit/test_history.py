@@ -1,6 +1,6 @@
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Each host against its own history (issue 17 part 3): the baseline found in the results
+"""Each host against its own history: the baseline found in the results
 directory, drift rules citing both runs, trends, wear, drive identity, validation."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The modules' logic as functions (issue 18): bench_dir_ops.prepare/remove, drives.host_inventory,
+"""The modules' logic as functions: bench_dir_ops.prepare/remove, drives.host_inventory,
 job_runner.start/job_status give what the modules give, and the controller's raw poll
 (job_runner.poll_command run by /bin/sh, then parse_poll) gives exactly the module's
 state=status for a running job, a finished one, one whose process was SIGKILLed (died) and a

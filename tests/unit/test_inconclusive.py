@@ -1,4 +1,4 @@
-"""Issue 17: the foreign figures (metrics.foreign_figures), the judge's foreign_io check and
+"""The foreign figures (metrics.foreign_figures), the judge's foreign_io check and
 INCONCLUSIVE, and how final_verdict and the exit code treat it. Property tests over the
 space of shares, limits, rates and on_busy; the loop-device tests are test_foreign_io.py."""
 from hypothesis import given, settings, strategies as st

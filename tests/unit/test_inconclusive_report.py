@@ -1,4 +1,4 @@
-"""Issue 17: an INCONCLUSIVE host is counted apart in every report format (terminal summary
+"""An INCONCLUSIVE host is counted apart in every report format (terminal summary
 line and table, fleet.json's summary, JUnit, HTML, Markdown, Prometheus), rendered from a
 fleet of synthetic records (tests/unit/fixtures/report/report_synth.py)."""
 import datetime

@@ -357,7 +357,7 @@ def test_module_timeout_is_error(slow):
     assert r["reasons"] == ["over_cache-rndrd-t8: stopped by the module's timeout after 60.0 s; partial results"]
 
 
-# ---------------------------------------------------------------- require_steady_state (issue 10.4)
+# ---------------------------------------------------------------- require_steady_state
 
 def _steady(reached, values):
     rec = load("nvme_over_cache-rndwr-t64")
@@ -396,7 +396,7 @@ def test_require_steady_state_must_be_a_boolean_and_false_is_no_limit():
     assert len(errs) == 1 and errs[0].startswith("fleetqual_thresholds[0]: rule sets no limit")
 
 
-# --------------------------------------------------------------------------- drives (issue 11)
+# --------------------------------------------------------------------------- drives
 
 DRIVE_FIX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "drives")
 

@@ -1,4 +1,4 @@
-"""Array mode's host side and clock exchange (module_utils/lockstep.py, action/lockstep.py; issue 16).
+"""Array mode's host side and clock exchange (module_utils/lockstep.py, action/lockstep.py).
 
 Property tests over the clock arithmetic (the offset estimate, the refusal rule, the clock
 shift of a result), a real exchange over a real shell channel with the test clock hook, and

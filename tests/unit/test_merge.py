@@ -1,4 +1,4 @@
-"""Slices and controllers merge into one report (issue 9, parts 2-4).
+"""Slices and controllers merge into one report (parts 2-4).
 
 Host records are built from the real workload records in tests/unit/fixtures/controller
 (real iobench JSON with histograms; metrics computed by metrics.workload_record), nine

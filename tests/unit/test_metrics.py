@@ -125,7 +125,7 @@ def test_workload_record_adds_result_and_metrics():
     assert failed["metrics"]["iops"] is None and failed["result"]["rc"] == 3
 
 
-# ------------------------------------------------------------ issue 10.3: latency op, device, concurrency
+# ------------------------------------------------------------ latency op, device, concurrency
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.sysstat import DISKSTATS_KEYS  # noqa: E402
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import (  # noqa: E402
@@ -135,7 +135,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import (
 
 
 def with_commit(rec, p99_us):
-    """The record as the iobench of issue 10 writes it: ops.commit beside ops.fsync."""
+    """The record as iobench writes it: ops.commit beside ops.fsync."""
     bench = rec["result"]["bench"]
     commit = copy.deepcopy(bench["ops"]["fsync"])
     commit["latency_us"] = {k: v + p99_us - commit["latency_us"]["p99"] if isinstance(v, (int, float)) else v
@@ -197,7 +197,7 @@ def counters(**delta):
 
 
 def test_devstat_gives_exact_window_figures_with_iostats_formulas():
-    """The busy-host case of issue 10: iostat's average (0.65x the benchmark's reads) was
+    """The busy-host case: iostat's average (0.65x the benchmark's reads) was
     diluted by idle samples; the counters at the window's edges are exact."""
     rec = load("nvme_over_cache-rndrd-t64")
     bench = rec["result"]["bench"]

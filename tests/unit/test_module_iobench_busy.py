@@ -1,4 +1,4 @@
-"""Issue 10: the cache proof holds on a busy machine.
+"""The cache proof holds on a busy machine.
 
 The O_DIRECT over-cache random-read workload runs 20 times (short runs) through the module
 while CPU hogs (3 per core, started here, each bounded in time, ended by PID) load the

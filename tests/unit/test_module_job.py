@@ -106,7 +106,7 @@ def test_job_runs_the_plan_detached_with_the_module_result_shape(iobench_binary,
 
 
 def test_job_runs_each_directory_target_in_its_own_directory(iobench_binary, tdir):  # noqa: F811
-    """Targets (issue 11): the same workload id on two directory targets, each run in
+    """Targets: the same workload id on two directory targets, each run in
     <target_path>/<dataset>, results keyed <id>@<target>, each target's files removed."""
     root = os.path.dirname(tdir)
     paths = [os.path.join(root, "data%d" % i) for i in (1, 2)]

@@ -1,7 +1,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""One piece of logic in one place (issue 13): no top-level function or class name is
+"""One piece of logic in one place: no top-level function or class name is
 defined in two controller-side modules, so a helper cannot quietly exist twice with two
-behaviours (as fmt_num once did in _common.py and report.py); and (issue 19) no
+behaviours (as fmt_num once did in _common.py and report.py); and no
 module-level constant is defined in two modules of plugin_utils or module_utils (as the
 read/write mode lists once were, with different contents)."""
 import ast
@@ -46,7 +46,7 @@ def test_the_check_sees_a_second_definition():
 
 # --------------------------------------------------------------------------- constants
 
-# Known duplicates, none left (workload.py's copy of MODES went in issue 19): the test
+# Known duplicates, none left (workload.py's copy of MODES is gone): the test
 # below fails on any other, and on an entry here that is no longer a duplicate (so the
 # list only shrinks).
 KNOWN_CONSTANTS = {}

@@ -406,7 +406,7 @@ def test_callback_with_real_aggregate_stats(tmp_path):
     assert len(hist) == 7 and json.loads(hist[0])["run_id"] == run_id
     assert "fleetqual_host_pass{group=\"db\",host=\"db4\"} 0.0" in prom.read_text()
 
-    # issue 13: every format rendered again from the stored fleet.json alone equals what
+    # Every format rendered again from the stored fleet.json alone equals what
     # the callback wrote (no host record is read: they are moved away first)
     again = tmp_path / "again"
     written = report.rerender(str(run_dir / "fleet.json"), str(again), formats=("json", "junit", "html", "md"))

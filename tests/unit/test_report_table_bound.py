@@ -1,4 +1,4 @@
-"""The report option ``table_max_hosts`` (issue 18): past that many hosts the terminal lists
+"""The report option ``table_max_hosts``: past that many hosts the terminal lists
 only the hosts that did not pass (each in full), one line counting the PASS hosts, the
 flagged drives and the diagnostics of the hosts that did not pass; unset, every host.
 Driven through the qualify_report callback's own options and report.publish, as the

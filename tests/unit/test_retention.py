@@ -1,6 +1,6 @@
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Retention of the results directory (issue 17 part 4): keep the last runs / days and
+"""Retention of the results directory: keep the last runs / days and
 each host's accepted baseline, and touch nothing of the user's."""
 from __future__ import annotations
 

@@ -149,7 +149,7 @@ def test_metric_paths_a_record_has_are_accepted(expr):
     assert validate_rules([{"metric": expr, "max": 1}]) == []
 
 
-# --------------------------------------------------------------------------- drive rules (issue 11)
+# --------------------------------------------------------------------------- drive rules
 
 def test_drive_rules_validate():
     from ansible_collections.fleetqual.storage.plugins.plugin_utils.rules import rule_limits, rule_name
@@ -240,7 +240,7 @@ def test_the_plugins_import_without_jmespath():
 
 
 def test_known_text_is_derived_from_known_keys():
-    """Issue 19: the "known:" list of the messages is KNOWN_KEYS, not a hand copy."""
+    """The "known:" list of the messages is KNOWN_KEYS, not a hand copy."""
     import re as _re
     from ansible_collections.fleetqual.storage.plugins.plugin_utils import rules as R
     parts = R.KNOWN_TEXT.split(", ")

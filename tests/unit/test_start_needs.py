@@ -1,5 +1,5 @@
 """What a host lacks is answered by the start's one module run before it changes anything
-(module_utils/host_start.start, issue 18): with ``manage_packages`` a host without iostat
+(module_utils/host_start.start): with ``manage_packages`` a host without iostat
 whose ``collect`` would use it gets ``packages_needed`` (the role installs sysstat and starts
 again, roles/qualify/tasks/after_start.yml), a host that builds its own binary gets
 ``build_needed``, and a host that lacks both is told both at once. Every combination of

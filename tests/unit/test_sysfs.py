@@ -1,5 +1,5 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""module_utils/sysfs.py: the one sysfs reader of the target side (issue 19 item 2), on a
+"""module_utils/sysfs.py: the one sysfs reader of the target side, on a
 fake tree under a temporary directory, and the check that device.py, drives.py and
 blockdev.py read sysfs only through it."""
 import ast

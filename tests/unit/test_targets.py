@@ -1,4 +1,4 @@
-"""fleetqual_targets (issue 11): validation before any host is contacted, and the plan
+"""fleetqual_targets: validation before any host is contacted, and the plan
 expanded over a host's targets, one after the other."""
 import os
 import subprocess
@@ -249,7 +249,7 @@ def test_the_validation_play_refuses_a_device_without_the_opt_in(tmp_path):
 
 
 def test_target_logic_lives_in_one_module():
-    """Issue 19: resolve_targets and plan_targets are targets.py's; plan.py and validate.py
+    """Resolve_targets and plan_targets are targets.py's; plan.py and validate.py
     re-export them (old imports keep working), and none of the three files is over 700 lines."""
     from ansible_collections.fleetqual.storage.plugins.module_utils import targets as T
     assert V.resolve_targets is T.resolve_targets and V.check_test_dir is T.check_test_dir
