@@ -60,6 +60,18 @@ LOG = KINDS[-1][1]
 VARIANTS = ("none", "cgroup-off", "attribution")
 
 
+def leave_group(procs, group):
+    """Move this process back into ``procs``'s group and remove ``group`` (retried while the
+    kernel still counts a process in it)."""
+    with open(procs, "w") as fh:
+        fh.write(str(os.getpid()))
+    for _i in range(50):
+        try:
+            os.rmdir(group)
+            return
+        except OSError:
+            time.sleep(0.1)
+
 def params(dirpath, secs, kind, prepare=False):
     """A run over the data set prepared once per kind (``prepare``: that preparation), so the
     runs compared are the workload alone."""
@@ -205,14 +217,7 @@ def hook(a):
                 print("hook: %-20s A %8.0f  B %8.0f  B/A %.3f  CPU us/request A %.1f B %.1f B/A %.3f"
                       % (phase, ph["A"], ph["B"], ph["ratio"], ph["us_A"], ph["us_B"], ph["us_ratio"]), flush=True)
     finally:
-        with open(os.path.join(foreign.BLKIO_V1, "cgroup.procs"), "w") as fh:
-            fh.write(str(os.getpid()))
-        for _i in range(50):
-            try:
-                os.rmdir(group)
-                break
-            except OSError:
-                time.sleep(0.1)
+        leave_group(os.path.join(foreign.BLKIO_V1, "cgroup.procs"), group)
     return phases
 
 
@@ -244,14 +249,7 @@ def membership(a):
                 ratios.append(got["child"] / got["root"])
                 us_ratios.append(got_us["child"] / got_us["root"])
     finally:
-        with open(root, "w") as fh:
-            fh.write(str(os.getpid()))
-        for _i in range(50):
-            try:
-                os.rmdir(group)
-                break
-            except OSError:
-                time.sleep(0.1)
+        leave_group(root, group)
     out = {"runs": runs, "us": us, "ratio": statistics.median(ratios), "us_ratio": statistics.median(us_ratios),
            "root": statistics.median(runs["root"]), "child": statistics.median(runs["child"]),
            "us_root": statistics.median(us["root"]), "us_child": statistics.median(us["child"])}

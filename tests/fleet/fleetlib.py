@@ -375,6 +375,15 @@ def load_json(path):
         return json.load(fh)
 
 
+def job_status(test_dir):
+    """The detached job's status document in a host's test directory, or None (not there yet,
+    or being replaced)."""
+    try:
+        return load_json(os.path.join(test_dir, ".fleetqual-job", "status.json"))
+    except (OSError, ValueError):
+        return None
+
+
 # --------------------------------------------------------------------------- loop devices
 
 LOOP_TOOLS = ("losetup", "mkfs.ext4", "mount", "umount")

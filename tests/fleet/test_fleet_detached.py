@@ -19,6 +19,7 @@ import time
 
 import pytest
 
+import fleetlib
 import fleetrun
 from fleetrun import run_playbook
 from test_fleet_faults import find_iobench
@@ -87,12 +88,7 @@ def _processes_naming(text):
     return found
 
 
-def _status(test_dir):
-    try:
-        with open(os.path.join(test_dir, ".fleetqual-job", "status.json")) as fh:
-            return json.load(fh)
-    except (OSError, ValueError):
-        return None
+_status = fleetlib.job_status
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])

@@ -25,7 +25,6 @@ reason every test that provokes kernel I/O errors is marked ``kernel_errors`` an
 the fleet stream of ``make test``, one at a time.
 """
 import contextlib
-import json
 import os
 import threading
 import time
@@ -56,12 +55,7 @@ STALL_MATRIX = [{"workload": "over_cache", "mode": "rndrd", "threads": 4, "file_
                  "block_size": "16K", "direct": True, "time": 12, "warmup": 1}]
 
 
-def _status(test_dir):
-    try:
-        with open(os.path.join(test_dir, ".fleetqual-job", "status.json")) as fh:
-            return json.load(fh)
-    except (OSError, ValueError):
-        return None
+_status = fleetlib.job_status
 
 
 def _vanish_when_measuring(drive, test_dir, after_dir, stop):
