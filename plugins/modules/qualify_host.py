@@ -260,7 +260,7 @@ packages_needed:
   sample: [sysstat]
 record:
   description: The action's O(state=finished) and O(state=failed) - the host record (docs/contracts.md section 6). A failed
-    result carries only its brief (verdict, first reasons) and RV(results_file): the record is never printed.
+    result carries only its brief (verdict, first reasons) and RV(results_file); the record is never printed.
   returned: O(state=finished) when the job did not fail, O(state=failed)
   type: dict
 results_file:

@@ -33,7 +33,7 @@ def test_quick_profile_passes_and_stores_results(playbook, tmp_path):
     st = os.stat(os.path.join(run.base, "bin", "iobench"))
     assert st.st_uid == 0 and st.st_mode & 0o022 == 0
     # The host's own series, written by the cleanup's module run from the judged record
-    #: every workload, the host's pass, and promtool-clean.
+    # every workload, the host's pass, and promtool-clean.
     text = (textfile_dir / "fleetqual.prom").read_text()
     assert "fleetqual_host_pass 1.0" in text and all('workload="%s"' % i in text for i in ids), text[:2000]
     promtool = shutil.which("promtool")
