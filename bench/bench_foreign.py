@@ -72,6 +72,7 @@ def leave_group(procs, group):
         except OSError:
             time.sleep(0.1)
 
+
 def params(dirpath, secs, kind, prepare=False):
     """A run over the data set prepared once per kind (``prepare``: that preparation), so the
     runs compared are the workload alone."""

@@ -21,6 +21,7 @@ their job done and return at once. A lost connection is the task's UNREACHABLE.
 
 import hashlib
 import json
+import math
 import os
 import time
 
@@ -76,7 +77,7 @@ def _num(value):
         out = float(value)
     except (TypeError, ValueError):
         return 0.0
-    return out if out == out and out not in (float("inf"), float("-inf")) else 0.0
+    return out if math.isfinite(out) else 0.0
 
 
 def _waiting(h):

@@ -201,8 +201,8 @@ def evidence(record, metrics, focus=None):
 
 def _answered(metrics):
     """The drive completed at least one request of this workload."""
-    return any((metrics.get(k) or 0) > 0 for k in ("read_count", "write_count", "fsync_count", "verify_checked",
-                                                 "errors_ok_after_first"))
+    keys = ("read_count", "write_count", "fsync_count", "verify_checked", "errors_ok_after_first")
+    return any((metrics.get(k) or 0) > 0 for k in keys)
 
 
 def _answered_later(records):

@@ -254,7 +254,7 @@ def headline_latency(m, config=None):
             "periodic fsync (%s): the write latency; each fsync's own: p50 %s, p99 %s; the commit spans "
             "(commit_*) run from the oldest write since the file's last fsync and hold every write and pause "
             "between, so they are not one request's wait"
-            % ("every %d writes per file" % freq if freq else "fewer fsyncs than writes",
+            % ("every %d writes per file" % int(freq) if freq else "fewer fsyncs than writes",
                fmt_ms(m.get("fsync_p50_ms")), fmt_ms(m.get("fsync_p99_ms"))))
     return op
 

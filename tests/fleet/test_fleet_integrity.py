@@ -27,7 +27,6 @@ the fleet stream of ``make test``, one at a time.
 import contextlib
 import os
 import threading
-import time
 
 import pytest
 

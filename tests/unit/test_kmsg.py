@@ -297,7 +297,7 @@ def test_live_job_records_the_kernel_messages_of_each_workload(loop_big, iobench
     r = tj.start(binary, path, [tj.wl(1, 4), tj.wl(2, 1)], deadline_s=300)
     assert not r.get("failed"), r
     before = None
-    for _ in range(600):
+    for _attempt in range(600):
         st = tj.call(tj.JOB, {"path": path})["status"]
         if st["state"] != "running" or st.get("index") == 1 and st.get("current") == "w1":
             before = st.get("current") if st["state"] == "running" else None
@@ -335,7 +335,7 @@ def test_live_eio_on_the_fault_drive_is_a_kernel_io_error_of_its_loop_device(fau
             res = subprocess.run(["dd", "if=" + fd.device, "of=/dev/null", "bs=4096", "count=1", "skip=256",
                                   "iflag=direct"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
             assert res.returncode != 0 and b"Input/output error" in res.stderr
-            for _ in range(40):
+            for _attempt in range(40):
                 log.poll(workload="eio-read")
                 found = [m for m in log.section()["messages"] if m["drive"] == name and not m["before_run"]
                          and m["kind"] == "io_error"]
