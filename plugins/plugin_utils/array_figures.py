@@ -67,7 +67,9 @@ def host_intervals(entry, clock_offset_s=None):
         if not isinstance(iv, dict):
             continue
         t, d = as_number(iv.get("t")), as_number(iv.get("duration_s"))
-        if t is None or d is None or d <= 0:
+        if t is None or d is None or d < 0:
+            # a tail interval shorter than the JSON's resolution (duration 0.0) still holds its
+            # requests: count_in counts it whole when its instant is inside the window
             continue
         ops = (as_number(iv.get("read_ops")) or 0) + (as_number(iv.get("write_ops")) or 0)
         out.append((start + t - d, start + t, ops, ops * block))

@@ -145,13 +145,18 @@ def test_a_healthy_drive_passes_with_every_block_it_read_verified(integrity_run,
 
 def test_a_slow_drive_is_flagged_among_its_peers_by_its_p50(integrity_run):
     fleet = integrity_run.fleet()
-    mine = [o for o in fleet["outliers"] if o["host"] == "fq84" and o["metric"] == "p50_ms" and o["worse"]]
-    assert mine, fleet["outliers"]
-    o = mine[0]
-    assert o["group"] == "peers" and o["direction"] == "high" and o["value"] > o["median"]
-    assert "p50_ms high" in o["text"] and "group 'peers' median" in o["text"]
-    # the healthy peers are not flagged for it
-    assert not [x for x in fleet["outliers"] if x["host"] in PEERS[:3] and x["metric"] == "p50_ms" and x["worse"]]
+    p50 = [o for o in fleet["outliers"] if o["group"] == "peers" and o["metric"] == "p50_ms" and o["worse"]]
+    mine = {o["workload"]: o for o in p50 if o["host"] == "fq84"}
+    # every workload of the slow drive: its p50 far above the group's (5 ms added to each request)
+    assert sorted(mine) == sorted(w["id"] for w in integrity_run.record("fq84")["workloads"]), p50
+    for o in mine.values():
+        assert o["direction"] == "high" and o["value"] >= 5.0 > o["median"] * 10, o
+        assert "p50_ms high = " in o["text"] and "vs group 'peers' median" in o["text"], o["text"]
+    # a healthy peer a few percent off the median on a busy machine may be flagged too (the
+    # 20 % rule), but never by a deviation near the slow drive's
+    for o in p50:
+        if o["host"] != "fq84":
+            assert o["score"] * 10 < mine[o["workload"]]["score"], (o, mine[o["workload"]])
     assert integrity_run.stats["fq84"][0]["hits"] > 0, integrity_run.stats["fq84"]
 
 
