@@ -173,6 +173,7 @@ def test_the_line_says_who_waits_for_a_quiet_disk_and_counts_the_waits_in_the_pl
 
 def test_the_line_shows_the_burnin_round_and_the_passes_hosts_are_in():
     action = _action()
+
     def b(k, p):
         return {"round": k, "rounds": 8, "pass": p}
     hosts = [{"state": "running", "index": 7, "of": 24, "planned_s": 3600, "started_epoch": 1, "burnin": b(3, "write")},
