@@ -377,11 +377,9 @@ def load_json(path):
 
 def job_status(test_dir):
     """The detached job's status document in a host's test directory, or None (not there yet,
-    or being replaced)."""
-    try:
-        return load_json(os.path.join(test_dir, ".fleetqual-job", "status.json"))
-    except (OSError, ValueError):
-        return None
+    or being replaced): the product's own reader (module_utils/job_runner.py)."""
+    from ansible_collections.fleetqual.storage.plugins.module_utils import job_runner
+    return job_runner.read_status(job_runner.job_dir(test_dir))
 
 
 # --------------------------------------------------------------------------- loop devices
