@@ -44,7 +44,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fleetlib  # noqa: E402
 from bench_fleet import children_cpu_s  # noqa: E402
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import arrays as arrays_mod  # noqa: E402
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.array import mode as arrays_mod  # noqa: E402
 
 BIN = os.path.dirname(sys.executable)
 TINY = [{"workload": "cache", "mode": "rndrd", "threads": 1, "file_num": 1, "total_size": "4M", "block_size": "4K",

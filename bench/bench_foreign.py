@@ -41,8 +41,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "unit"))
 
-from ansible_collections.fleetqual.storage.plugins.module_utils import foreign  # noqa: E402
-from ansible_collections.fleetqual.storage.plugins.module_utils import workload  # noqa: E402
+from ansible_collections.fleetqual.storage.plugins.module_utils.collect import foreign  # noqa: E402
+from ansible_collections.fleetqual.storage.plugins.module_utils.job import workload  # noqa: E402
 import loopdev  # noqa: E402  (tests/unit/loopdev.py: the one place of the loop device's setup)
 
 IOBENCH = os.environ.get("FLEETQUAL_BENCH_IOBENCH") or os.path.join(ROOT, "roles", "iobench", "files", "src", "iobench")

@@ -68,7 +68,7 @@ def write_records(root, n_hosts, samples, n_drives=8):
     run_dir = os.path.join(root, RUN_ID)
     os.makedirs(run_dir, exist_ok=True)
     groups = ("db", "web", "batch")
-    from ansible_collections.fleetqual.storage.plugins.plugin_utils import diagnostics
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.diagnostics import diagnose as diagnostics
 
     templates = {g: synth.make_record("tmpl", group=g, samples=samples, seed=i, results_dir=root, run_id=RUN_ID)
                  for i, g in enumerate(groups)}
@@ -114,7 +114,8 @@ def store_entries(run_dir):
     """What the qualify run's callback leaves beside the records: every host's summary in
     fleet.d/ (here built from the stored records, as a run's callback builds them from
     the records set_stats handed over)."""
-    from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet, run_store
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet import aggregate as fleet
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet import run_store
 
     sink = run_store.EntryWriter(run_dir, "run")
     t0 = time.process_time()
@@ -126,7 +127,11 @@ def store_entries(run_dir):
 def child(run_dir, out_dir):
     """The report, as playbooks/report.yml's action (fleet_report) runs it; prints one JSON
     line of measurements."""
-    from ansible_collections.fleetqual.storage.plugins.plugin_utils import prometheus, render_text, report, report_rows, run_store
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.report import prometheus
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.report import render_text
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.report import publish as report
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.report import rows as report_rows
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet import run_store
 
     w0, c0 = time.perf_counter(), time.process_time()
     steps = {}

@@ -34,7 +34,7 @@ def targets():
         if name != "__init__":
             yield "callback", "%s.%s" % (NS, name)
     # A filter is documented by the DOCUMENTATION of the plugin file of its name (one filter
-    # per file, as Galaxy lists them; the wrappers live in plugins/plugin_utils/filter_wrappers.py).
+    # per file, as Galaxy lists them; the wrappers live in plugins/plugin_utils/filters/table.py).
     filters = set()
     for path in glob.glob(os.path.join(ROOT, "plugins", "filter", "*.py")):
         with open(path) as fh:

@@ -12,11 +12,15 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.fleetqual.storage.plugins.action.fleet_verdicts import CALLBACK, report_settings
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet_summary import run_summary
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.report import publish
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.report_config import default_results_dir, options_and_baseline
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.run_store import aggregate_run
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet.summary import run_summary
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.report.publish import publish
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.report.config import (
+    CALLBACK,
+    default_results_dir,
+    options_and_baseline,
+    report_settings,
+)
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet.run_store import aggregate_run
 
 display = Display()
 

@@ -6,7 +6,7 @@ drive consistency, the arrays it is an initiator of, its own history) by verdict
 ``_fleetqual_result`` (the ``record`` the action ``qualify_host`` returned), and whether the gate fails it (``fails``: verdict.exit_fails
 with the host's INCONCLUSIVE policy, the ``inconclusive`` argument: the role variable
 ``fleetqual_inconclusive``), and the file of its record (``results_file``: the gate names it for
-the reasons it does not print, plugin_utils/brief.py). Run once, on the controller; registered,
+the reasons it does not print, plugin_utils/report/brief.py). Run once, on the controller; registered,
 the result reaches every host of the play."""
 
 from __future__ import annotations
@@ -16,30 +16,21 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
-from ansible.plugins.loader import callback_loader
 from ansible.utils.display import Display
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet import aggregate
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.report_config import options_and_baseline
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.verdict import INCONCLUSIVE_POLICIES, exit_fails
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet.aggregate import aggregate
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.report.config import (
+    CALLBACK,
+    options_and_baseline,
+    report_settings,
+)
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge.verdict import INCONCLUSIVE_POLICIES, exit_fails
 
 display = Display()
 
-CALLBACK = "fleetqual.storage.qualify_report"
 RECORD_VAR = "_fleetqual_result"     # registered by the role's qualify_host tasks; its "record"
 POLICY_VAR = "fleetqual_inconclusive"
 DEFAULT_POLICY = "fail"
-
-
-def report_settings():
-    """The qualify_report callback's configured options (ansible.cfg ``[fleetqual_report]``,
-    ``FLEETQUAL_REPORT_*``), whether or not the callback is enabled: the report and the gate
-    read one configuration."""
-    cb = callback_loader.get(CALLBACK)
-    if cb is None:
-        raise AnsibleActionFail("the callback %s is not installed with this collection" % CALLBACK)
-    cb.set_options()
-    return cb.get_option
 
 
 def inconclusive_policies(value, hosts):

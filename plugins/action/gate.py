@@ -7,7 +7,7 @@ a host not failed whose verdict is not PASS (INCONCLUSIVE with ``fleetqual_incon
 warn``) is printed with its reasons and warned about. One worker per host instead of a task
 for each case (each a fork even when skipped).
 
-What it prints is bounded whatever the record holds (plugin_utils/brief.py): the verdict, the
+What it prints is bounded whatever the record holds (plugin_utils/report/brief.py): the verdict, the
 first reasons, each cut, and the record's file for the rest (docs/report.md, "Where the full
 record is"); ``reasons`` holds the reasons as printed, in the result of a host not failed (a
 failed host's are in its ``msg``, which ansible-core prints twice already)."""
@@ -17,7 +17,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import brief
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.report import brief
 
 
 def gate_message(host, verdict):

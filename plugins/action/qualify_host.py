@@ -14,7 +14,7 @@ read of the job's status over the open connection, ``job_runner.poll_command``),
 one progress line per round for the fleet (action ``job``); then judges the results on the
 controller (the role's diagnostics and judge filters), runs ONE module run that removes
 what the run created (and writes the host's node_exporter textfile when asked), and
-stores the record (``plugin_utils/host_record.py``), handing it to the fleet report
+stores the record (``plugin_utils/judge/record.py``), handing it to the fleet report
 (``ansible_stats``, as ``set_stats`` does) and returning it as ``record``. A host whose job
 failed is stored as ERROR and the task fails with the job's error.
 
@@ -25,23 +25,32 @@ start created (only when it created anything), then judges and stores the ERROR 
 import json
 import os
 
-from ansible import constants as C
 from ansible.errors import AnsibleActionFail, AnsibleError
-from ansible.plugins.loader import become_loader
 from ansible.utils.display import Display
 
-from ansible_collections.fleetqual.storage.plugins.action import job as _job_action
-from ansible_collections.fleetqual.storage.plugins.action import lockstep as _lockstep
-from ansible_collections.fleetqual.storage.plugins.module_utils.atomic import write_atomic
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import brief as _brief
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import host_record as _record
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.validate import effective_safety
+from ansible_collections.fleetqual.storage.plugins.module_utils.common.atomic import write_atomic
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.report import brief as _brief
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import record as _record
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.validate.inputs import effective_safety
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.filters.table import FILTERS
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.array_start import member_spec
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.identity import (
+    IDENTITY_FACT,
+    STARTED_VAR,
+    apply_identity,
+    become_refusal,
+    decide_identity,
+)
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.job_wait import JobAction
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.progress import (
+    exit_if_orphaned,
+    progress_dir_ready,
+    show_plan,
+)
 
 display = Display()
 MODULE = "fleetqual.storage.qualify_host"
 REPORT_STAT = "fleetqual_report"
-# the role registers the start's result under this name; O(started) defaults to it
-STARTED_VAR = "_fleetqual_started"
 # what the cleanup needs of each planned workload (module_utils/job_runner.cleanup_plan)
 CLEANUP_KEYS = ("target_kind", "target_path", "target_device", "device_size", "dataset")
 
@@ -53,12 +62,12 @@ START_ARGS = ("path", "binary", "binary_sha256", "architecture", "build_on_host"
 
 # ------------------------------------------------------------------ what a failed task prints
 # A failed task's result is printed whole by ansible-core's default callback: a failed start
-# or wait carries its brief (plugin_utils/brief.py: the verdict and the first reasons, bounded),
+# or wait carries its brief (plugin_utils/report/brief.py: the verdict and the first reasons, bounded),
 # never the record nor the start's plan, drives and facts (docs/report.md, "Where the full
 # record is"). Those go to files on the controller, read back by the rescue (state: failed).
 RESULT_VAR = "_fleetqual_result"   # the role registers the wait's result (and the rescue's) under this name
 # <progress_dir>/.failed-start-<host>: a failed start's whole result (a dot file: not a host's progress
-# record for action/job.py's fleet line, and removed with the run by plugin_utils/retention.py)
+# record for action/job.py's fleet line, and removed with the run by plugin_utils/history/retention.py)
 FAILED_START = ".failed-start-%s"
 # what a failed start's printed result keeps of the module's (small; the rescue reads the rest,
 # the decided identity too, from the start's file)
@@ -139,98 +148,7 @@ def outcome(host, record, error, fail):
     return out
 
 
-# ------------------------------------------------------------------ identity (docs/privileges.md)
-# The start decides ONCE per host who the run is on the host (root through become, or the login
-# user); every later step that reads or removes the job's files (the wait's raw polls, the
-# cleanup module run, the array's hand-over in action/lockstep.py) runs as that identity, read
-# from the start's result, whatever its own task's become says.
-IDENTITY_FACT = "fleetqual_identity"
-# how a failed escalation reads in the start's module result, and what it means
-BECOME_FAILURES = (("a password is required", "it asks for a password and none is given"),
-                   ("missing sudo password", "it asks for a password and none is given"),
-                   ("incorrect sudo password", "the password given (ansible_become_password) is refused"),
-                   ("incorrect su password", "the password given (ansible_become_password) is refused"),
-                   ("timeout waiting for privilege escalation", "it did not answer (a password prompt?)"),
-                   ("not in the sudoers file", "the login user may not use sudo on the host"),
-                   ("may not run sudo", "the login user may not use sudo on the host"),
-                   ("sudo: not found", "sudo is not installed on the host"),
-                   ("sudo: command not found", "sudo is not installed on the host"))
-
-
-def escalates(action):
-    """Whether ``action``'s connection runs its commands through become (Ansible's own rule,
-    ``ActionBase._low_level_execute_command``: a become plugin, and another user or none named)."""
-    conn = action._connection
-    if getattr(conn, "become", None) is None:
-        return False
-    ruser = action._get_remote_user()
-    buser = action.get_become_option("become_user")
-    return bool(C.BECOME_ALLOW_SAME_USER or buser != ruser or not any((ruser, buser)))
-
-
-def decide_identity(action, reported):
-    """The host's identity from the start's module run (``reported``: ``host_start.identity``,
-    who the module ran as) and the connection it ran over: ``{user, uid, become, method,
-    become_user, login_user}``."""
-    become = escalates(action)
-    conn = action._connection
-    ident = dict(reported or {})
-    ident.update(become=become, method=conn.become.name if become else None,
-                 become_user=action.get_become_option("become_user") if become else None)
-    if not become:
-        ident["login_user"] = ident.get("user")
-        ident["login_uid"] = ident.get("uid")
-    elif not ident.get("login_user"):
-        ident["login_user"] = action._get_remote_user()
-    return ident
-
-
-def apply_identity(action, ident, task_vars):
-    """Make ``action``'s connection escalate exactly as the start did (``ident``), whatever
-    its own task's become says: drop the become plugin, or load the recorded one and set its
-    options from the host's variables as the task executor does."""
-    if not ident or "become" not in ident:
-        return
-    conn = action._connection
-    want = bool(ident["become"])
-    if want == escalates(action) and (not want or conn.become.name == ident.get("method")):
-        return
-    if not want:
-        conn.set_become_plugin(None)
-        action._play_context.become = False
-        return
-    plugin = become_loader.get(ident.get("method") or "sudo")
-    if plugin is None:
-        raise AnsibleActionFail("the become method %r the start used is not available" % ident.get("method"))
-    conn.set_become_plugin(plugin)
-    names = C.config.get_plugin_vars("become", plugin._load_name)
-    options = dict((k, action._templar.template(task_vars[k])) for k in names if k in task_vars)
-    keys = action._task.dump_attrs()
-    keys["become_user"] = ident.get("become_user") or "root"
-    if getattr(action._play_context, "become_pass", None):
-        keys["become_pass"] = action._play_context.become_pass
-    plugin.set_options(task_keys=keys, var_options=options)
-    action._play_context.become = True
-
-
-def become_refusal(host, res, action):
-    """The start's refusal when its escalation failed (no password, sudo missing, ...): the
-    host, why, and the variables that fix it; None when ``res`` is no such failure."""
-    if not res.get("failed") or not escalates(action):
-        return None
-    text = " ".join(str(res.get(k) or "") for k in ("msg", "module_stderr", "module_stdout", "stderr")).lower()
-    why = next((w for key, w in BECOME_FAILURES if key in text), None)
-    if why is None:
-        return None
-    method = action._connection.become.name
-    user = action._get_remote_user() or "the login user"
-    return ("privileges: host %s: %s cannot escalate with %s: %s. Set ansible_become_password for %s (or "
-            "ansible_become_method), allow %s passwordless %s, or set fleetqual_become: false to run as %s without "
-            "root (a fleetqual_bin_dir and fleetqual_test_dir it can write, no raw devices, no cgroup attribution; "
-            "docs/privileges.md)" % (host, user, method, why, host, user, method.split(".")[-1], user))
-
-
-class ActionModule(_job_action.ActionModule):
+class ActionModule(JobAction):
     TRANSFERS_FILES = False   # a temporary directory only when the build must be transferred
     _VALID_ARGS = frozenset(START_ARGS + ("state", "build", "progress_dir", "array", "arrays", "foreign_io", "impact",
                                           "profile_safety", "started", "record", "thresholds", "latency_bound_ms",
@@ -239,11 +157,11 @@ class ActionModule(_job_action.ActionModule):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         controller = os.getppid()   # this worker's ansible-playbook
-        result = super(_job_action.ActionModule, self).run(tmp, task_vars)
+        result = super(JobAction, self).run(tmp, task_vars)
         args = dict(self._task.args)
         state = args.get("state")
         host = task_vars.get("inventory_hostname", "?")
-        progress_dir = _job_action.progress_dir_ready(args.get("progress_dir"))
+        progress_dir = progress_dir_ready(args.get("progress_dir"))
         if state == "started":
             result.update(self._started(args, host, progress_dir, task_vars))
         elif state == "finished":
@@ -254,7 +172,7 @@ class ActionModule(_job_action.ActionModule):
             raise AnsibleActionFail("state: must be started, finished or failed, got %r" % (state,))
         # the results are large (plan, drives, the record): after the wait, the judge, the cleanup
         # and the store, a worker whose ansible-playbook was killed meanwhile must not hand them over
-        _job_action.exit_if_orphaned(controller)
+        exit_if_orphaned(controller)
         return result
 
     # ------------------------------------------------------------------ started
@@ -267,8 +185,8 @@ class ActionModule(_job_action.ActionModule):
                                                         "fleetqual_impact": args.get("impact") or {}})
         margs.update({k: v for k, v in (("foreign_io", foreign_io), ("impact", impact)) if v})
         if args.get("array"):
-            margs["array"] = _lockstep.member_spec(args["array"], args.get("arrays") or {}, self._hosts_vars(host, task_vars),
-                                                   host, seed=args.get("seed"), test_clock=args.get("test_clock"))
+            margs["array"] = member_spec(args["array"], args.get("arrays") or {}, self._hosts_vars(host, task_vars),
+                                         host, seed=args.get("seed"), test_clock=args.get("test_clock"))
         margs["state"] = "started"
         return margs
 
@@ -298,8 +216,8 @@ class ActionModule(_job_action.ActionModule):
         if res.get("build_needed") or not res.get("status"):
             return res
         self._progress(progress_dir, host, res["status"])
-        _job_action.show_plan(progress_dir, res.get("plan") or [], res.get("planned") or [], res.get("planned_s"),
-                              res.get("deadline_s"))
+        show_plan(progress_dir, res.get("plan") or [], res.get("planned") or [], res.get("planned_s"),
+                  res.get("deadline_s"))
         return res
 
     def _identity(self, res):
@@ -405,7 +323,7 @@ class ActionModule(_job_action.ActionModule):
         if started.get("created") and not self._task.check_mode:
             content = None
             if args.get("textfile_dir"):
-                content = _record.FILTERS["host_prometheus"](record)
+                content = FILTERS["host_prometheus"](record)
             cleaned = self._cleanup(args, started, content, task_vars)
             if cleaned.get("failed") and error is None:
                 error = {"task": self._task.get_name(), "msg": "cleanup: %s" % cleaned.get("msg")}

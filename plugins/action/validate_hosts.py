@@ -22,7 +22,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.validate import validate_inputs
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.validate.inputs import validate_inputs
 
 
 def host_problems(validator, inputs, defaults):

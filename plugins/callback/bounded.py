@@ -79,7 +79,7 @@ from ansible import constants as C
 from ansible.playbook.task_include import TaskInclude
 from ansible.plugins.callback.default import CallbackModule as DefaultCallback
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import brief
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.report import brief
 
 # the default callback's options that print a line per host for what went well
 PER_HOST_OPTIONS = ("display_ok_hosts", "display_skipped_hosts", "show_per_host_start")
@@ -106,7 +106,7 @@ def failure_text(result, chars, max_lines):
     """What a failed result (or an unreachable host) says: its ``msg`` (a command's return code
     added), then what it printed (``stderr``, ...), at most ``max_lines`` lines of at most
     ``chars`` characters each, the last one saying how much more ``-v`` prints (brief.note).
-    The collection's own failures are one line (plugin_utils/brief.py)."""
+    The collection's own failures are one line (plugin_utils/report/brief.py)."""
     msg = str(result.get("msg") or "").strip() or "failed"
     if result.get("rc") not in (None, 0):
         msg = "%s (rc %s)" % (msg, result["rc"])
@@ -130,6 +130,7 @@ def failure_text(result, chars, max_lines):
 
 def only_verbose(name):
     """The default callback's method ``name``, called only at verbosity 1 and above."""
+
     def method(self, *args, **kwargs):
         if self._verbose():
             return getattr(DefaultCallback, name)(self, *args, **kwargs)

@@ -23,7 +23,7 @@ description:
   - Flags fleet outliers within groups of like hosts (robust MAD score or percentage worse than the
     group median) and regressions against a baseline C(fleet.json). With C(fail) they turn C(PASS)
     hosts into C(FAIL); the final verdict of every host is decided by one function
-    (plugin_utils/verdict.py) which the playbook's verdict gate also uses (through the action
+    (plugin_utils/judge/verdict.py) which the playbook's verdict gate also uses (through the action
     M(fleetqual.storage.fleet_verdicts), with these options), so the report and the exit code agree.
   - Only observes the play and renders the report; it sets no variable. Its options are also read by
     the actions M(fleetqual.storage.fleet_verdicts) and M(fleetqual.storage.fleet_report).
@@ -85,7 +85,7 @@ options:
       - name: FLEETQUAL_REPORT_REGRESSIONS
   drives:
     description:
-      - What drive consistency findings do (plugin_utils/drive_consistency.py, over the hosts whose record carries
+      - What drive consistency findings do (plugin_utils/fleet/drive_consistency.py, over the hosts whose record carries
         a drive inventory). Within a group of like hosts, a drive whose model or firmware differs from the
         group's, a host with fewer drives or less capacity, and each drive's results against the same drive
         model across the fleet. C(warn) lists them; C(fail) also turns a C(PASS) host into C(FAIL); C(off)
@@ -210,10 +210,11 @@ import traceback
 
 from ansible.plugins.callback import CallbackBase
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet as fleetmod
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import report as reportmod
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import report_config
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import run_store
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet import aggregate as fleetmod
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.report import publish as reportmod
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.report import config as report_config
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet import run_store
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet import fleet_json
 
 RECORD_KEY = "fleetqual_report"
 
@@ -359,7 +360,7 @@ class CallbackModule(CallbackBase):
             return
 
         opts, baseline, notes = self._options_and_baseline()
-        root = self.get_option("output_dir") or run_store.results_root(records) or report_config.default_results_dir()
+        root = self.get_option("output_dir") or fleet_json.results_root(records) or report_config.default_results_dir()
         run_id = run_store.pick_run_id(records.values())
         run_dir = os.path.join(root, run_id)
         slices = sorted({"%s" % (r.get("slice") or {}).get("number") for r in records.values()

@@ -1,6 +1,6 @@
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The fleetqual.storage.diagnostics filter (logic: plugins/plugin_utils/filter_wrappers.py)."""
+"""The fleetqual.storage.diagnostics filter (logic: plugins/plugin_utils/filters/table.py)."""
 
 DOCUMENTATION = r"""
 name: diagnostics
@@ -28,7 +28,7 @@ options:
     type: float
     default: 50
   options:
-    description: "Other thresholds by name (see C(DEFAULTS) in plugins/plugin_utils/diagnostics_model.py), for
+    description: "Other thresholds by name (see C(DEFAULTS) in plugins/plugin_utils/diagnostics/model.py), for
       example C({cache_proof_min_ratio: 0.8, serial_ratio: 0.5}). Unknown names and values <= 0 fail."
     type: dict
 """
@@ -50,6 +50,6 @@ _value:
   type: dict
 """
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.filter_wrappers import filter_module
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.filters.table import filter_module
 
 FilterModule = filter_module("diagnostics")

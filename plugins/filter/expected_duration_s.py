@@ -1,6 +1,6 @@
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The fleetqual.storage.expected_duration_s filter (logic: plugins/plugin_utils/filter_wrappers.py)."""
+"""The fleetqual.storage.expected_duration_s filter (logic: plugins/plugin_utils/filters/table.py)."""
 
 DOCUMENTATION = r"""
 name: expected_duration_s
@@ -27,6 +27,6 @@ _value:
   type: int
 """
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.filter_wrappers import filter_module
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.filters.table import filter_module
 
 FilterModule = filter_module("expected_duration_s")

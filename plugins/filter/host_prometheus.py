@@ -1,6 +1,6 @@
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The fleetqual.storage.host_prometheus filter (logic: plugins/plugin_utils/filter_wrappers.py)."""
+"""The fleetqual.storage.host_prometheus filter (logic: plugins/plugin_utils/filters/table.py)."""
 
 DOCUMENTATION = r"""
 name: host_prometheus
@@ -45,6 +45,6 @@ _value:
   type: str
 """
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.filter_wrappers import filter_module
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.filters.table import filter_module
 
 FilterModule = filter_module("host_prometheus")

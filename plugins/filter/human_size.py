@@ -1,6 +1,6 @@
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The fleetqual.storage.human_size filter (logic: plugins/plugin_utils/filter_wrappers.py)."""
+"""The fleetqual.storage.human_size filter (logic: plugins/plugin_utils/filters/table.py)."""
 
 DOCUMENTATION = r"""
 name: human_size
@@ -27,6 +27,6 @@ _value:
   type: str
 """
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.filter_wrappers import filter_module
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.filters.table import filter_module
 
 FilterModule = filter_module("human_size")

@@ -1,6 +1,6 @@
 # Copyright: fleetqual.storage developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The fleetqual.storage.validate_arrays filter (logic: plugins/plugin_utils/array_inputs.py)."""
+"""The fleetqual.storage.validate_arrays filter (logic: plugins/plugin_utils/validate/arrays.py)."""
 
 DOCUMENTATION = r"""
 name: validate_arrays
@@ -54,6 +54,6 @@ _value:
   elements: str
 """
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.filter_wrappers import filter_module
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.filters.table import filter_module
 
 FilterModule = filter_module("validate_arrays")

@@ -8,7 +8,7 @@ short_description: The default of fleetqual_results_dir
 version_added: 0.3.0
 description:
   - Returns the default results directory of the collection, defined in one place
-    (plugin_utils/report_config.py) for the C(fleetqual.storage.qualify) role, the fleet report
+    (plugin_utils/report/config.py) for the C(fleetqual.storage.qualify) role, the fleet report
     callback and the C(fleetqual.storage.fleet_report) action. C($FLEETQUAL_RESULTS_DIR), else
     C(results) in the directory ansible-playbook runs in, as an absolute path.
 options: {}
@@ -27,7 +27,7 @@ _raw:
 
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.report_config import default_results_dir
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.report.config import default_results_dir
 
 
 class LookupModule(LookupBase):

@@ -167,7 +167,7 @@ regions_zeroed:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.fleetqual.storage.plugins.module_utils import bench_dir_ops as _ops
+from ansible_collections.fleetqual.storage.plugins.module_utils.host import bench_dir as _ops
 
 
 def main():

@@ -256,7 +256,8 @@ tools:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.fleetqual.storage.plugins.module_utils.drives import DrivesError, host_inventory
+from ansible_collections.fleetqual.storage.plugins.module_utils.devices.drives import DrivesError
+from ansible_collections.fleetqual.storage.plugins.module_utils.devices.inventory import host_inventory
 
 
 def main():

@@ -13,7 +13,7 @@ version_added: "0.3.0"
 description:
   - Runs on the controller only (an action plugin). Reads the record the C(fleetqual.storage.qualify) role left
     in each host's C(_fleetqual_result.record) (the role's M(fleetqual.storage.qualify_host) result) and decides every host's final verdict with the one verdict
-    function (plugin_utils/verdict.py) after the fleet judgements (outliers among like hosts, regressions
+    function (plugin_utils/judge/verdict.py) after the fleet judgements (outliers among like hosts, regressions
     against the baseline, drive consistency), with the options of the C(fleetqual.storage.qualify_report)
     callback (ansible.cfg C([fleetqual_report]), C(FLEETQUAL_REPORT_*)), whether or not it is enabled, so
     the verdict gate and the fleet report decide alike.

@@ -29,7 +29,7 @@ description:
     (interrupted) return the partial result with C(failed=false) so the data is kept; the
     judge turns them into a non-PASS verdict.
   - The range of each numeric option is the option table's
-    (C(plugins/module_utils/iobench_options.py), checked against the binary's own), listed in
+    (C(plugins/module_utils/plan/options.py), checked against the binary's own), listed in
     C(docs/iobench.md); it is not repeated here. A value outside it fails before anything runs.
 author:
   - fleetqual.storage developers (!UNKNOWN)
@@ -294,7 +294,7 @@ notes:
     The C(--output) path in that RV(argv) is a placeholder (the real run uses a fresh private
     temporary directory)."
   - The module runs iobench with C(LC_ALL=C) from an argv list, never through a shell.
-  - Sizes are parsed by C(plugins/module_utils/size.py), the one size parser of the
+  - Sizes are parsed by C(plugins/module_utils/common/size.py), the one size parser of the
     collection (the controller side uses the same code).
 requirements:
   - iobench (deployed by the role C(fleetqual.storage.iobench))
@@ -498,9 +498,14 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.fleetqual.storage.plugins.module_utils.workload import (
-    ARGUMENT_SPEC, EMPTY_IO, validate, build_argv, prepare, run_workload,
+from ansible_collections.fleetqual.storage.plugins.module_utils.job.workload import (
+    ARGUMENT_SPEC,
+    EMPTY_IO,
+    validate,
+    prepare,
+    run_workload,
 )
+from ansible_collections.fleetqual.storage.plugins.module_utils.plan.options import build_argv
 
 
 class ModuleStopped(Exception):

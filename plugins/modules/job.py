@@ -86,7 +86,7 @@ options:
       - Foreign-I/O accounting and the quiet wait (docs/compliance.md). When set (even V({})),
         each workload first waits for a quiet device, runs in a block-I/O cgroup of its own, and its
         result gains C(foreign) (samples of the device's and our own counters, the quiet wait, the guard).
-      - Keys (defaults in C(module_utils/foreign_settings.py) C(FOREIGN_DEFAULTS)) C(enabled) (true),
+      - Keys (defaults in C(module_utils/collect/foreign_settings.py) C(FOREIGN_DEFAULTS)) C(enabled) (true),
         C(max_share) (0.1; recorded for the judge), C(wait_s) (120), C(on_busy) (C(inconclusive), C(fail),
         C(warn); recorded for the judge), C(sample_s) (3), C(quiet_util_pct) (10), C(interval) (1),
         C(guard_await_ms) (0 = no guard), C(guard_samples) (2), C(guard_min_iops) (5), C(cgroup) (C(auto) or C(off)).
@@ -104,7 +104,7 @@ options:
         O(workloads) - C({name, rank, steps, dataset, target_kind, target_path | target_device, device_size,
         total_size, file_num, seed, prepare_timeout_s, ready_timeout_s, test_clock}). The job prepares the
         array's data set, says C(ready), waits for the common start that the action
-        C(fleetqual.storage.lockstep) writes, then runs each step (module_utils/lockstep.py).
+        C(fleetqual.storage.lockstep) writes, then runs each step (module_utils/job/lockstep.py).
       - Built by the action plugin from C(fleetqual_array) / C(fleetqual_arrays); C(test_clock) is test-only.
     type: dict
 author:
@@ -127,13 +127,13 @@ EXAMPLES = r"""
 
 RETURN = r"""
 status:
-  description: The job's status document (module_utils/job_runner.py), without C(results) unless the job ended or O(results=true).
+  description: The job's status document (module_utils/job/runner.py), without C(results) unless the job ended or O(results=true).
   returned: always
   type: dict
   contains:
     array:
       description:
-        - With O(array), the array part of the status (module_utils/lockstep.py) - state, step, clock and the
+        - With O(array), the array part of the status (module_utils/job/lockstep.py) - state, step, clock and the
           steps so far; each step's C(result) only once the job ended or with O(results=true).
       returned: when the job has an array part
       type: dict
@@ -148,7 +148,8 @@ status:
 # status file in the marked test directory.
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.fleetqual.storage.plugins.module_utils import job_runner as _job
+from ansible_collections.fleetqual.storage.plugins.module_utils.job import runner as _job
+from ansible_collections.fleetqual.storage.plugins.module_utils.job import status as _job_status
 
 
 def main():
@@ -178,11 +179,11 @@ def main():
     p = module.params
     try:
         if p["state"] == "status":
-            module.exit_json(changed=False, status=_job.job_status(p["path"], results=p["results"]))
+            module.exit_json(changed=False, status=_job_status.job_status(p["path"], results=p["results"]))
         if module.check_mode:
             module.exit_json(changed=False, status=None, msg="check mode: the job would be started")
         module.exit_json(changed=False, status=_job.start(p))
-    except _job.JobError as e:
+    except _job_status.JobError as e:
         module.fail_json(msg=e.msg)
 
 

@@ -214,7 +214,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 facts:
-  description: The facts read (module_utils/host_facts.py), also returned as C(ansible_facts) with the C(ansible_) prefix.
+  description: The facts read (module_utils/host/facts.py), also returned as C(ansible_facts) with the C(ansible_) prefix.
   returned: always
   type: dict
 plan:
@@ -292,7 +292,7 @@ stale_payloads_removed:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.fleetqual.storage.plugins.module_utils import host_start as _start
+from ansible_collections.fleetqual.storage.plugins.module_utils.host import start as _start
 
 
 def main():

@@ -20,9 +20,9 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "unit", "fixtures", "report"))
 
 import report_synth as synth  # noqa: E402
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import fleet  # noqa: E402
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import report  # noqa: E402
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import render_html  # noqa: E402
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet import aggregate as fleet  # noqa: E402
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.report import publish as report  # noqa: E402
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.report import render_html  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
@@ -194,10 +194,12 @@ def test_large_fleet_report_from_fleet_json_renders(tmp_path):
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install chromium) and $CHROMIUM unset")
 def test_drive_table_renders_with_the_odd_firmware_marked(tmp_path):
-    """Hosts with two targets and a drive inventory (tests/unit/test_drive_consistency.py's fake
+    """Hosts with two targets and a drive inventory (tests/unit/plugins/plugin_utils/fleet/test_drive_consistency.py's fake
     sysfs hosts); db04's NVMe drive runs another firmware and ``drives: fail``: Chromium's
     DOM has the drive table with every drive, that firmware cell marked and the host FAIL."""
     sys.path.insert(0, os.path.join(ROOT, "tests", "unit"))
+    import unitpaths
+    unitpaths.on_path()
     from test_drive_consistency import RUN, report_record
 
     recs = {"db0%d" % i: report_record(tmp_path / "sysfs", "db0%d" % i, i) for i in (1, 2, 3)}

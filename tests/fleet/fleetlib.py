@@ -377,9 +377,9 @@ def load_json(path):
 
 def job_status(test_dir):
     """The detached job's status document in a host's test directory, or None (not there yet,
-    or being replaced): the product's own reader (module_utils/job_runner.py)."""
-    from ansible_collections.fleetqual.storage.plugins.module_utils import job_runner
-    return job_runner.read_status(job_runner.job_dir(test_dir))
+    or being replaced): the product's own reader (module_utils/job/status.py)."""
+    from ansible_collections.fleetqual.storage.plugins.module_utils.job import status as job_status_mod
+    return job_status_mod.read_status(job_status_mod.job_dir(test_dir))
 
 
 # --------------------------------------------------------------------------- loop devices

@@ -19,7 +19,7 @@ What must hold:
 * fq71's measured offset is 7 s within the exchange's own uncertainty (the others' 0), and its
   windows, converted with it, open together with the others' (far closer than the 7 s its
   clock is off), while its own result keeps its clock (iobench's epochs + 7 s);
-* the array's aggregate IOPS per step (``plugin_utils/arrays.py`` over the hosts' records: the
+* the array's aggregate IOPS per step (``plugin_utils/array/mode.py`` over the hosts' records: the
   hosts' per-interval counts summed over the common window) equals the loop device's own
   counters (``--devstat``: /sys/block/loopN/stat read at the window's edges) within 5 %;
 * each step's start spread is reported;
@@ -38,7 +38,7 @@ import pytest
 import fleetlib
 from fleetrun import run_playbook
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import arrays as arrays_mod
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.array import mode as arrays_mod
 
 pytestmark = [pytest.mark.fleet, pytest.mark.slow]
 
@@ -168,7 +168,7 @@ def test_every_member_ran_the_same_schedule(array_run):
             if not e["active"]:
                 assert e["result"] is None, (h, e["index"])
             elif e["complete"]:
-                # the step's result has the job's workload shape and its metrics (plugin_utils/metrics.py)
+                # the step's result has the job's workload shape and its metrics (plugin_utils/metrics/workload.py)
                 assert e["result"]["rc"] == 0 and e["metrics"]["iops"] > 0, (h, e["index"], e["metrics"])
                 assert e["result"]["bench"]["config"]["threads"] == ARRAY["threads"][0]
                 assert e["scheduled_start"] == pytest.approx(r["t0"] + e["offset_s"], abs=1e-5)

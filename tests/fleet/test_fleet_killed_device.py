@@ -1,5 +1,5 @@
 """A raw device target whose job is SIGKILLed mid-write, through the whole playbook over SSH
-(the module-level test is tests/unit/test_device_regions.py).
+(the module-level test is tests/unit/plugins/module_utils/devices/test_device_regions.py).
 
 Host fq81 qualifies a blank loop device this test creates (``destroy_data: true``, ``size:
 32M``; the bytes after 32 MiB of its backing file are random, to show they stay as they

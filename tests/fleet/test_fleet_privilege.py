@@ -353,8 +353,8 @@ def test_payloads_stale_removed_fresh_kept_none_left(mixed):
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from ansible_collections.fleetqual.storage.plugins.module_utils import host_start  # noqa: E402
-from ansible_collections.fleetqual.storage.plugins.module_utils import payloads  # noqa: E402
+from ansible_collections.fleetqual.storage.plugins.module_utils.host import start as host_start  # noqa: E402
+from ansible_collections.fleetqual.storage.plugins.module_utils.job import payloads  # noqa: E402
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])

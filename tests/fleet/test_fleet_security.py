@@ -138,8 +138,8 @@ def test_every_created_file_has_an_explicit_mode(module):
 def test_results_and_test_dirs_are_owner_only(tmp_path):
     # the records are written by the action that receives them: 0600 in a 0700
     # run directory, also when the run directory already exists from the progress files
-    from ansible_collections.fleetqual.storage.plugins.action import job as job_action
-    from ansible_collections.fleetqual.storage.plugins.plugin_utils import host_record
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote import progress as job_action
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import record as host_record
     run_dir = tmp_path / "results" / "run1"
     job_action.progress_dir_ready(str(run_dir / ".progress"))
     path = host_record.store({"results_file": str(run_dir / "h1.json"), "verdict": "PASS"})
@@ -150,5 +150,5 @@ def test_results_and_test_dirs_are_owner_only(tmp_path):
     (kept,) = [n for n in os.listdir(run_dir) if n.startswith("h1.json.")]
     assert os.stat(run_dir / kept).st_mode & 0o777 == 0o600
     # the test directory is made by bench_dir's logic: 0700, marker 0600
-    src = open(os.path.join(ROOT, "plugins", "module_utils", "bench_dir_ops.py")).read()
+    src = open(os.path.join(ROOT, "plugins", "module_utils", "host", "bench_dir.py")).read()
     assert "os.makedirs(path, mode=0o700)" in src and "os.mkdir(sub, 0o700)" in src

@@ -4,7 +4,7 @@ Three hosts (group ``dt``) run with two forks; each qualifies two directory targ
 each of two ext4 filesystems on loop devices this test creates (and unmounts and detaches
 in a ``finally``). The drives module reads a fake sysfs tree per host (the test-only
 variables ``_fleetqual_drives_sysfs_root``/``_fleetqual_drives_dev_root``, built by
-``tests/unit/test_drives.py::build_fake_sysfs``); fq43's NVMe drive carries another
+``tests/unit/plugins/module_utils/devices/test_drives.py::build_fake_sysfs``); fq43's NVMe drive carries another
 firmware, which the fleet's drive findings flag. ``fleetqual_workload_overrides`` shortens
 every workload, which also shows the overrides reach the plan.
 
@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import importlib.util
 import os
+import sys
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -57,8 +58,11 @@ def sha256(path):
 
 
 def _unit_drives():
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "unit"))
+    import unitpaths
+    unitpaths.on_path()
     spec = importlib.util.spec_from_file_location(
-        "fleet_unit_test_drives", os.path.join(os.path.dirname(HERE), "unit", "test_drives.py"))
+        "fleet_unit_test_drives", os.path.join(os.path.dirname(HERE), "unit", "plugins", "module_utils", "devices", "test_drives.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

@@ -26,6 +26,9 @@ import yaml
 from playbook_run import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "unit"))
+import unitpaths  # noqa: E402
+
+unitpaths.on_path()
 
 import loopdev  # noqa: E402
 from test_foreign_io import Neighbour, neighbour_file  # noqa: E402

@@ -6,7 +6,7 @@ import zlib
 
 import pytest
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils import histogram as pyhist
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.common import histogram as pyhist
 from iobench_helpers import SMALL
 
 READS_ONLY = {"rndrd", "seqrd"}

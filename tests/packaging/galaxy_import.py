@@ -40,7 +40,8 @@ CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "galaxy-import
 REQUIRED = [
     "README.md", "LICENSE", "CHANGELOG.md", "changelogs/changelog.yaml", "meta/runtime.yml",
     "playbooks/qualify.yml", "plugins/modules/*.py", "plugins/callback/*.py",
-    "plugins/filter/*", "plugins/plugin_utils/*.py", "plugins/module_utils/*.py",
+    "plugins/filter/*", "plugins/plugin_utils/*/__init__.py", "plugins/plugin_utils/*/*.py",
+    "plugins/module_utils/*/__init__.py", "plugins/module_utils/*/*.py",
     "roles/qualify/README.md", "roles/qualify/meta/main.yml", "roles/qualify/meta/argument_specs.yml",
     "roles/iobench/README.md", "roles/iobench/meta/main.yml", "roles/iobench/meta/argument_specs.yml",
     "roles/iobench/files/src/Makefile", "roles/iobench/files/src/*.c", "roles/iobench/files/src/*.h",

@@ -61,7 +61,8 @@ def test_get_pip_stand_in_says_where_the_wheel_should_be(tmp_path):
 def test_members_of_a_complete_tarball_pass():
     names = ["README.md", "LICENSE", "CHANGELOG.md", "changelogs/changelog.yaml", "meta/runtime.yml",
              "playbooks/qualify.yml", "plugins/modules/iobench.py", "plugins/callback/qualify_report.py",
-             "plugins/filter/plan.py", "plugins/plugin_utils/validate.py", "plugins/module_utils/plan.py",
+             "plugins/filter/plan.py", "plugins/plugin_utils/validate/__init__.py", "plugins/plugin_utils/validate/inputs.py",
+             "plugins/module_utils/plan/__init__.py", "plugins/module_utils/plan/profiles.py",
              "roles/qualify/README.md", "roles/qualify/meta/main.yml", "roles/qualify/meta/argument_specs.yml",
              "roles/iobench/README.md", "roles/iobench/meta/main.yml", "roles/iobench/meta/argument_specs.yml",
              "roles/iobench/files/src/Makefile", "roles/iobench/files/src/main.c",
@@ -71,7 +72,7 @@ def test_members_of_a_complete_tarball_pass():
 
 
 @pytest.mark.parametrize("member", [
-    "tests/unit/test_plan.py", "tests/sanity/ignore-2.19.txt", "bench/bench_fleet.py", "molecule/default/molecule.yml",
+    "tests/unit/plugins/module_utils/plan/test_plan.py", "tests/sanity/ignore-2.19.txt", "bench/bench_fleet.py", "molecule/default/molecule.yml",
     "Makefile", "scripts/setup.sh", "requirements-dev.txt", ".ci/run", "changelogs/fragments/12-packaging.yml",
     "roles/iobench/files/src/tests/hist_test.c", "roles/iobench/files/src/iobench", "roles/iobench/files/src/main.o",
     "plugins/filter/__pycache__/plan.cpython-311.pyc",

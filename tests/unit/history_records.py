@@ -10,7 +10,7 @@ import functools
 import json
 import os
 
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import workload_record
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.workload import workload_record
 
 FIX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "controller")
 IDS = ("cache-rndrd-t1", "over_cache-rndrd-t64", "over_cache-rndwr-t64")

@@ -27,7 +27,7 @@ typedef void (*custom_fn)(options_t *o, const struct optdef *d, const char *flag
 typedef void (*echo_fn)(FILE *f, const options_t *o);
 
 typedef struct optdef {
-    const char *name;     /* module parameter name (plugins/module_utils/iobench_options.py) */
+    const char *name;     /* module parameter name (plugins/module_utils/plan/options.py) */
     const char *flag;     /* long option without "--" */
     const char *alias;    /* sysbench spelling, or NULL */
     int type;

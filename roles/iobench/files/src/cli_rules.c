@@ -1,8 +1,8 @@
 /* The rules between options of `iobench run|prepare|cleanup|precondition` (cli_parse calls
  * them once every value has passed its row of the option table in cli.c). They are what
- * `--check` checks beyond single values; plugins/module_utils/iobench_options.py
+ * `--check` checks beyond single values; plugins/module_utils/plan/options.py
  * `rule_errors` is their twin on the controller, held to them by
- * tests/unit/test_option_space.py. Each failure exits 2 naming the flag. */
+ * tests/unit/plugins/module_utils/plan/test_option_space.py. Each failure exits 2 naming the flag. */
 #include <math.h>
 #include <string.h>
 #include "iobench.h"

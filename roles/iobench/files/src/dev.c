@@ -5,7 +5,7 @@
  * opened O_EXCL (the kernel refuses it with EBUSY while it, or a partition of it, is mounted
  * or held by LVM, RAID, swap, dm ...) and always O_DIRECT. Whether the device may be
  * destroyed (signatures, partitions, the opt-in) is the controller's decision before iobench
- * runs (plugins/module_utils/blockdev.py); iobench only refuses what it can see cheaply.
+ * runs (plugins/module_utils/devices/blockdev.py); iobench only refuses what it can see cheaply.
  * prepare writes incompressible data over the working set; cleanup zeroes the working set
  * (BLKZEROOUT, else zero writes) so that a device that was blank is blank again. */
 #define _GNU_SOURCE

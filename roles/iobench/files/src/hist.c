@@ -1,7 +1,7 @@
 /* Log-linear latency histogram (fio style): values below 2^bits are exact, above that
  * each power of two is split into 2^bits equal buckets. The representative value of a
  * bucket is its midpoint, so the relative error is at most 1/2^(bits+1) (0.78 % for
- * bits = 6). plugins/plugin_utils/histogram.py implements the same index scheme. */
+ * bits = 6). plugins/plugin_utils/common/histogram.py implements the same index scheme. */
 #include <math.h>
 #include <string.h>
 #include "iobench.h"

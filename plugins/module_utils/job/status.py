@@ -1,0 +1,257 @@
+# Copyright: fleetqual.storage developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The detached job's status, as the host and the controller read it: ``status.json`` in
+``<test_dir>/.fleetqual-job/`` (written to a temporary file, then renamed; its fields are
+in :mod:`.runner`'s docstring), whether the job's process is alive (its PID and start
+time in ``/proc``), the status the module's ``state=status`` returns, the controller's raw
+poll (one shell command, no Python on the host) and stopping a live job."""
+
+import json
+import os
+import re
+import shlex
+import signal
+import time
+
+from ansible_collections.fleetqual.storage.plugins.module_utils.common.atomic import write_json_atomic
+from ansible_collections.fleetqual.storage.plugins.module_utils.job import lockstep as _lockstep
+
+
+JOB_DIR = ".fleetqual-job"
+
+
+STATUS = "status.json"
+
+
+FINAL_STATES = ("done", "failed", "expired", "stopped")
+
+
+def job_dir(test_dir):
+    return os.path.join(test_dir, JOB_DIR)
+
+
+def write_status(directory, doc):
+    """Write ``status.json`` atomically (temporary file in the same directory, fsync, rename)."""
+    write_json_atomic(os.path.join(directory, STATUS), doc, mode=0o600, fsync=True)
+
+
+def read_status(directory):
+    """The status document, or None when there is none (or it cannot be read)."""
+    try:
+        with open(os.path.join(directory, STATUS)) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def read_proc_stat(pid):
+    """The ``/proc/<pid>/stat`` line of ``pid``, or None (no such process)."""
+    try:
+        with open("/proc/%d/stat" % int(pid)) as fh:
+            return fh.read()
+    except (OSError, ValueError):
+        return None
+
+
+def start_from_stat(line, pid=None):
+    """Start time in clock ticks since boot (field 22) of a ``/proc/<pid>/stat`` line, or
+    None: no line, a zombie, a line of another PID than ``pid`` (when given), or unreadable."""
+    if not line:
+        return None
+    try:
+        head, rest = line.rsplit(")", 1)
+        fields = rest.split()
+        if pid is not None and head.split("(", 1)[0].strip() != str(pid):
+            return None
+        if fields[0] == "Z":
+            return None
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def pid_start(pid):
+    """Start time of ``pid`` in clock ticks since boot (/proc/<pid>/stat field 22), or None."""
+    return start_from_stat(read_proc_stat(pid))
+
+
+def alive_from(status, proc_stat_line):
+    """Whether the job of this status document runs, given the ``/proc/<pid>/stat`` line of
+    its PID read now (None: no such process): same PID and start time (a reused PID has
+    another start time). Pure: the module and the controller's raw poll decide alike."""
+    if not status or not status.get("pid"):
+        return False
+    start = start_from_stat(proc_stat_line, pid=int(status["pid"]))
+    return start is not None and start == status.get("pid_start")
+
+
+def job_proc_stat(status):
+    """The ``/proc/<pid>/stat`` line of a status document's PID now, or None."""
+    if not status or not status.get("pid"):
+        return None
+    return read_proc_stat(int(status["pid"]))
+
+
+def is_alive(status):
+    """Whether the job of this status document still runs (same PID and start time)."""
+    return alive_from(status, job_proc_stat(status))
+
+
+def brief(status, now, proc_stat_line):
+    """:func:`summary` of a status document given the time and its PID's stat line (pure)."""
+    if not status:
+        return None
+    keys = ("run_id", "pid", "state", "started_epoch", "deadline_epoch", "finished_epoch", "planned_s", "of",
+            "index", "current", "workload_started_epoch", "workload_planned_s", "error",
+            # the quiet wait (Job.quiet_progress) and the burnin round of the workload running
+            "quiet", "waited_s", "burnin")
+    out = {k: status.get(k) for k in keys}
+    out["done"] = len(status.get("results") or [])
+    out["alive"] = alive_from(status, proc_stat_line)
+    if status.get("state") == "running" and not out["alive"]:
+        out["state"] = "died"
+    out["now"] = round(now, 3)
+    out["cleanup"] = status.get("cleanup")
+    return out
+
+
+def summary(status, now=None):
+    """A short description of a job status (no results): for the controller's progress and
+    for the record of the next run's preflight."""
+    if not status:
+        return None
+    line = job_proc_stat(status)
+    return brief(status, time.time() if now is None else now, line)
+
+
+class JobError(Exception):
+    """What the module ``fleetqual.storage.job`` fails with: ``msg`` is its message."""
+
+    def __init__(self, msg):
+        Exception.__init__(self, msg)
+        self.msg = msg
+
+
+def evaluate_status(doc, now, proc_stat_line, results=False, directory=None):
+    """The status the module's ``state=status`` returns, from the status document ``doc``
+    (None: none, or unreadable), the host's time ``now`` and the ``/proc/<pid>/stat`` line of
+    the job's PID read after ``doc`` (None: no such process). Pure: :func:`job_status` (the
+    module) and :func:`parse_poll` (the controller's raw poll) both decide here. Results
+    once the job ended (or died) or with ``results``. Raises :class:`JobError` without a
+    document (``directory`` is named in the message)."""
+    if doc is None:
+        raise JobError("no measurement job status in %s" % directory)
+    status = brief(doc, now, proc_stat_line)
+    if status["state"] in FINAL_STATES or status["state"] == "died" or results:
+        status["results"] = doc.get("results") or []
+        status["kernel"] = doc.get("kernel")    # the kernel's word on the drives (docs/kernel-log.md)
+    if doc.get("array"):
+        status["array"] = _lockstep.status_view(doc["array"], full="results" in status)
+    return status
+
+
+def settled(first, again):
+    """The status document to judge together with a ``/proc/<pid>/stat`` read that found no
+    process: ``again``, the document read once more after that stat, when it is the same
+    job's (same PID), else ``first``. A job writes its final status and then exits: one that
+    ended between the first read and the stat was seen gone with its last "running"
+    document, and only the read after the stat holds its final state; judging the first
+    would call a job that finished "died" (found by the fleet bench: 1 host in 32)."""
+    if isinstance(first, dict) and isinstance(again, dict) and again.get("pid") == first.get("pid"):
+        return again
+    return first
+
+
+def job_status(path, results=False):
+    """The module's ``state=status`` result ``status`` for the test directory ``path``;
+    raises :class:`JobError` when it holds no job status."""
+    directory = job_dir(path)
+    doc = read_status(directory)
+    line = job_proc_stat(doc)
+    if line is None and (doc or {}).get("state") == "running":
+        doc = settled(doc, read_status(directory))
+    return evaluate_status(doc, time.time(), line, results=results, directory=directory)
+
+
+POLL_MARK = "@@fleetqual-job-poll@@"
+
+
+def poll_command(path):
+    """A POSIX sh command line (no Python on the host; fine under ``become``) printing what
+    :func:`parse_poll` needs to give the module's ``state=status`` result for the test
+    directory ``path``: the host's time (``date +%s.%N``), the job directory, the status
+    document, the ``/proc/<pid>/stat`` line of the PID in it, read after it, and, when that
+    process is gone while the document said running, the document read again
+    (:func:`settled`, as :func:`job_status` does). Each part follows a line
+    ``POLL_MARK <name>``; the status comes last."""
+    directory = job_dir(path)
+    pid_of = "tr ',' '\\n' | sed -n 's/^ *\"pid\": *\\([0-9][0-9]*\\)[ }]*$/\\1/p' | head -n 1"
+    return ("m=%(mark)s; d=%(dir)s; "
+            "printf '%%s now\\n' \"$m\"; date +%%s.%%N; "
+            "printf '%%s dir\\n%%s\\n' \"$m\" \"$d\"; "
+            "s=$(cat \"$d\"/%(status)s 2>/dev/null); "
+            "p=$(printf '%%s\\n' \"$s\" | %(pid_of)s); "
+            "printf '%%s stat\\n' \"$m\"; "
+            "t=; if [ -n \"$p\" ]; then t=$(cat /proc/\"$p\"/stat 2>/dev/null); printf '%%s\\n' \"$t\"; fi; "
+            "a=; if [ -z \"$t\" ]; then case \"$s\" in *'\"state\": \"running\"'*) "
+            "a=$(cat \"$d\"/%(status)s 2>/dev/null);; esac; fi; "
+            "printf '%%s again\\n%%s\\n' \"$m\" \"$a\"; "
+            "printf '%%s status\\n%%s\\n' \"$m\" \"$s\""
+            % {"mark": shlex.quote(POLL_MARK), "dir": shlex.quote(directory), "status": shlex.quote(STATUS),
+               "pid_of": pid_of})
+
+
+def _json_or_none(text):
+    try:
+        return json.loads(text) if text.strip() else None
+    except ValueError:
+        return None
+
+
+def parse_poll(stdout, results=False):
+    """The module's ``state=status`` result ``status`` from the output of
+    :func:`poll_command` (through :func:`evaluate_status`, as the module); raises
+    :class:`JobError` as the module fails (no status), ValueError on output that is not a
+    poll's."""
+    text = stdout.replace("\r\n", "\n")
+    names = ("now", "dir", "stat", "again", "status")
+    bounds = []   # (start of the mark, start of the part) of each part, in order
+    pos = 0
+    for name in names:
+        mark = "%s %s\n" % (POLL_MARK, name)
+        at = text.find(mark, pos)
+        if at < 0:
+            raise ValueError("not the output of the job poll command (no %r): %r" % (mark, stdout[:200]))
+        pos = at + len(mark)
+        bounds.append((at, pos))
+    ends = [b[0] for b in bounds[1:]] + [len(text)]
+    parts = dict((name, text[b[1]:end]) for name, b, end in zip(names, bounds, ends))
+    found = re.match(r"\s*(\d+(?:\.\d+)?)", parts["now"])
+    if not found:
+        raise ValueError("the job poll printed no time: %r" % parts["now"])
+    doc, again = (_json_or_none(parts[name]) for name in ("status", "again"))
+    line = parts["stat"].strip("\n") or None
+    if line is None:
+        doc = settled(doc, again)
+    directory = parts["dir"][:-1] if parts["dir"].endswith("\n") else parts["dir"]
+    return evaluate_status(doc, float(found.group(1)), line, results=results, directory=directory)
+
+
+def stop_job(status, directory, grace=60.0):
+    """SIGTERM a live job and wait up to ``grace`` s for its final status. Returns the last
+    status read (the job's own, final when it stopped in time)."""
+    if not is_alive(status):
+        return status
+    try:
+        os.kill(int(status["pid"]), signal.SIGTERM)
+    except OSError:
+        return read_status(directory)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        cur = read_status(directory)
+        if cur and cur.get("state") in FINAL_STATES and not is_alive(cur):
+            return cur
+        if not is_alive(status):
+            return cur
+        time.sleep(0.2)
+    return read_status(directory)

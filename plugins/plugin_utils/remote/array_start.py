@@ -1,0 +1,223 @@
+# Copyright: fleetqual.storage developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Array mode on the controller: an array member's spec and the array part of its job's
+``state: started`` (:func:`array_spec`; its timing is ``module_utils/job/lockstep.py``
+``array_timing``), the common start ``T0`` fixed once per array (:func:`fix_t0`, :func:`start_lead`),
+the clock exchanges over one channel (:func:`stream_exchange`) and the array part of the host
+record (:func:`array_run`). Used by the actions ``fleetqual.storage.lockstep``, ``job`` and
+``qualify_host`` (docs/arrays.md)."""
+
+import json
+import math
+import os
+import select
+import subprocess
+import time
+
+from ansible.errors import AnsibleActionFail
+
+from ansible_collections.fleetqual.storage.plugins.module_utils.job import lockstep as _ls
+from ansible_collections.fleetqual.storage.plugins.module_utils.common.atomic import write_json_atomic
+from ansible_collections.fleetqual.storage.plugins.module_utils.job.status import pid_start
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.array import mode as _arrays
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.workload import workload_record
+
+
+EXCHANGES = 8            # clock exchanges per host at the start (the smallest round trip is kept)
+
+
+MIN_LEAD_S = 2.0         # T0 is at least this far ahead of the moment it is fixed
+
+
+PER_HOST_TASK_S = 1.0    # Ansible's own cost of one host's task (worker, templating), per wave of forks
+
+
+STREAM_TIMEOUT_S = 30.0  # the exchange's channel must answer within this
+
+
+def controller_id():
+    """This ansible-playbook (the worker's parent): PID and start time, so that a re-run with
+    the same run id never takes the T0 of an earlier run."""
+    ppid = os.getppid()
+    return "%d:%s" % (ppid, pid_start(ppid))
+
+
+def array_dir(progress_dir, name):
+    d = os.path.join(progress_dir, _ls.dataset_name(name))
+    os.makedirs(d, mode=0o700, exist_ok=True)
+    return d
+
+
+def member_spec(name, arrays, hosts_vars, host, seed=None, test_clock=False):
+    """The controller's part of the job's ``array`` parameter for ``host``: its rank among
+    the array's members (from every play host's vars), the planned steps
+    (``arrays.plan_steps``) and their schedule's length. Where the data set lives and the
+    waits are completed on the host, from its own plan (``module_utils/lockstep.complete_spec``)."""
+    cfg = dict((arrays or {}).get(name) or {})
+    members = _arrays.members(name, hosts_vars, arrays)
+    if host not in members:
+        raise AnsibleActionFail("host %s is not a member of array %s (members: %s)" % (host, name, ", ".join(members)))
+    steps = _arrays.plan_steps(cfg, len(members), cfg.get("cache_size"))
+    first = steps[0] if steps else {}
+    return {"name": name, "rank": members.index(host), "members": members, "config": cfg, "steps": steps,
+            "dataset": _ls.dataset_name(name), "total_size": first.get("total_size"), "file_num": first.get("file_num"),
+            "seed": seed, "test_clock": bool(test_clock),
+            "max_clock_uncertainty_ms": cfg.get("max_clock_uncertainty_ms"),
+            "schedule_s": int(math.ceil(_arrays.schedule_seconds(steps)))}
+
+
+def array_spec(name, arrays, hosts_vars, host, test_dir, targets=None, workloads=None, seed=None,
+               test_clock=False, prepare_min_mibps=20):
+    """The job's whole ``array`` parameter: :func:`member_spec` completed as the host does."""
+    spec = member_spec(name, arrays, hosts_vars, host, seed=seed, test_clock=test_clock)
+    try:
+        return _ls.complete_spec(spec, targets, workloads, test_dir, prepare_min_mibps)
+    except ValueError as exc:
+        raise AnsibleActionFail(str(exc))
+
+
+def start_lead(n_members, forks, connect_max):
+    """Seconds from fixing T0 to step 1's warm-up: every member must have its start file
+    ``LAUNCH_LEAD_S`` before it, handed over in waves of ``forks`` hosts; one host's hand-over
+    costs Ansible's task overhead plus about two connections (``connect_max``: the slowest
+    command round trip measured when the hosts were ready), with a factor 2 of margin."""
+    waves = int(math.ceil(float(max(1, n_members)) / max(1, int(forks or 1))))
+    return round(MIN_LEAD_S + _ls.LAUNCH_LEAD_S + waves * 2.0 * (PER_HOST_TASK_S + 2.0 * max(0.0, connect_max or 0.0)), 3)
+
+
+class _Lines:
+    """Lines of a pipe, each read with a time limit (no hang on a dead channel)."""
+
+    def __init__(self, fh):
+        self.fd = fh.fileno()
+        self.buf = b""
+
+    def readline(self, timeout):
+        limit = time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            left = limit - time.monotonic()
+            if left <= 0 or not select.select([self.fd], [], [], left)[0]:
+                raise TimeoutError("no answer within %g s" % timeout)
+            chunk = os.read(self.fd, 4096)
+            if not chunk:
+                raise EOFError("the channel closed")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return line.decode("utf-8", "replace")
+
+
+def stream_exchange(argv, n, test_clock, make_doc=None, env=None):
+    """Clock exchanges over ONE channel (``argv`` runs ``lockstep.stream_command`` on the
+    host): ``n`` x (send a line, the host answers its clock), so each round trip is the open
+    channel's, not a new connection's. With ``make_doc`` (``samples -> start file``), then
+    hands its document over on the same channel. ``(samples, doc, written)``."""
+    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    samples, doc, written = [], None, None
+    try:
+        lines = _Lines(p.stdout)
+        hook = lines.readline(STREAM_TIMEOUT_S)
+        for _i in range(n):
+            sent = time.time()
+            p.stdin.write(b"\n")
+            p.stdin.flush()
+            reply = lines.readline(STREAM_TIMEOUT_S)
+            received = time.time()
+            samples.append((sent, _ls.parse_clock_reply("%s\n%s" % (hook, reply), test_clock), received))
+        if make_doc is not None:
+            doc = make_doc(samples)
+            p.stdin.write(json.dumps(doc).encode() + b"\n")
+            p.stdin.flush()
+            written = lines.readline(STREAM_TIMEOUT_S) == "written"
+    finally:
+        try:
+            p.stdin.close()
+        except OSError:
+            pass
+        try:
+            p.wait(5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    return samples, doc, written
+
+
+def _read_json_or_none(path):
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def fix_t0(adir, n_members, forks, wait_s=60.0):
+    """The array's T0 of this playbook run: fixed by the first caller (``O_EXCL`` claim), read
+    by the others. ``(t0_doc, fixed_here)``."""
+    me = controller_id()
+    path = os.path.join(adir, "t0.json")
+    claim = os.path.join(adir, "t0.%s.claim" % me.replace(":", "-"))
+    try:
+        fd = os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        limit = time.monotonic() + wait_s
+        while time.monotonic() < limit:
+            doc = _read_json_or_none(path)
+            if doc and doc.get("controller") == me:
+                return doc, False
+            time.sleep(0.02)
+        raise AnsibleActionFail("the array's common start was not fixed within %d s (%s)" % (wait_s, path))
+    os.close(fd)
+    ready = [_read_json_or_none(os.path.join(adir, n)) for n in sorted(os.listdir(adir)) if n.endswith(".json") and n != "t0.json"]
+    rtts = [d["connect_s"] for d in ready if isinstance(d, dict) and d.get("controller") == me and d.get("connect_s") is not None]
+    lead = start_lead(n_members, forks, max(rtts or [0.0]))
+    now = time.time()
+    doc = {"controller": me, "t0": round(now + lead, 6), "fixed_at": round(now, 6), "lead_s": lead,
+           "forks": forks, "members": n_members, "connect_max_s": max(rtts or [0.0])}
+    write_json_atomic(path, doc, mode=0o644)
+    return doc, True
+
+
+def _metrics_of(step, spec_doc, result):
+    if not isinstance(result, dict) or not isinstance(result.get("bench"), dict) or not result["bench"]:
+        return None
+    try:
+        wl = _ls.step_workload(spec_doc, step)
+        return workload_record(wl, dict(result, failed=False))["metrics"]
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return None
+
+
+def array_run(doc):
+    """The host record's ``array_run`` (docs/contracts.md) from the job status's ``array``:
+    controller-clock times, the clock, and per step its plan, entry, result and metrics."""
+    if not isinstance(doc, dict):
+        return None
+    start = doc.get("start") or {}
+    off = start.get("offset_s")
+    sync = doc.get("sync") or {}
+    plan = {s["index"]: s for s in doc.get("plan") or []}
+    spec_doc = doc.get("spec") or {}
+    steps = []
+    for e in doc.get("steps") or []:
+        p = plan.get(e.get("index"), {})
+        entry = {k: p.get(k) for k in ("initiators", "threads", "mode", "time", "warmup", "offset_s", "end_s")}
+        entry.update(e)
+        entry["metrics"] = _metrics_of(p, spec_doc, e.get("result")) if p else None
+        steps.append(entry)
+    ready = doc.get("ready_epoch")
+    received = start.get("received_epoch")
+    received = None if received is None or off is None else round(received - off, 6)
+    first = (doc.get("plan") or [{}])[0]
+    warm0 = None if start.get("t0") is None else start["t0"] + float(first.get("offset_s") or 0) - float(first.get("warmup") or 0)
+    return {
+        "name": doc.get("name"), "rank": doc.get("rank"), "members": doc.get("members"), "config": doc.get("config"),
+        "t0": start.get("t0"), "state": doc.get("state"),
+        "clock": {"offset_s": off, "uncertainty_s": start.get("uncertainty_s"), "rtt_s": start.get("rtt_s"),
+                  "method": start.get("method"), "exchanges": start.get("exchanges"),
+                  "synchronized": sync.get("synchronized"), "source": sync.get("source"),
+                  "system_offset_s": sync.get("system_offset_s"), "test_clock_skew_s": doc.get("test_clock_skew_s")},
+        "ready": None if ready is None or off is None else round(ready - off, 6),
+        "prepare": doc.get("prepare"), "refused": start.get("refused"), "warning": start.get("warning"),
+        "lead_s": start.get("lead_s"), "steps": steps,
+        # when the job got the common start (controller clock) and how long before step 1's warm-up
+        "handover": {"received": received, "margin_s": None if received is None or warm0 is None else round(warm0 - received, 3)},
+    }

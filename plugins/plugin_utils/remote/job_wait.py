@@ -1,0 +1,192 @@
+# Copyright: fleetqual.storage developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The controller's side of the detached measurement job, shared by the actions
+``fleetqual.storage.job`` and ``fleetqual.storage.qualify_host`` (which extends it): the start
+through the module, the raw status polls over the open connection, the wait and the
+records of a finished job. See ``plugins/action/job.py`` for what each state does."""
+
+import os
+import time
+
+from ansible.errors import AnsibleConnectionFailure
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+from ansible_collections.fleetqual.storage.plugins.module_utils.host import start as _host_start
+from ansible_collections.fleetqual.storage.plugins.module_utils.job import status as _job_runner
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote import array_start as _lockstep
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.workload import workload_record
+
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.progress import (
+    claim_round,
+    exit_if_orphaned,
+    fleet_line,
+    next_poll,
+    progress_dir_ready,
+    read_progress,
+    show_plan,
+    write_json,
+)
+
+display = Display()
+MODULE = "fleetqual.storage.job"
+
+
+class JobAction(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("state", "path", "run_id", "binary", "datasets", "workloads", "seed", "collect",
+                             "collect_interval", "slack", "prepare_min_mibps", "progress_dir", "interval",
+                             "margin", "array", "arrays", "targets", "test_clock"))
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        args = dict(self._task.args)
+        state = args.get("state", "status")
+        host = task_vars.get("inventory_hostname", "?")
+        progress_dir = progress_dir_ready(args.get("progress_dir"))
+        if self._task.check_mode and state == "wait":
+            # check mode started nothing (the module says what it would run)
+            result.update(records=[], error=None, skipped=True, msg="check mode: no job was started")
+        elif state == "started":
+            result.update(self._start(args, host, progress_dir, task_vars))
+        elif state == "wait":
+            result.update(self._wait(args, host, progress_dir, task_vars))
+        else:
+            result.update(self._execute_module(module_name=MODULE, module_args={"path": args["path"]},
+                                               task_vars=task_vars))
+        result["changed"] = False
+        return result
+
+    def _progress(self, progress_dir, host, status, state=None):
+        if not progress_dir:
+            return
+        doc = {k: status.get(k) for k in ("run_id", "pid", "started_epoch", "deadline_epoch", "planned_s", "of",
+                                          "index", "current", "quiet", "waited_s", "burnin")} if status else {}
+        doc.update(host=host, state=state or (status or {}).get("state"), updated=round(time.time(), 3))
+        write_json(os.path.join(progress_dir, host + ".json"), doc)
+
+    def _start(self, args, host, progress_dir, task_vars):
+        workloads = list(args.get("workloads") or [])
+        array = self._array_spec(args, host, workloads, task_vars) if args.get("array") else None
+        # the job's timeouts, deadline and array timing: the one-run host module's very code
+        spec = _host_start.job_spec(dict({"run_id": "", "binary": None, "collect": "auto", "slack": 300,
+                                          "prepare_min_mibps": 20}, **args), workloads, array)
+        margs = {k: v for k, v in spec.items() if v is not None}
+        if args.get("datasets") is not None:
+            margs["datasets"] = args["datasets"]
+        if args.get("collect_interval") is not None:
+            margs["collect_interval"] = args["collect_interval"]
+        margs["state"] = "started"
+        res = self._execute_module(module_name=MODULE, module_args=margs, task_vars=task_vars)
+        if res.get("failed") or not res.get("status"):
+            return res
+        self._progress(progress_dir, host, res["status"])
+        show_plan(progress_dir, workloads, spec["planned"], margs["planned_s"], margs["deadline_s"])
+        return {"status": res["status"], "timeouts": spec["timeouts"], "planned": spec["planned"],
+                "planned_s": margs["planned_s"], "deadline_s": margs["deadline_s"],
+                "array": {k: array[k] for k in _host_start.ARRAY_KEYS} if array else None}
+
+    def _hosts_vars(self, host, task_vars):
+        """Every play host's ``fleetqual_array`` and ``group_names`` (array membership)."""
+        hostvars = task_vars.get("hostvars") or {}
+        out = {}
+        for h in task_vars.get("ansible_play_hosts_all") or [host]:
+            hv = hostvars.get(h) or {}
+            out[h] = {"fleetqual_array": hv.get("fleetqual_array"), "group_names": hv.get("group_names") or []}
+        return out
+
+    def _array_spec(self, args, host, workloads, task_vars):
+        """The job's ``array`` (action/lockstep.py ``array_spec``) from every play host's vars."""
+        return _lockstep.array_spec(args["array"], args.get("arrays") or {}, self._hosts_vars(host, task_vars), host,
+                                    args["path"], targets=args.get("targets"), workloads=workloads,
+                                    seed=args.get("seed"), test_clock=args.get("test_clock"),
+                                    prepare_min_mibps=args.get("prepare_min_mibps", 20))
+
+    def _poll(self, path, task_vars):
+        """The job's status as the module's ``state=status`` gives it, read by a raw command
+        over the open connection: no Python started on the host. It runs as the
+        host's identity: escalated (``sudoable``) exactly when the start was, the role's wait
+        having set the connection's become from it (``qualify_host.apply_identity``,
+        docs/privileges.md)."""
+        res = self._low_level_execute_command(_job_runner.poll_command(path), sudoable=True)
+        if res.get("rc") != 0:
+            return {"failed": True, "msg": "reading the job's status in %s failed (rc %s): %s"
+                                           % (path, res.get("rc"), (res.get("stderr") or res.get("stdout") or "").strip())}
+        try:
+            return {"status": _job_runner.parse_poll(res.get("stdout") or "")}
+        except _job_runner.JobError as exc:
+            return {"failed": True, "msg": str(exc)}
+        except ValueError as exc:
+            return {"failed": True, "msg": "unreadable job status from %s: %s" % (path, exc)}
+
+    def _wait(self, args, host, progress_dir, task_vars):
+        path = args["path"]
+        interval = max(1, int(args.get("interval", 30)))
+        margin = int(args.get("margin", 120))
+        workloads = list(args.get("workloads") or [])
+        controller = os.getppid()   # this worker's ansible-playbook
+        overdue = 0                 # polls in a row that found the workload past its planned end
+        while True:
+            try:
+                res = self._poll(path, task_vars)
+            except AnsibleConnectionFailure:
+                self._progress(progress_dir, host, None, state="unreachable")
+                raise
+            if res.get("failed") or not res.get("status"):
+                self._progress(progress_dir, host, None, state="lost")
+                return res
+            st = res["status"]
+            state = st.get("state")
+            final = state not in ("running",)
+            self._progress(progress_dir, host, st)
+            now = time.time()
+            if progress_dir and claim_round(progress_dir, "round-%d" % int(now // interval)):
+                display.display(fleet_line(read_progress(progress_dir), now))
+            if final:
+                break
+            host_now = st.get("now") or now
+            if host_now > (st.get("deadline_epoch") or host_now) + margin:
+                self._progress(progress_dir, host, st, state="lost")
+                return {"failed": True, "status": st,
+                        "msg": "the measurement job (pid %s) is still running %d s after its deadline"
+                               % (st.get("pid"), margin)}
+            delay, overdue = next_poll(now, interval, st, overdue)
+            until = time.time() + delay
+            while time.time() < until:
+                time.sleep(min(1.0, max(0.0, until - time.time())))
+                # the job on the host goes on and ends by its deadline
+                exit_if_orphaned(controller)
+        exit_if_orphaned(controller)
+        return self._finish(st, workloads)
+
+    def _finish(self, st, workloads):
+        results = st.get("results") or []
+        # by key (<id>@<target>): with targets a workload id is in the plan once per target
+        by_key = {w.get("key") or w.get("id"): w for w in workloads}
+        records = []
+        for r in results:
+            if r.get("failed"):
+                continue
+            res = dict(r.get("result") or {}, failed=False)
+            if r.get("warnings"):
+                res["warnings"] = r["warnings"]
+            key = r.get("key") or r.get("id")
+            records.append(workload_record(by_key.get(key, {"id": r.get("id")}), res))
+        error = None
+        of = len(workloads)
+        if st.get("error"):
+            e = st["error"]
+            error = {"task": "Workload %s/%d: %s" % (e.get("index"), of, e.get("id")), "msg": e.get("msg")}
+        elif st.get("state") == "died":
+            error = {"task": "Workload %s/%d: %s" % (st.get("index"), of, st.get("current")),
+                     "msg": "the measurement job (pid %s) died without a final status" % st.get("pid")}
+        elif st.get("state") in ("expired", "stopped"):
+            error = {"task": "Workload %s/%d: %s" % (st.get("index"), of, st.get("current")),
+                     "msg": "the measurement job was %s at workload %s/%d (%s)"
+                            % ("stopped by its deadline" if st["state"] == "expired" else "stopped",
+                               st.get("index"), of, st.get("current"))}
+        cleanup = st.get("cleanup") or {}
+        return {"status": {k: v for k, v in st.items() if k not in ("results", "array")}, "records": records,
+                "error": error, "cleanup": cleanup, "array_run": _lockstep.array_run(st.get("array")),
+                "msg": "job %s: %d of %d workloads measured" % (st.get("state"), len(records), of)}

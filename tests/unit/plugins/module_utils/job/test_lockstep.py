@@ -1,0 +1,235 @@
+"""Array mode's host side and clock exchange (module_utils/job/lockstep.py, action/lockstep.py).
+
+Property tests over the clock arithmetic (the offset estimate, the refusal rule, the clock
+shift of a result), a real exchange over a real shell channel with the test clock hook, and
+the job's array part run in-process on a real directory with the real iobench: a step whose
+warm-up has passed before the job reaches it, a refused host, an inactive rank, and one real
+lock-step step on a host clock 5 s off whose window opens at the scheduled controller instant.
+"""
+import json
+import os
+import sys
+import threading
+import time
+
+import pytest
+from hypothesis import given, settings, strategies as st
+import unitpaths
+
+HERE = unitpaths.UNIT
+sys.path.insert(0, HERE)
+
+import test_module_iobench  # noqa: E402
+
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote import array_start as ctl  # noqa: E402
+from ansible_collections.fleetqual.storage.plugins.module_utils.job import runner as _job
+from ansible_collections.fleetqual.storage.plugins.module_utils.job import status as _job_status  # noqa: E402
+from ansible_collections.fleetqual.storage.plugins.module_utils.job import lockstep as ls  # noqa: E402
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.array import mode as arrays  # noqa: E402
+
+iobench_binary = test_module_iobench.iobench_binary   # the fixtures
+adir = test_module_iobench.testdir
+
+exchange = st.tuples(st.floats(0, 100), st.floats(0.0001, 2.0), st.floats(0, 1))   # (sent, rtt, where in it)
+
+
+@settings(max_examples=300, deadline=None)
+@given(offset=st.floats(-1e5, 1e5), exchanges=st.lists(exchange, min_size=1, max_size=12))
+def test_offset_within_half_the_smallest_round_trip(offset, exchanges):
+    t_base = 1.8e9
+    samples = [(t_base + s, t_base + s + rtt * f + offset, t_base + s + rtt) for s, rtt, f in exchanges]
+    best = ls.best_exchange(samples)
+    smallest = min(rtt for _s, rtt, _f in exchanges)
+    assert best["rtt_s"] == pytest.approx(smallest, abs=2e-6)
+    assert best["uncertainty_s"] == pytest.approx(smallest / 2, abs=2e-6)
+    # the host read its clock somewhere in the round trip: the true offset is within the bound
+    assert abs(best["offset_s"] - offset) <= best["uncertainty_s"] + 1e-5
+
+
+def test_no_reading_no_offset():
+    assert ls.best_exchange([(1.0, None, 1.1)]) is None
+    assert ls.best_exchange([]) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(unc_us=st.integers(0, 5000000), step_s=st.integers(1, 600), max_us=st.one_of(st.none(), st.integers(100, 5000000)))
+def test_clock_check_refuses_over_the_limit_and_warns_over_one_percent(unc_us, step_s, max_us):
+    # microseconds: what an exchange over a channel resolves
+    unc_ms, max_ms = unc_us / 1000.0, None if max_us is None else max_us / 1000.0
+    steps = [{"time": step_s}, {"time": step_s * 2}]
+    level, msg = ls.clock_check("db07", unc_ms / 1000.0, steps, max_ms)
+    limit = max_ms if max_ms is not None else 0.05 * step_s * 1000
+    if unc_ms > limit:
+        assert level == "refuse" and "db07" in msg and "max_clock_uncertainty_ms" in msg
+    elif unc_ms > 0.01 * step_s * 1000:
+        assert level == "warn" and "db07" in msg
+    else:
+        assert (level, msg) == (None, None)
+
+
+def _result(epoch):
+    return {"bench": {"window": {"start_epoch": epoch, "end_epoch": epoch + 2},
+                      "warmup_window": {"start_epoch": epoch - 1, "end_epoch": epoch}, "start_at": epoch - 1},
+            "iostat": {"samples": [{"epoch": epoch + 1, "r/s": 3.0}]}, "vmstat": {"samples": [{"epoch": epoch + 1}]}}
+
+
+@given(epoch=st.floats(1e9, 2e9), skew=st.floats(-1e4, 1e4))
+def test_shift_epochs_moves_every_clock_reading_and_nothing_else(epoch, skew):
+    r = ls.shift_epochs(_result(epoch), skew)
+    b = r["bench"]
+    for got, want in ((b["window"]["start_epoch"], epoch), (b["window"]["end_epoch"], epoch + 2),
+                      (b["warmup_window"]["start_epoch"], epoch - 1), (b["start_at"], epoch - 1),
+                      (r["iostat"]["samples"][0]["epoch"], epoch + 1), (r["vmstat"]["samples"][0]["epoch"], epoch + 1)):
+        assert got == pytest.approx(want + skew, abs=2e-6)
+    assert r["iostat"]["samples"][0]["r/s"] == 3.0
+
+
+def test_test_clock_hook_only_with_its_flag():
+    env = {ls.TEST_CLOCK_ENV: "7.5"}
+    assert ls.clock_skew(True, env) == 7.5
+    assert ls.clock_skew(False, env) == 0.0
+    assert ls.clock_skew(True, {}) == 0.0
+    assert ls.parse_clock_reply("7.5\n100.25\n", test_clock=True) == 107.75
+    assert ls.parse_clock_reply("7.5\n100.25\n", test_clock=False) == 100.25
+    assert ls.parse_clock_reply("\n100.%N\n", test_clock=True) is None      # a date without %N
+
+
+def test_chrony_tracking_parsed():
+    line = "A9FEA97B,169.254.169.123,4,1795572000.1,-0.000012,0.000001,0.000020,-12.5,0.001,0.02,0.0004,0.0002,64.2,Normal\n"
+    got = ls.parse_chrony_tracking(line)
+    assert got["synchronized"] is True and "169.254.169.123" in got["source"] and got["system_offset_s"] == -0.000012
+    assert ls.parse_chrony_tracking(line.replace("Normal", "Not synchronised"))["synchronized"] is False
+    assert ls.parse_chrony_tracking("garbage") is None
+    assert ls.sync_state(run=lambda argv: None)["synchronized"] is None
+
+
+def test_stream_exchange_over_a_real_shell_channel(tmp_path):
+    """The exchange the controller runs over the host's channel, here a local shell whose
+    environment carries the test hook: the offset is the hook's 3 s within the measured
+    uncertainty, and the start file arrives whole."""
+    path = str(tmp_path / "array-start.json")
+    argv = ["/bin/sh", "-c", ls.stream_command(path)]
+    env = dict(os.environ, **{ls.TEST_CLOCK_ENV: "3"})
+    samples, doc, written = ctl.stream_exchange(argv, 6, True, lambda s: {"t0": 1.0, "best": ls.best_exchange(s)},
+                                                env=env)
+    assert len(samples) == 6 and written is True
+    best = doc["best"]
+    assert abs(best["offset_s"] - 3.0) <= best["uncertainty_s"] + 1e-3, best
+    with open(path) as fh:
+        assert json.load(fh) == doc
+    assert not os.path.exists(path + ".tmp")
+
+
+def test_start_lead_grows_with_the_waves_of_forks():
+    one = ctl.start_lead(4, 4, 0.5)
+    four = ctl.start_lead(16, 4, 0.5)
+    assert four > one >= ctl.MIN_LEAD_S + ls.LAUNCH_LEAD_S
+    assert ctl.start_lead(16, 16, 0.5) == one
+
+
+def test_fix_t0_once_per_playbook_run(tmp_path):
+    adir = ctl.array_dir(str(tmp_path), "san 1")
+    first, fixed = ctl.fix_t0(adir, 3, 2)
+    again, fixed_again = ctl.fix_t0(adir, 3, 2)
+    assert fixed and not fixed_again and again == first
+    assert first["t0"] > first["fixed_at"] and first["controller"] == ctl.controller_id()
+
+
+# --------------------------------------------------------------------------- the job's array part, in-process
+
+CFG = {"initiators": [1, 2], "threads": [1], "modes": ["rndrd"], "time": 2, "warmup": 1, "total_size": "4M",
+       "block_size": "4K"}
+
+
+def _job_for(binary, d, rank, skew=None):
+    steps = arrays.plan_steps(CFG, 2)
+    spec = {"path": d, "run_id": "t", "binary": binary, "datasets": [], "workloads": [], "timeouts": [],
+            "planned": [], "planned_s": 10, "deadline_s": 300, "seed": 1, "collect": "none", "collect_interval": 1,
+            "array": {"name": "a", "rank": rank, "members": ["h1", "h2"], "config": CFG, "steps": steps,
+                      "dataset": "array-a", "total_size": steps[0]["total_size"], "file_num": 1, "seed": 1,
+                      "test_clock": skew is not None, "target_kind": "path", "target_path": d,
+                      "prepare_timeout_s": 60, "ready_timeout_s": 60}}
+    os.makedirs(_job_status.job_dir(d), exist_ok=True)
+    job = _job.Job(spec)
+    job.begin(time.time())
+    return job, steps
+
+
+def _hand_start(d, make):
+    """Write the start file once the job says ready (what the controller's phase start does)."""
+    def run():
+        while ((_job_status.read_status(_job_status.job_dir(d)) or {}).get("array") or {}).get("state") != "ready":
+            time.sleep(0.02)
+        with open(os.path.join(_job_status.job_dir(d), ls.START_FILE), "w") as fh:
+            json.dump(make(), fh)
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def test_steps_whose_start_passed_are_not_ready_and_never_run(iobench_binary, adir):
+    job, steps = _job_for(iobench_binary, adir, rank=1)
+    _hand_start(adir, lambda: {"t0": time.time() - 100, "offset_s": 0.0, "uncertainty_s": 0.001, "refused": None})
+    job.run()
+    a = job.status["array"]
+    assert a["state"] == "done" and [e["index"] for e in a["steps"]] == [1, 2]
+    inactive, late = a["steps"]
+    assert inactive["active"] is False and inactive["result"] is None and inactive["complete"] is True
+    assert late["active"] and not late["complete"] and late["result"] is None
+    assert late["error"].startswith("not ready at the start: the host reached step 2"), late["error"]
+    assert not os.path.exists(os.path.join(adir, "array-a")), "the array's data set is removed"
+
+
+def test_a_refused_host_runs_no_step_and_says_why(iobench_binary, adir):
+    job, _steps = _job_for(iobench_binary, adir, rank=0)
+    why = "host h1: clock offset uncertainty 900.0 ms is over max_clock_uncertainty_ms 100.0"
+    _hand_start(adir, lambda: {"t0": time.time() + 1, "offset_s": 0.0, "uncertainty_s": 0.9, "refused": why})
+    job.run()
+    for e in job.status["array"]["steps"]:
+        assert e["active"] and not e["complete"] and e["result"] is None
+        assert e["error"] == "not ready at the start: " + why
+
+
+def test_one_lock_step_window_on_a_skewed_host_clock(iobench_binary, adir, monkeypatch):
+    """The host's clock reads 5 s ahead (the test hook): the job starts iobench on the real
+    clock so its measured window opens at the scheduled controller instant; the stored result
+    is in the host's clock (5 s ahead); the entry's window is back in the controller's."""
+    monkeypatch.setenv(ls.TEST_CLOCK_ENV, "5")
+    job, steps = _job_for(iobench_binary, adir, rank=0, skew=5.0)
+    job.spec["array"]["steps"] = steps[:1]
+    _hand_start(adir, lambda: {"t0": time.time() + 1.5, "offset_s": 5.0, "uncertainty_s": 0.001, "refused": None})
+    job.run()
+    (e,) = job.status["array"]["steps"]
+    assert e["complete"], e["error"]
+    window = e["result"]["bench"]["window"]
+    assert window["start_epoch"] - e["window_start"] == pytest.approx(5.0, abs=1e-6)
+    # the window opened at its scheduled instant, within what iobench says it was late
+    late_s = (e["start_late_ms"] or 0) / 1000.0
+    assert e["window_start"] >= e["scheduled_start"] - 0.001
+    assert e["window_start"] - e["scheduled_start"] <= late_s + 0.05 * steps[0]["time"]
+    assert "--start-at" in e["result"]["argv"] and "--report-interval" in e["result"]["argv"]
+    assert len(e["result"]["bench"]["intervals"]) >= 10
+
+
+def test_timedatectl_state_when_chrony_is_absent():
+    answers = {"chronyc": None, "timedatectl": "NTPSynchronized=yes\nNTP=yes\n"}
+    got = ls.sync_state(run=lambda argv: answers[argv[0]])
+    assert got["synchronized"] is True and got["source"].startswith("timedatectl: NTPSynchronized=yes")
+
+
+def test_array_spec_ranks_members_and_the_deadline_covers_the_schedule():
+    arrays_var = {"san": dict(CFG, initiators=[1, 2, 10], target="lun")}
+    hosts_vars = {h: {"fleetqual_array": "san"} for h in ("h10", "h2", "h1")}
+    hosts_vars["other"] = {}
+    targets = [{"name": "lun", "kind": "path", "path": "/data/fq"}]
+    spec = ctl.array_spec("san", arrays_var, hosts_vars, "h10", "/var/tmp/fq", targets=targets)
+    assert spec["members"] == ["h1", "h2", "h10"] and spec["rank"] == 2          # natural order
+    assert spec["target_kind"] == "path" and spec["target_path"] == "/data/fq" and spec["dataset"] == "array-san"
+    planned, extra = ls.array_timing(spec)
+    assert planned >= arrays.schedule_seconds(spec["steps"])
+    # the job's deadline: the schedule, the data set's preparation and the wait for the start
+    assert extra >= planned + spec["prepare_timeout_s"] + spec["ready_timeout_s"]
+    other = [{"name": "data1", "kind": "path", "path": "/d"}]
+    with pytest.raises(Exception) as e:
+        ctl.array_spec("san", arrays_var, hosts_vars, "h1", "/var/tmp/fq", targets=other)
+    assert "target 'lun'" in str(e.value) and "data1" in str(e.value)
