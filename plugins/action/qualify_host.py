@@ -46,6 +46,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.progress 
     exit_if_orphaned,
     progress_dir_ready,
     show_plan,
+    watch_controller,
 )
 
 display = Display()
@@ -157,6 +158,7 @@ class ActionModule(JobAction):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         controller = os.getppid()   # this worker's ansible-playbook
+        watch_controller(controller)
         result = super(JobAction, self).run(tmp, task_vars)
         args = dict(self._task.args)
         state = args.get("state")

@@ -25,6 +25,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.progress 
     progress_dir_ready,
     read_progress,
     show_plan,
+    watch_controller,
     write_json,
 )
 
@@ -40,6 +41,7 @@ class JobAction(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
+        watch_controller(os.getppid())      # this worker ends with its ansible-playbook
         result = super().run(tmp, task_vars)
         args = dict(self._task.args)
         state = args.get("state", "status")

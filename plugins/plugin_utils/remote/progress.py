@@ -9,6 +9,7 @@ import hashlib
 import json
 import math
 import os
+import threading
 import time
 
 from ansible.utils.display import Display
@@ -183,6 +184,23 @@ def exit_if_orphaned(controller):
     parent's queue (whose pipe siblings still hold) blocks forever once the pipe is full."""
     if os.getppid() != controller:
         os._exit(1)
+
+
+def watch_controller(controller, poll_s=1.0):
+    """End this worker within ``poll_s`` seconds of its ansible-playbook (``controller``) going
+    away, whatever the worker is doing then, in a daemon thread: a check before the result is
+    handed over (:func:`exit_if_orphaned`) leaves a window in which the parent dies after the
+    check and the worker then blocks forever writing a large result (a start's plan and
+    drives, a record) into the dead parent's full pipe. Returns the thread."""
+    def watch():
+        while True:
+            time.sleep(poll_s)
+            if os.getppid() != controller:
+                os._exit(1)
+
+    thread = threading.Thread(target=watch, name="fleetqual-controller-watch", daemon=True)
+    thread.start()
+    return thread
 
 
 def claim_round(progress_dir, name):
