@@ -195,8 +195,7 @@ def watch_controller(controller, poll_s=1.0):
     def watch():
         while True:
             time.sleep(poll_s)
-            if os.getppid() != controller:
-                os._exit(1)
+            exit_if_orphaned(controller)
 
     thread = threading.Thread(target=watch, name="fleetqual-controller-watch", daemon=True)
     thread.start()
