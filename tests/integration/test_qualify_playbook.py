@@ -46,7 +46,7 @@ def test_threshold_failure_makes_the_playbook_exit_non_zero(playbook):
     run = playbook({"fleetqual_thresholds": [{"workload": "cache", "min_iops": 1e12}]})
     assert run.rc != 0, run.out[-3000:]
     rec = run.record()
-    assert rec["verdict"] == "FAIL"
+    assert rec["verdict"] == "FAIL", rec["reasons"]
     assert any("1000000000000" in r or "1e+12" in r or "1e12" in r for r in rec["reasons"]), rec["reasons"]
     assert "Gate on the verdict" in run.out
     assert not os.path.exists(os.path.join(run.base, "test")), "test files must be removed on failure too"

@@ -340,7 +340,14 @@ def detach(spec):
             if payload:
                 threading.Thread(target=_payloads.reap, daemon=True,
                                  args=(payload, lambda: pid_start(module_pid) == module_start)).start()
-            job.run()
+            try:
+                job.run()
+            except BaseException as e:  # noqa: BLE001 - Job.run ends with a final status; if it could not, say why
+                job.status.update(state="failed", finished_epoch=round(time.time(), 3),
+                                  error={"index": job.status.get("index"), "id": job.status.get("current"),
+                                         "msg": "the job ended before its final status: %s: %s"
+                                                % (e.__class__.__name__, e)})
+                job.save()
         finally:
             os._exit(0)
     os.close(w)

@@ -152,11 +152,13 @@ def evaluate_status(doc, now, proc_stat_line, results=False, directory=None):
 
 def settled(first, again):
     """The status document to judge together with a ``/proc/<pid>/stat`` read that found no
-    process: ``again``, the document read once more after that stat, when it is the same
+    live process (none, or a zombie its reaper has not collected yet): ``again``, the document read once more after that stat, when it is the same
     job's (same PID), else ``first``. A job writes its final status and then exits: one that
     ended between the first read and the stat was seen gone with its last "running"
     document, and only the read after the stat holds its final state; judging the first
-    would call a job that finished "died" (found by the fleet bench: 1 host in 32)."""
+    would call a job that finished "died" (found by the fleet bench: 1 host in 32). The
+    process may still be there as a zombie: a job is an orphan, reaped by the host's init or
+    subreaper when that gets to it (over a second on some container inits)."""
     if isinstance(first, dict) and isinstance(again, dict) and again.get("pid") == first.get("pid"):
         return again
     return first
@@ -168,7 +170,7 @@ def job_status(path, results=False):
     directory = job_dir(path)
     doc = read_status(directory)
     line = job_proc_stat(doc)
-    if line is None and (doc or {}).get("state") == "running":
+    if (doc or {}).get("state") == "running" and not alive_from(doc, line):
         doc = settled(doc, read_status(directory))
     return evaluate_status(doc, time.time(), line, results=results, directory=directory)
 
@@ -180,9 +182,9 @@ def poll_command(path):
     """A POSIX sh command line (no Python on the host; fine under ``become``) printing what
     :func:`parse_poll` needs to give the module's ``state=status`` result for the test
     directory ``path``: the host's time (``date +%s.%N``), the job directory, the status
-    document, the ``/proc/<pid>/stat`` line of the PID in it, read after it, and, when that
-    process is gone while the document said running, the document read again
-    (:func:`settled`, as :func:`job_status` does). Each part follows a line
+    document, the ``/proc/<pid>/stat`` line of the PID in it, read after it, and, when the
+    document said running, the document read again after that line, used when the process
+    is gone or a zombie (:func:`settled`, as :func:`job_status` does). Each part follows a line
     ``POLL_MARK <name>``; the status comes last."""
     directory = job_dir(path)
     pid_of = "tr ',' '\\n' | sed -n 's/^ *\"pid\": *\\([0-9][0-9]*\\)[ }]*$/\\1/p' | head -n 1"
@@ -193,8 +195,8 @@ def poll_command(path):
             "p=$(printf '%%s\\n' \"$s\" | %(pid_of)s); "
             "printf '%%s stat\\n' \"$m\"; "
             "t=; if [ -n \"$p\" ]; then t=$(cat /proc/\"$p\"/stat 2>/dev/null); printf '%%s\\n' \"$t\"; fi; "
-            "a=; if [ -z \"$t\" ]; then case \"$s\" in *'\"state\": \"running\"'*) "
-            "a=$(cat \"$d\"/%(status)s 2>/dev/null);; esac; fi; "
+            "a=; case \"$s\" in *'\"state\": \"running\"'*) "
+            "a=$(cat \"$d\"/%(status)s 2>/dev/null);; esac; "
             "printf '%%s again\\n%%s\\n' \"$m\" \"$a\"; "
             "printf '%%s status\\n%%s\\n' \"$m\" \"$s\""
             % {"mark": shlex.quote(POLL_MARK), "dir": shlex.quote(directory), "status": shlex.quote(STATUS),
@@ -231,7 +233,7 @@ def parse_poll(stdout, results=False):
         raise ValueError("the job poll printed no time: %r" % parts["now"])
     doc, again = (_json_or_none(parts[name]) for name in ("status", "again"))
     line = parts["stat"].strip("\n") or None
-    if line is None:
+    if not alive_from(doc, line):
         doc = settled(doc, again)
     directory = parts["dir"][:-1] if parts["dir"].endswith("\n") else parts["dir"]
     return evaluate_status(doc, float(found.group(1)), line, results=results, directory=directory)

@@ -30,13 +30,37 @@ def exited_pid():
     return p.pid
 
 
+def is_zombie(pid):
+    line = jr.read_proc_stat(pid)
+    return bool(line) and line.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+@pytest.fixture(params=["reaped", "zombie"])
+def ended(request):
+    """The PID of an ended job: reaped, or a zombie not yet reaped (a job is an orphan, and
+    some inits reap their orphans a second or more after they exit)."""
+    if request.param == "reaped":
+        yield exited_pid()
+        return
+    p = subprocess.Popen(["true"])
+    for _ in range(500):
+        if is_zombie(p.pid):
+            break
+        os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)
+    assert is_zombie(p.pid)
+    try:
+        yield p.pid
+    finally:
+        p.wait()
+
+
 def doc(pid, state, done):
     return {"run_id": "race", "pid": pid, "pid_start": 1, "state": state, "of": 2, "index": 2, "current": "w2",
             "results": [{"id": "w%d" % (i + 1), "result": {}} for i in range(done)]}
 
 
 @pytest.fixture
-def job():
+def job(ended):
     """(test directory, pid of an exited process, set(first, final)): the status file holds
     ``first``; ``final``, when given, is renamed over it when the reader reads /proc."""
     work = tempfile.mkdtemp(prefix="fq-race-", dir="/var/tmp")
@@ -53,7 +77,7 @@ def job():
                 json.dump(last, fh)
 
     try:
-        yield work, exited_pid(), put, (status, final)
+        yield work, ended, put, (status, final)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
