@@ -6,26 +6,42 @@ the emptied directory: iobench removes only its own files) and the region of eac
 target, zeroed by ``iobench cleanup --device``."""
 
 import os
-import subprocess
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.devices import blockdev as _blockdev
+from ansible_collections.fleetqual.storage.plugins.module_utils.job.hung import run_bounded
+
+# how long one cleanup command may take when the job gives no bound of its own
+CLEANUP_TIMEOUT_S = 3600
 
 
-def remove_datasets(path, datasets, binary):
+def _cleanup_command(argv, where, timeout):
+    """Run one ``iobench cleanup``, bounded (``hung.run_bounded``): ``(warning or None,
+    whether it would not end)``."""
+    rc, _out, err, hung = run_bounded(argv, timeout or CLEANUP_TIMEOUT_S, "iobench cleanup",
+                                      env=dict(os.environ, LC_ALL="C"))
+    if hung:
+        return "iobench cleanup %s did not end: %s" % (where, hung), True
+    if rc != 0:
+        return "iobench cleanup %s exited %d: %s" % (where, rc, err.decode("utf-8", "replace").strip()), False
+    return None, False
+
+
+def remove_datasets(path, datasets, binary, timeout=None):
     """Remove the data set directories of a test directory: ``iobench cleanup`` in each
     (iobench removes only its own files), then the emptied directory. Returns
-    ``(removed, left, warnings)``."""
+    ``(removed, left, warnings)``; ``timeout``: seconds each cleanup command may take."""
     removed, left, warnings = [], [], []
     for name in datasets or []:
         sub = os.path.join(path, name)
         if not os.path.isdir(sub) or os.path.islink(sub):
             continue
         if binary and os.access(binary, os.X_OK) and os.listdir(sub):
-            p = subprocess.run([binary, "cleanup", "--dir", sub], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               stdin=subprocess.DEVNULL, env=dict(os.environ, LC_ALL="C"), check=False)
-            if p.returncode != 0:
-                warnings.append("iobench cleanup in %s exited %d: %s"
-                                % (sub, p.returncode, p.stderr.decode("utf-8", "replace").strip()))
+            warning, hung = _cleanup_command([binary, "cleanup", "--dir", sub], "in %s" % sub, timeout)
+            if warning:
+                warnings.append(warning)
+            if hung:
+                left.append(sub)
+                continue
         try:
             os.rmdir(sub)
             removed.append(sub)
@@ -53,30 +69,37 @@ def cleanup_plan(test_dir, workloads, datasets):
     return [(d, n) for d, n in dirs.items() if n], sorted(devices.items())
 
 
-def zero_device(binary, device, size):
+def zero_device(binary, device, size, timeout=None):
     """``iobench cleanup --device`` over the region a device target's workloads used (iobench
     zeroes what it can have written). Returns a warning, or None."""
     argv = [binary, "cleanup", "--device", device] + (["--size", str(size)] if size else [])
-    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                       env=dict(os.environ, LC_ALL="C"), check=False)
-    if p.returncode != 0:
-        return "iobench cleanup on %s exited %d: %s" % (
-            device, p.returncode, p.stderr.decode("utf-8", "replace").strip())
-    return None
+    return _cleanup_command(argv, "on %s" % device, timeout)[0]
 
 
-def clean_all(spec):
+def clean_all(spec, hung=(), timeout=None):
     """Remove every data set of the job's plan and zero its device regions:
-    ``(removed, left, warnings)`` (``removed`` names zeroed devices as ``<device>[0+<size>]``)."""
+    ``(removed, left, warnings)`` (``removed`` names zeroed devices as ``<device>[0+<size>]``).
+    ``hung``: the targets (device, or directory) whose requests a workload saw never
+    complete: nothing more is asked of them (a cleanup would hang beside the benchmark);
+    they are ``left``, for the next run's preflight. ``timeout``: seconds each cleanup
+    command may take."""
     removed, left, warnings = [], [], []
     dirs, devices = cleanup_plan(spec["path"], spec["workloads"], spec["datasets"])
     for directory, names in dirs:
-        r, lf, w = remove_datasets(directory, names, spec["binary"])
+        if directory in hung:
+            left += [os.path.join(directory, n) for n in names]
+            warnings.append("%s not cleaned up: its device stopped completing requests" % directory)
+            continue
+        r, lf, w = remove_datasets(directory, names, spec["binary"], timeout)
         removed += r
         left += lf
         warnings += w
     for device, size in devices:
-        warning = zero_device(spec["binary"], device, size)
+        if device in hung:
+            left.append(_blockdev.region_label(device, size))
+            warnings.append("%s not zeroed: the device stopped completing requests" % device)
+            continue
+        warning = zero_device(spec["binary"], device, size, timeout)
         if warning:
             warnings.append(warning)
         else:

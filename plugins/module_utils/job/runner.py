@@ -71,6 +71,7 @@ RESERVE_BYTES = 4 << 20
 RESERVE_PER_WORKLOAD = 1 << 20
 RESERVE_MAX = 64 << 20
 KERNEL_POLL_S = 5.0         # the kernel log is read this often while a workload runs
+CLEANUP_MIN_S = 60          # the cleanup commands may take this long at least, past the deadline too
 
 
 def where(wl, test_dir):
@@ -127,6 +128,7 @@ class Job:
         self.status = None
         self.kernel = None
         self.waited = 0.0           # seconds the ended quiet waits took (foreign.wait_quiet)
+        self.hung = set()           # targets whose requests never completed (hung.py): not cleaned up
 
     def _on_signal(self, signum, frame):
         if self.reason is None:
@@ -261,6 +263,8 @@ class Job:
                                       "warnings": warnings, "result": result, "precondition": pre})
                 if failed:
                     st["error"] = {"index": i + 1, "id": wl.get("key") or wl.get("id"), "msg": msg}
+                    if result.get("hung"):
+                        self.hung.add(wl.get("target_device") or wl.get("target_path") or self.spec["path"])
                     break
                 self.save()
         except Exception as e:  # noqa: BLE001 - recorded, never lost with the process
@@ -272,7 +276,8 @@ class Job:
             for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
                 signal.signal(sig, signal.SIG_IGN)
             try:
-                removed, left, warnings = clean_all(self.spec)
+                removed, left, warnings = clean_all(self.spec, self.hung,
+                                                    max(CLEANUP_MIN_S, st["deadline_epoch"] - time.time()))
                 st["cleanup"] = {"removed": removed, "left": left, "warnings": warnings}
             except Exception as e:  # noqa: BLE001
                 st["cleanup"] = {"removed": [], "left": [], "warnings": ["cleanup failed: %s" % e]}

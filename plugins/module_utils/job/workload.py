@@ -27,6 +27,7 @@ from ansible_collections.fleetqual.storage.plugins.module_utils.collect.sysstat 
 )
 from ansible_collections.fleetqual.storage.plugins.module_utils.plan import options as opts
 from ansible_collections.fleetqual.storage.plugins.module_utils.collect import foreign as _foreign
+from ansible_collections.fleetqual.storage.plugins.module_utils.job import hung as _hung
 # build_argv is also the iobench module's (it imports it from here)
 from ansible_collections.fleetqual.storage.plugins.module_utils.plan.options import build_argv
 
@@ -154,7 +155,9 @@ def run_bench(argv, timeout, stop=None, preexec_fn=None, on_start=None):
     wait up to KILL_GRACE_S, then SIGKILL.
 
     Returns ``(rc, stdout, stderr, timed_out, start, end)``; ``timed_out`` is true when it
-    was stopped (by the timeout or by ``stop``). ``preexec_fn`` runs in the child before it
+    was stopped (by the timeout or by ``stop``); ``rc`` is None when iobench would not end
+    even after SIGKILL (threads waiting on a device that never completes, ``hung.py``):
+    ``stderr`` then says which threads sleep where, and the process is left to the kernel. ``preexec_fn`` runs in the child before it
     executes iobench, ``on_start(proc)`` once it runs (the foreign-I/O side, ``foreign.Run``).
     """
     env = dict(os.environ)
@@ -183,18 +186,17 @@ def run_bench(argv, timeout, stop=None, preexec_fn=None, on_start=None):
                     try:
                         out, err = proc.communicate(timeout=KILL_GRACE_S)
                     except subprocess.TimeoutExpired:
-                        proc.kill()
-                        out, err = proc.communicate()
+                        out, err, hung = _hung.kill_bounded(proc, "iobench")
+                        err = hung or err
                     break
     except BaseException:
-        # module killed / interrupted: never leave the benchmark behind
+        # module killed / interrupted: never leave the benchmark behind (nor wait on it forever)
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(KILL_GRACE_S)
             except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+                _hung.kill_bounded(proc, "iobench")
         raise
     end = time.time()
     return (proc.returncode, to_native(out, errors="surrogate_or_replace"),
@@ -349,6 +351,10 @@ def run_workload(p, stop=None, sizes=None, collector_info=None, source=None, too
             stopped = " when the job's deadline passed"
         elif fx is not None and fx.section["guard"]:
             stopped = " by the foreign-I/O guard (%s)" % fx.section["guard"]["reason"]
+        if rc is None:
+            # iobench would not end: its threads wait on a device that completes nothing
+            failed["hung"] = err
+            return failed, True, ("stopped%s: %s" % (stopped, err)) if stopped else err, []
         if rc in (1, 2, 3):
             return failed, True, error_line(err) or "iobench exited %d" % rc, []
         if rc not in (0, 4, 5) and not (timed_out and bench):
