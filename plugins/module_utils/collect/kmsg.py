@@ -18,7 +18,9 @@ Sources, in order:
   restriction, so where ``/dev/kmsg`` is refused it is refused too.
 * else ``collected: false`` and the reason -- never "no errors".
 
-Only storage messages are kept (:data:`KINDS`); each is attributed to the device named in
+Only storage messages are kept (:data:`KINDS`); a capability probe's line (a refused
+WRITE_ZEROES, DISCARD, ...: module_utils/collect/probes.py) is a note on its drive, counted
+apart (the section's ``notes``), never a storage error. Each message is attributed to the device named in
 its text (``sdb1``, ``nvme0n1p1``, ``nvme0`` -> its namespaces, ``ata3`` -> the disks on that
 port, ``sd 2:0:0:0`` -> that SCSI disk, ``loop5``, ``md0``, ``dm-2``, ``253:5``) or in its
 ``DEVICE=b<maj>:<min>`` key, then resolved through sysfs (``module_utils/devices/sysfs.py``, ``disks.walk_sysfs``:
@@ -36,6 +38,14 @@ import time
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.devices import sysfs
 from ansible_collections.fleetqual.storage.plugins.module_utils.devices.disks import walk_sysfs
+from ansible_collections.fleetqual.storage.plugins.module_utils.collect.probes import (
+    PROBE,
+    probe_note,
+    probe_op,
+    probe_refs,
+    refused_command,
+    scsi_command,
+)
 
 KMSG = "/dev/kmsg"
 MAX_MESSAGES = 200          # messages kept in the record (the counts stay complete)
@@ -51,8 +61,10 @@ LEVELS = ("emerg", "alert", "crit", "err", "warning", "notice", "info", "debug")
 # controller, ``devnum`` a major:minor.
 _STORAGE_PATTERNS = (
     ("medium_error", "error", r"critical medium error, dev (?P<dev>[^\s,]+), sector \d+"),
+    # the error words of block/blk-core.c blk_errors[]
     ("io_error", "error", r"(?:I/O|critical [\w ]+?|recoverable transport|timeout|operation not supported|"
-                          r"[\w]+ resource) error, dev (?P<dev>[^\s,]+), sector (?P<sector>\d+)"),
+                          r"[\w]+ resource|protection|nonblocking retry|device offline|(?:open|active) zones exceeded|"
+                          r"duration limit exceeded) error, dev (?P<dev>[^\s,]+), sector (?P<sector>\d+)"),
     ("buffer_io_error", "error", r"Buffer I/O error on dev(?:ice)? (?P<dev>[^\s,]+)"),
     ("medium_error", "error", r"Sense Key : Medium Error|Add\. Sense: Unrecovered read error"),
     ("scsi_sense", "warning", r"Sense Key : |Add\. Sense: |(?:FAILED )?Result: hostbyte=|Unhandled (?:sense|error) code"),
@@ -74,8 +86,8 @@ _STORAGE_PATTERNS = (
     ("dm_error", "warning", r"device-mapper: [\w-]+: (?:(?P<devnum>\d+:\d+): )?"
                             r"(?:.*?Failing path (?P<path>\d+:\d+)|.*?(?:fail|error|Error|corrupt))"),
 )
-KINDS = tuple(dict.fromkeys(k for k, _s, _p in _STORAGE_PATTERNS))
-SEVERITY = dict((k, s) for k, s, _p in _STORAGE_PATTERNS)
+KINDS = tuple(dict.fromkeys(k for k, _s, _p in _STORAGE_PATTERNS)) + (PROBE,)
+SEVERITY = dict([(k, s) for k, s, _p in _STORAGE_PATTERNS] + [(PROBE, "note")])
 _STORAGE_MATCHERS = [(k, s, re.compile(p)) for k, s, p in _STORAGE_PATTERNS]
 _SCSI = re.compile(r"\b(?:sd|scsi) (?P<scsi>\d+:\d+:\d+:\d+): (?:\[(?P<dev>\w+)\])?")
 _NS = re.compile(r"^nvme\d+(?:c\d+)?n\d+$")
@@ -110,9 +122,13 @@ def classify(text):
     """``(kind, severity, refs)`` of a storage message, or None for any other message.
     ``refs``: what the text names, ``[(how, value)]`` with ``how`` one of ``block``
     (a block device name), ``ata`` (a port number), ``scsi`` (an H:C:T:L address),
-    ``nvme_ctrl`` (a controller name), ``devnum`` (``major:minor``)."""
+    ``nvme_ctrl`` (a controller name), ``devnum`` (``major:minor``). A capability probe's
+    line is kind ``capability_probe``, severity ``note`` (module_utils/collect/probes.py)."""
     if not isinstance(text, str):
         return None
+    probe = probe_refs(text)
+    if probe is not None:
+        return PROBE, SEVERITY[PROBE], probe
     for kind, severity, rx in _STORAGE_MATCHERS:
         m = rx.search(text)
         if not m:
@@ -252,7 +268,31 @@ def message(record, resolver, workload=None, before_run=False, clock=None):
            "drive": disks[0] if disks else None, "workload": workload, "before_run": bool(before_run)}
     if len(disks) > 1:
         out["drives"] = disks
+    if kind == PROBE:
+        out["op"], out["error"] = probe_op(record["text"])
     return out
+
+
+def add_note(notes, msg):
+    """Count a capability probe's message in ``notes`` (``{(drive, op): entry}``; each entry
+    ``{drive, device, op, note, error, count, count_before, lines, first}``: ``lines`` the SCSI
+    result and sense lines of its commands, ``first`` the first line seen, its seq, time,
+    workload and text). Never a storage error: the section's ``notes``. Returns the entry."""
+    entry = None
+    for drive in message_drives(msg) or [None]:
+        entry = notes.get((drive, msg["op"]))
+        if entry is None:
+            entry = notes[(drive, msg["op"])] = {
+                "drive": drive, "device": msg["device"], "op": msg["op"], "note": probe_note(msg["op"]),
+                "error": msg["error"], "count": 0, "count_before": 0, "lines": 0,
+                "first": dict((k, msg.get(k)) for k in ("seq", "time_s", "epoch", "workload", "before_run", "text"))}
+        entry["count_before" if msg.get("before_run") else "count"] += 1
+    return entry
+
+
+def is_note(msg):
+    """A kept message that is a note on its drive (a capability probe), not a storage error."""
+    return isinstance(msg, dict) and msg.get("kind") == PROBE
 
 
 def message_drives(msg):
@@ -444,6 +484,7 @@ class KernelLog:
         self.during = []
         self.counts = {}
         self.counts_before = {}
+        self.notes = {}
         self.dropped = 0
         self.started_s = None
         self.start_seq = None
@@ -468,15 +509,38 @@ class KernelLog:
             self.reason = "; ".join(self.reasons) or "no kernel log source"
             return self
         self.start_seq = recs[-1]["seq"] if recs else None
-        clock = _clock()
+        self.look_back(recs, _clock())
+        self.source.lost = 0    # records lost before the run are not this run's
+        return self
+
+    def look_back(self, recs, clock):
+        """Take ``recs``, what the log held at the start, as the look-back (``before_run``):
+        its storage messages context, its probes notes."""
         for rec in recs:
             msg = message(rec, self.resolver, before_run=True, clock=clock)
-            if msg is not None:
+            if is_note(msg):
+                self._absorb(msg, self.before, self.counts_before)
+            elif msg is not None:
                 count_message(self.counts_before, msg)
                 self.before.append(msg)
         self.before = self.before[-self.max_before:]
-        self.source.lost = 0    # records lost before the run are not this run's
-        return self
+
+    def _absorb(self, msg, kept, counts):
+        """Take a capability probe's line as a note (:func:`add_note`); a SCSI disk's CDB line
+        also takes back the result and sense lines of the same command just before it in
+        ``kept`` (its address and tag: one refused command, not storage errors), uncounted
+        from ``counts`` and counted in the note's ``lines``."""
+        entry = add_note(self.notes, msg)
+        key = refused_command(msg["text"])
+        if key is None:
+            return
+        i = len(kept)
+        while i > 0 and kept[i - 1].get("kind") == "scsi_sense" and scsi_command(kept[i - 1]["text"]) == key:
+            i -= 1
+        for m in kept[i:]:
+            count_message(counts, m, -1)
+            entry["lines"] += 1
+        del kept[i:]
 
     def set_workload(self, workload):
         with self.lock:
@@ -498,6 +562,9 @@ class KernelLog:
             n = 0
             for rec in recs:
                 msg = message(rec, self.resolver, workload=tag, clock=clock)
+                if is_note(msg):
+                    self._absorb(msg, self.during, self.counts)
+                    continue
                 if msg is None:
                     continue
                 n += 1
@@ -546,6 +613,8 @@ class KernelLog:
                 "messages": [dict(m) for m in self.before + self.during],
                 "counts": _copy(self.counts),
                 "counts_before": _copy(self.counts_before),
+                "notes": [dict(self.notes[k], first=dict(self.notes[k]["first"]))
+                          for k in sorted(self.notes, key=lambda k: (k[0] or "", k[1]))],
             }
 
 
@@ -587,10 +656,15 @@ def _why(exc):
     return str(exc) or exc.__class__.__name__
 
 
-def count_message(counts, msg):
+def count_message(counts, msg, n=1):
+    """Add ``n`` (-1: take back) to ``msg``'s kind on each of its drives in ``counts``."""
     for drive in message_drives(msg) or [UNATTRIBUTED]:
         per = counts.setdefault(drive, {})
-        per[msg["kind"]] = per.get(msg["kind"], 0) + 1
+        per[msg["kind"]] = per.get(msg["kind"], 0) + n
+        if per[msg["kind"]] <= 0:
+            del per[msg["kind"]]
+        if not per:
+            del counts[drive]
 
 
 def _copy(counts):
@@ -600,4 +674,4 @@ def _copy(counts):
 def not_collected(reason):
     """The section of a job that could not read the kernel log at all (``reason``)."""
     return {"source": None, "collected": False, "reason": reason, "warnings": [], "lost": 0, "dropped": 0,
-            "start_seq": None, "started_s": None, "messages": [], "counts": {}, "counts_before": {}}
+            "start_seq": None, "started_s": None, "messages": [], "counts": {}, "counts_before": {}, "notes": []}

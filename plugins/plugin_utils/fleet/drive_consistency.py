@@ -37,7 +37,10 @@ from collections import Counter
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.common.numeric import fmt_num
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge.drives import drive_list
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge.drives import checked_kernel_errors
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge.drives import (
+    checked_kernel_errors,
+    checked_kernel_notes,
+)
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet.outliers import Peers, group_of
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.common.stats import median, to_float
 
@@ -283,7 +286,8 @@ def drive_rows(records, findings=None):
         {host, drive, path, id_path, model, serial, firmware, size_bytes, transport, targets,
          health: PASSED | FAILED | not collected | no verdict, health_note, verdict: PASS | FAIL | n/a,
          reasons: [the judge's failed drive checks], findings: [messages of this drive's findings],
-         kernel_errors: the kernel's storage messages the judge counted (absent: log not judged)}
+         kernel_errors: the kernel's storage messages the judge counted (absent: log not judged),
+         kernel_notes: the kernel's capability probes the drive refused (absent: none)}
 
     ``verdict`` is FAIL when a drive check of the host's judgement (``checks``, kind
     ``drive``) failed or a finding of this drive has severity ``fail``; PASS when a check
@@ -321,6 +325,9 @@ def drive_rows(records, findings=None):
                 kernel = checked_kernel_errors(r.get("checks"), d.get("name"))
             if kernel is not None:
                 rows[-1]["kernel_errors"] = kernel
+            notes = d["kernel_notes"] if "kernel_notes" in d else checked_kernel_notes(r.get("checks"), d.get("name"))
+            if notes:
+                rows[-1]["kernel_notes"] = list(notes)
     return rows
 
 

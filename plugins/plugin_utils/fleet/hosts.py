@@ -21,7 +21,10 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet.rows impor
 )
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge.drives import drive_list
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge.host import first_failing_rule
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge.drives import checked_kernel_errors
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge.drives import (
+    checked_kernel_errors,
+    checked_kernel_notes,
+)
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet.outliers import group_of
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.common.plain import natural_key, plain
 
@@ -156,6 +159,9 @@ def host_drives(record, checks=()):
         kernel = checked_kernel_errors(checks, d.get("name"))
         if kernel is not None:
             item["kernel_errors"] = kernel
+        notes = checked_kernel_notes(checks, d.get("name"))
+        if notes:
+            item["kernel_notes"] = notes     # the kernel's capability probes: notes, never errors
         out.append(item)
     return out
 

@@ -222,6 +222,38 @@ def checked_kernel_errors(checks, drive):
     return max(values) if values else None
 
 
+def note_text(entry):
+    """A capability probe's note as the record and the drive table show it: ``does not support
+    write zeroes (2 WRITE_ZEROES requests failed during the run: operation not supported error;
+    a capability probe, not a fault)``; the look-back's requests said apart (``before the run``)."""
+    during, before = entry.get("count") or 0, entry.get("count_before") or 0
+    if during and before:
+        when = "during the run (and %d before it)" % before
+    else:
+        when = "during the run" if during else "before the run"
+    n = during or before
+    return "%s (%d %s request%s failed %s: %s error; a capability probe, not a fault)" % (
+        entry.get("note"), n, entry.get("op"), "" if n == 1 else "s", when, entry.get("error"))
+
+
+def kernel_notes(kernel, drive):
+    """The notes the kernel log's capability probes leave on ``drive`` (a name): the entries
+    of the section's ``notes`` (module_utils/collect/kmsg.py ``add_note``)."""
+    if not isinstance(kernel, dict):
+        return []
+    return [n for n in kernel.get("notes") or [] if isinstance(n, dict) and n.get("drive") == drive]
+
+
+def checked_kernel_notes(checks, drive):
+    """The notes of ``drive``'s kernel checks among a record's ``checks`` (texts, each once):
+    the drive table's and fleet.json's ``kernel_notes``."""
+    out = []
+    for c in checks or ():
+        if isinstance(c, dict) and c.get("metric") == "kernel.errors" and c.get("drive") == drive:
+            out.extend(t for t in c.get("notes") or [] if t not in out)
+    return out
+
+
 def _quote(msg):
     return '"%s"' % msg.get("text")
 
@@ -293,6 +325,11 @@ def kernel_checks(checks, rules, drives, kernel, matched, applicable, options=No
             ev += "; " + "; ".join("%s (%s)" % (_quote(m), _kernel_place(m)) for m in lines[:QUOTED])
         elif n:
             ev += "; its lines were not kept (the record keeps %d)" % len(kernel.get("messages") or [])
+        probes = kernel_notes(kernel, name)
+        notes = [note_text(e) for e in probes]
+        if probes:
+            ev += "; capability probes, not counted: " + "; ".join(
+                "%s (%s)" % (_quote(e.get("first") or {}), _kernel_place(e.get("first") or {})) for e in probes)
         for ri, rname, limit, tag in limits:
             if ri is not None:
                 applicable[ri] += 1
@@ -302,7 +339,11 @@ def kernel_checks(checks, rules, drives, kernel, matched, applicable, options=No
             msg = "%s: %s (limit %s)%s" % (drive_label(d), what, fmt_num(limit), " [rule %s]" % tag if tag else "")
             if lines:
                 msg += ": %s" % _quote(lines[0])
+            if notes:
+                msg += "; note: %s" % "; ".join(notes)
             c = _drive_check(d, rname, "kernel.errors", n, limit, "<=", passed, "pass" if passed else "fail", msg, ev)
+            if notes:
+                c["notes"] = list(notes)
             c["kernel"] = {"counts": per, "lines": [dict((k, m.get(k)) for k in (
                 "seq", "time_s", "epoch", "kind", "device", "workload", "before_run", "text")) for m in lines[:QUOTED]]}
             checks.append(c)

@@ -211,7 +211,8 @@ def drive_table(fleet, limit=DRIVE_ROWS_ALL):
                      "health": d["health"], "verdict": d["verdict"],
                      "reasons": "; ".join(list(d.get("reasons") or []) + list(d.get("findings") or [])
                                           + ([d["health_note"]] if d.get("health_note") and d["health"] != "PASSED"
-                                             and not d.get("reasons") else [])) or DASH,
+                                             and not d.get("reasons") else [])
+                                          + ["note: %s" % n for n in d.get("kernel_notes") or []]) or DASH,
                      "_flagged": drive_flagged(d),
                      "_odd": {k for k in ("model", "firmware") if (d["host"], d.get("drive"), k) in odd}})
     return rows, len(drives) - len(shown)

@@ -17,7 +17,7 @@ import test_module_iobench
 from faultdrive.fixtures import faultdrive  # noqa: F401  pylint: disable=unused-import
 import test_module_job as tj
 import unitpaths
-from ansible_collections.fleetqual.storage.plugins.module_utils.collect import kmsg
+from ansible_collections.fleetqual.storage.plugins.module_utils.collect import kmsg, probes
 
 HERE = unitpaths.UNIT
 FIXTURE = os.path.join(HERE, "fixtures", "kmsg_lines.txt")
@@ -53,7 +53,7 @@ def test_fixture_line_classified_and_device_extracted(kind, device, text, source
     assert found is not None, "not classified: %r (%s)" % (text, source)
     got_kind, severity, refs = found
     assert got_kind == kind
-    assert severity == kmsg.SEVERITY[kind] and severity in ("error", "warning")
+    assert severity == kmsg.SEVERITY[kind] and severity in (("note",) if kind == probes.PROBE else ("error", "warning"))
     got_device, _disks = kmsg.Resolver("/nonexistent").attribute(refs)
     assert got_device == device
 

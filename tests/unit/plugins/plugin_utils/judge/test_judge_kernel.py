@@ -15,6 +15,9 @@ from ansible_collections.fleetqual.storage.plugins.module_utils.collect import k
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge.host import judge
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge.drives import kernel_errors
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge.rules import validate_rules
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet.drive_consistency import drive_rows
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.report.rows import drive_table
+from test_probes import log_section
 
 FIX = os.path.join(unitpaths.UNIT, "fixtures", "controller")
 LINE = "I/O error, dev sdb, sector 2048 op 0x0:(READ) flags 0x0 phys_seg 1 prio class 2"
@@ -216,3 +219,49 @@ def test_a_drive_not_under_test_is_said_not_judged_unless_a_rule_names_it():
     with_target = [dict(DRIVES[0], targets=["data1"]), DRIVES[1]]
     r = judge([on_sdc], [], drives=with_target, kernel=kernel)
     assert r["verdict"] == "FAIL" and [c["drive"] for c in kchecks(r)] == ["sdb", "sdc"]
+
+
+# --------------------------------------------------------------------------- capability probes
+
+PROBE_ZEROES = "operation not supported error, dev sdb, sector 0 op 0x9:(WRITE_ZEROES) flags 0x800 phys_seg 0 prio class 2"
+
+
+def test_a_capability_probe_is_a_note_on_the_drive_never_a_kernel_error(slow):
+    """A refused WRITE_ZEROES during the run (the job's KernelLog, test_probes.log_section): the
+    drive PASSes with 0 kernel errors, its check and the drive table carry the note."""
+    kernel = log_section(during=[PROBE_ZEROES, PROBE_ZEROES])
+    r = judge([slow], [], drives=DRIVES, kernel=kernel)
+    assert r["verdict"] == "PASS", r["reasons"]
+    sdb, sdc = kchecks(r)
+    assert (sdb["status"], sdb["value"], sdc["value"]) == ("pass", 0, 0) and "notes" not in sdc
+    note = ("does not support write zeroes (2 WRITE_ZEROES requests failed during the run: operation not supported "
+            "error; a capability probe, not a fault)")
+    assert sdb["notes"] == [note]
+    assert sdb["message"].endswith("no kernel storage errors during the run (limit 0); note: " + note)
+    assert PROBE_ZEROES in sdb["evidence"]
+    assert kernel_errors(kernel, "sdb") == 0
+    record = {"host": "db1", "drives": DRIVES, "checks": r["checks"]}
+    rows = drive_rows([record])
+    assert [(d["drive"], d["verdict"], d["kernel_errors"], d.get("kernel_notes")) for d in rows] == [
+        ("sdb", "PASS", 0, [note]), ("sdc", "PASS", 0, None)]
+    cells, _left = drive_table({"drives": rows})
+    assert cells[0]["reasons"] == "note: " + note and not cells[0]["_flagged"]
+
+
+def test_a_probe_before_the_run_is_said_apart(slow):
+    kernel = log_section(during=[PROBE_ZEROES], before=[PROBE_ZEROES, PROBE_ZEROES])
+    sdb = kchecks(judge([slow], [], drives=DRIVES, kernel=kernel))[0]
+    assert sdb["notes"] == ["does not support write zeroes (1 WRITE_ZEROES request failed during the run (and 2 "
+                            "before it): operation not supported error; a capability probe, not a fault)"]
+    kernel = log_section(before=[PROBE_ZEROES])
+    sdb = kchecks(judge([slow], [], drives=DRIVES, kernel=kernel))[0]
+    assert sdb["value"] == 0 and sdb["notes"][0].startswith(
+        "does not support write zeroes (1 WRITE_ZEROES request failed before the run: ")
+
+
+def test_a_failed_read_beside_a_probe_still_fails(slow):
+    kernel = log_section(during=[PROBE_ZEROES, LINE])
+    r = judge([slow], [], drives=DRIVES, kernel=kernel)
+    assert r["verdict"] == "FAIL"
+    assert r["reasons"][0].startswith("drive sdb (Samsung SSD 870 EVO 1TB, serial S3Z9NX0K): 1 kernel storage error "
+                                      'during the run (limit 0): "%s"; note: does not support write zeroes' % LINE)
