@@ -7,7 +7,7 @@
  * destroyed (signatures, partitions, the opt-in) is the controller's decision before iobench
  * runs (plugins/module_utils/devices/blockdev.py); iobench only refuses what it can see cheaply.
  * prepare writes incompressible data over the working set; cleanup zeroes the working set
- * (BLKZEROOUT, else zero writes) so that a device that was blank is blank again. */
+ * (zero_method: BLKZEROOUT, or zero writes) so that a device that was blank is blank again. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -141,8 +141,31 @@ int dev_prepare(const options_t *o, prep_result_t *pr)
     return rc;
 }
 
+/* How cleanup zeroes the device, without provoking the kernel's capability probe where that
+ * can be known (docs/kernel-log.md, "Capability probes"). BLKZEROOUT sends WRITE_ZEROES to a
+ * device whose queue/write_zeroes_max_bytes is not 0 (when the device refuses it, the kernel
+ * logs the failed request and writes zero pages instead); at 0 the kernel writes zero pages
+ * at once, no probe. A loop device advertises write zeroes whenever its backing file's
+ * filesystem has any fallocate, whether or not that filesystem zeroes a range (tmpfs and ZFS
+ * do not): its answer says nothing, so iobench writes the zeros itself there.
+ *   "writes"        iobench writes zeros (a loop device)
+ *   "write_zeroes"  BLKZEROOUT on a device that advertises write zeroes
+ *   "zero_pages"    BLKZEROOUT on a device that does not: the kernel writes zero pages
+ *   "blkzeroout"    BLKZEROOUT, the device's answer not readable in sysfs */
+static const char *zero_method(int fd)
+{
+    struct stat st;
+    char p[256];
+    uint64_t wz = 0;
+    if (fstat(fd, &st) != 0) return "blkzeroout";
+    if (blockdev_sysfs(st.st_rdev, "loop", p, sizeof p) == 0) return "writes";
+    if (blockdev_sysfs(st.st_rdev, "queue/write_zeroes_max_bytes", p, sizeof p) != 0 || read_u64_file(p, &wz) != 0)
+        return "blkzeroout";
+    return wz ? "write_zeroes" : "zero_pages";
+}
+
 /* zero [0, working set): every byte prepare, a run or precondition can have written */
-int dev_cleanup(const options_t *o, uint64_t *zeroed)
+int dev_cleanup(const options_t *o, uint64_t *zeroed, const char **zeroed_by)
 {
     *zeroed = 0;
     int fd = dev_open_fd(o, 1);
@@ -150,7 +173,9 @@ int dev_cleanup(const options_t *o, uint64_t *zeroed)
     uint64_t end = o->file_size;
     uint64_t range[2] = {0, end};
     int rc = 0;
-    if (ioctl(fd, BLKZEROOUT, range) != 0) {           /* no zero-out support: write zeros */
+    const char *how = zero_method(fd);
+    if (!strcmp(how, "writes") || ioctl(fd, BLKZEROOUT, range) != 0) {   /* iobench writes the zeros */
+        how = "writes";
         unsigned char *buf = chunk_buf();
         if (!buf) { close(fd); return EXIT_INTERNAL; }
         memset(buf, 0, DEV_CHUNK);
@@ -169,5 +194,6 @@ int dev_cleanup(const options_t *o, uint64_t *zeroed)
     if (!rc && fsync(fd) != 0) { err_msg("--device %s: fsync: %s", o->device, strerror(errno)); rc = EXIT_IOERR; }
     close(fd);
     if (!rc) *zeroed = end;
+    *zeroed_by = how;
     return rc;
 }

@@ -11,24 +11,11 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
-#include <sys/sysmacros.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 #include "iobench.h"
 
 #define SPACE_MARGIN_FIXED (64ull << 20)   /* plus 5 % of the working set */
-
-static int read_u32_file(const char *path, uint32_t *out)
-{
-    FILE *f = fopen(path, "re");
-    if (!f) return -1;
-    unsigned long v = 0;
-    int ok = fscanf(f, "%lu", &v) == 1;
-    fclose(f);
-    if (!ok || v == 0) return -1;
-    *out = (uint32_t)v;
-    return 0;
-}
 
 int env_check_dir(const options_t *o, envinfo_t *env)
 {
@@ -56,13 +43,11 @@ int env_check_dir(const options_t *o, envinfo_t *env)
     }
     env->logical_block_size = 512;
     char p[256];
-    unsigned maj = major(st.st_dev), min = minor(st.st_dev);
-    snprintf(p, sizeof p, "/sys/dev/block/%u:%u/queue/logical_block_size", maj, min);
-    if (read_u32_file(p, &env->logical_block_size) == 0) env->lbs_from_sysfs = 1;
-    else {
-        snprintf(p, sizeof p, "/sys/dev/block/%u:%u/../queue/logical_block_size", maj, min);
-        if (read_u32_file(p, &env->logical_block_size) == 0) env->lbs_from_sysfs = 1;
-        else env->logical_block_size = 512;
+    uint64_t lbs = 0;
+    if (blockdev_sysfs(st.st_dev, "queue/logical_block_size", p, sizeof p) == 0 && read_u64_file(p, &lbs) == 0 &&
+        lbs > 0 && lbs <= UINT32_MAX) {
+        env->logical_block_size = (uint32_t)lbs;
+        env->lbs_from_sysfs = 1;
     }
     if (gethostname(env->hostname, sizeof env->hostname - 1) != 0) snprintf(env->hostname, sizeof env->hostname, "unknown");
     struct utsname u;

@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <pthread.h>
 #include <time.h>
+#include <sys/types.h>
 
 #define IOBENCH_VERSION "0.1.0"
 #define IOBENCH_SCHEMA 1
@@ -341,6 +342,8 @@ static inline uint64_t now_ns(void)
 }
 double epoch_now(void);
 const char *fs_type_name(long f_type);
+int blockdev_sysfs(dev_t dev, const char *rel, char *out, size_t n);
+int read_u64_file(const char *path, uint64_t *out);
 const char *errno_name(int e);
 
 /* ---- rng.c ---- */
@@ -402,7 +405,7 @@ int check_marker(const char *dir, int required);                   /* 1 present,
 int dev_setup(options_t *o, envinfo_t *env);        /* block device? size, working set, environment; exit code */
 int dev_open(const options_t *o, int **fds_out);    /* O_EXCL | O_DIRECT */
 int dev_prepare(const options_t *o, prep_result_t *pr);
-int dev_cleanup(const options_t *o, uint64_t *zeroed);
+int dev_cleanup(const options_t *o, uint64_t *zeroed, const char **zeroed_by);
 
 /* ---- verify.c: --verify, --verify-pass, the process's error log ---- */
 typedef struct verify_state {
@@ -546,6 +549,7 @@ typedef struct report {
     int ran;
     uint64_t cleaned;
     uint64_t zeroed;           /* --device cleanup: bytes zeroed */
+    const char *zeroed_by;     /* --device cleanup: how (dev_cleanup) */
     int cleanup_done;
     int exit_code;
     int interrupted;

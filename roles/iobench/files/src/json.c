@@ -380,7 +380,8 @@ void write_json(FILE *f, report_t *r)
         fprintf(f, "  \"prepare\": null,\n");
     }
     if (r->cleanup_done && o->device)
-        fprintf(f, "  \"cleanup\": {\"removed_files\": 0, \"zeroed_bytes\": %llu},\n", (unsigned long long)r->zeroed);
+        fprintf(f, "  \"cleanup\": {\"removed_files\": 0, \"zeroed_bytes\": %llu, \"zeroed_by\": \"%s\"},\n",
+                (unsigned long long)r->zeroed, r->zeroed_by ? r->zeroed_by : "writes");
     else if (r->cleanup_done) fprintf(f, "  \"cleanup\": {\"removed_files\": %llu},\n", (unsigned long long)r->cleaned);
     else fprintf(f, "  \"cleanup\": null,\n");
 

@@ -36,7 +36,7 @@ static int dir_prepare(const options_t *o, envinfo_t *env, prep_result_t *pr)
 }
 static int dir_cleanup(const options_t *o, report_t *rep) { return do_cleanup(o, &rep->cleaned); }
 static int device_prepare(const options_t *o, envinfo_t *env, prep_result_t *pr) { (void)env; return dev_prepare(o, pr); }
-static int device_cleanup(const options_t *o, report_t *rep) { return dev_cleanup(o, &rep->zeroed); }
+static int device_cleanup(const options_t *o, report_t *rep) { return dev_cleanup(o, &rep->zeroed, &rep->zeroed_by); }
 
 static const target_ops_t DIR_TARGET = {"--dir", dir_setup, dir_prepare, open_test_files, dir_cleanup};
 static const target_ops_t DEVICE_TARGET = {"--device", dev_setup, device_prepare, dev_open, device_cleanup};

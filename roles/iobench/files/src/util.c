@@ -3,7 +3,34 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 #include "iobench.h"
+
+/* The sysfs path of attribute `rel` of block device `dev` into `out`: the device's own
+ * (/sys/dev/block/M:m/rel), else its disk's for a partition (/sys/dev/block/M:m/../rel).
+ * 0 when one exists, -1 when neither does. */
+int blockdev_sysfs(dev_t dev, const char *rel, char *out, size_t n)
+{
+    if (!out || !n) return -1;
+    snprintf(out, n, "/sys/dev/block/%u:%u/%s", major(dev), minor(dev), rel);
+    if (access(out, F_OK) == 0) return 0;
+    snprintf(out, n, "/sys/dev/block/%u:%u/../%s", major(dev), minor(dev), rel);
+    return access(out, F_OK) == 0 ? 0 : -1;
+}
+
+/* One unsigned number from a sysfs file: 0 when read, -1 when missing or not a number. */
+int read_u64_file(const char *path, uint64_t *out)
+{
+    FILE *f = fopen(path, "re");
+    if (!f) return -1;
+    unsigned long long v = 0;
+    int ok = fscanf(f, "%llu", &v) == 1;
+    fclose(f);
+    if (!ok) return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
 
 double epoch_now(void)
 {
