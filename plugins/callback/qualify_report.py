@@ -125,6 +125,18 @@ options:
         key: outlier_pct_below
     env:
       - name: FLEETQUAL_REPORT_OUTLIER_PCT_BELOW
+  outlier_min_diff_ms:
+    description:
+      - Smallest difference from the group median, in ms, that can make a latency (p50, p99) an outlier,
+        whatever its score or percentage.
+      - Below it two hosts' latencies differ by scheduling and timer noise, not by their storage.
+    type: float
+    default: 0.1
+    ini:
+      - section: fleetqual_report
+        key: outlier_min_diff_ms
+    env:
+      - name: FLEETQUAL_REPORT_OUTLIER_MIN_DIFF_MS
   regression_tolerance_pct:
     description: IOPS drop or p99 latency rise against the baseline, in percent, tolerated before a regression is flagged.
     type: float

@@ -38,15 +38,21 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet.fleet_json
     utc_now,
 )
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet.latency import HistogramAccumulator
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet.outliers import find_outliers
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet.outliers import (
+    MAD_SCORE,
+    MIN_DIFF_MS,
+    PCT_BELOW,
+    find_outliers,
+)
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.common.plain import gc_paused, natural_key
 
 DEFAULT_OPTIONS = {
     "outliers": "warn",                 # warn | fail | off
     "regressions": "warn",              # warn | fail | off
     "drives": "warn",                   # warn | fail | off: drive consistency (plugin_utils/fleet/drive_consistency.py)
-    "outlier_mad_score": 3.5,
-    "outlier_pct_below": 20.0,
+    "outlier_mad_score": MAD_SCORE,
+    "outlier_pct_below": PCT_BELOW,
+    "outlier_min_diff_ms": MIN_DIFF_MS,
     "regression_tolerance_pct": 10.0,
     "baseline": None,
 }
@@ -157,7 +163,8 @@ def _aggregate(records, play, inventory, options, baseline, now, run_id, loader,
     outliers, groups = [], []
     if opts["outliers"] != "off":
         outliers, groups = find_outliers(hosts, float(opts["outlier_mad_score"]),
-                                         float(opts["outlier_pct_below"]))
+                                         float(opts["outlier_pct_below"]),
+                                         min_diff_ms=float(opts["outlier_min_diff_ms"]))
         for g in groups:
             if g["note"]:
                 notes.append("group '%s': %s" % (g["name"], g["note"]))
@@ -274,7 +281,7 @@ def judge_drives(hosts, opts):
         return [], []
     findings = drive_consistency.drive_findings(records, {
         "drives": opts["drives"], "outlier_mad_score": opts["outlier_mad_score"],
-        "outlier_pct_below": opts["outlier_pct_below"]})
+        "outlier_pct_below": opts["outlier_pct_below"], "outlier_min_diff_ms": opts["outlier_min_diff_ms"]})
     by_host = {h["host"]: h for h in hosts}
     for h in hosts:
         h["drive_findings"] = []

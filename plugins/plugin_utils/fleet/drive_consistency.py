@@ -41,13 +41,21 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge.drives imp
     checked_kernel_errors,
     checked_kernel_notes,
 )
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet.outliers import Peers, group_of
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet.outliers import (
+    MAD_SCORE,
+    MIN_DIFF_MS,
+    PCT_BELOW,
+    Peers,
+    group_of,
+    min_diff_of,
+)
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.common.stats import median, to_float
 
 DRIVE_OPTIONS = {
     "drives": "warn",                 # warn | fail | off
-    "outlier_mad_score": 3.5,
-    "outlier_pct_below": 20.0,
+    "outlier_mad_score": MAD_SCORE,
+    "outlier_pct_below": PCT_BELOW,
+    "outlier_min_diff_ms": MIN_DIFF_MS,
     "capacity_tolerance_pct": 1.0,
     "min_group": 3,                   # drives of a model per workload needed for a result judgement
 }
@@ -231,7 +239,7 @@ def _result_findings(hosts, opts):
         peers = Peers([v for _host, _group, _drive, _workload, _op, v in items], RESULT_METRICS[metric])
         med, mad, method = peers.median, peers.mad, peers.method
         for host, group, d, w, op, v in items:
-            dev = peers.deviation(v, mad_score, pct_below)
+            dev = peers.deviation(v, mad_score, pct_below, min_diff_of(metric, opts["outlier_min_diff_ms"]))
             if dev is None:
                 continue
             score, pct, worse = dev["score"], dev["pct"], dev["worse"]
@@ -250,7 +258,7 @@ def _result_findings(hosts, opts):
 def drive_findings(records, options=None):
     """Findings of drive consistency across the fleet (module docstring). ``options``:
     ``drives`` (warn | fail | off), ``outlier_mad_score``, ``outlier_pct_below``,
-    ``capacity_tolerance_pct``, ``min_group``."""
+    ``outlier_min_diff_ms``, ``capacity_tolerance_pct``, ``min_group``."""
     opts = _options(options)
     if opts["drives"] == "off":
         return []

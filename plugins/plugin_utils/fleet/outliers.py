@@ -4,8 +4,9 @@
 
 ``group_of`` puts a host in its group (inventory group, else hardware + disk model);
 ``deviation`` is the one outlier rule (robust score ``|x - median| / scale`` above
-``mad_score``, or more than ``pct_below`` % worse than the median), used by the host
-outliers here (``find_outliers``) and by the drive results of plugin_utils/fleet/drive_consistency.py."""
+``mad_score``, or more than ``pct_below`` % worse than the median, and for a latency further
+from the median than ``min_diff_ms``), used by the host outliers here (``find_outliers``) and
+by the drive results of plugin_utils/fleet/drive_consistency.py."""
 
 from __future__ import annotations
 
@@ -16,12 +17,30 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.common.stats imp
 
 MIN_GROUP_SIZE = 3
 
+# The outlier rule's defaults (the report options outlier_mad_score, outlier_pct_below,
+# outlier_min_diff_ms; docs/report.md "Fleet outliers"). A latency must also differ from the
+# median by more than MIN_DIFF_MS: below a tenth of a millisecond two hosts' medians differ by
+# scheduling, interrupt placement and timer noise, not by their storage (a host at p50 0.07 ms
+# against a median of 0.06 ms is +17 %, past no score, yet no finding), while a drive that
+# adds a slow path or a degraded link moves its latency by milliseconds.
+MAD_SCORE = 3.5
+PCT_BELOW = 20.0
+MIN_DIFF_MS = 0.1
+
+
+def min_diff_of(metric, min_diff_ms):
+    """The smallest difference from the median that can make ``metric`` an outlier:
+    ``min_diff_ms`` for a latency (a figure in ms, ``*_ms``), none (0) for IOPS."""
+    return float(min_diff_ms) if str(metric).endswith("_ms") else 0.0
+
 
 # Metrics judged across the fleet (outliers) and against a baseline (regressions).
 # "higher" means a higher value is better. The median latency is judged beside the p99: a
 # drive that adds a few milliseconds to every request (a slow path, a degraded link) moves
 # its p50 by orders of magnitude while a p99 dominated by queueing may hide it.
 JUDGED_METRICS = {"iops": "higher", "p50_ms": "lower", "p99_ms": "lower"}
+# what each judged metric is, as a chart or a table names it
+METRIC_LABELS = {"iops": "IOPS", "p50_ms": "p50 latency, ms", "p99_ms": "p99 latency, ms"}
 
 
 NON_GROUPS = ("all", "ungrouped")
@@ -31,19 +50,22 @@ class Peers:
     """The values of one figure among like peers (hosts of a group, drives of a model) and
     the one outlier rule over them: a value deviates when its robust score
     ``|x - median| / scale`` (stats.robust_scale) exceeds ``mad_score`` in either direction,
-    or when it is more than ``pct_below`` % worse than the median. ``better``: "higher"
-    (IOPS) or "lower" (latency) is better."""
+    or when it is more than ``pct_below`` % worse than the median; and in either case only
+    when it is more than ``min_diff`` (the figure's unit, :func:`min_diff_of`) from the
+    median. ``better``: "higher" (IOPS) or "lower" (latency) is better."""
 
     def __init__(self, values, better):
         self.median = median(values)
         self.scale, self.method, self.mad = robust_scale(values, self.median)
         self.better = better
 
-    def deviation(self, v, mad_score, pct_below):
+    def deviation(self, v, mad_score, pct_below, min_diff=0.0):
         """None when ``v`` is not an outlier, else {score, pct (from the median, None when
         the median is 0), direction (high | low), worse (in the bad direction), by (score |
         pct | score+pct)}."""
         med = self.median
+        if abs(v - med) <= min_diff:
+            return None
         score = abs(v - med) / self.scale if self.scale > 0 else 0.0
         pct = (v - med) / abs(med) * 100.0 if med else None
         worse_pct = None if pct is None else (-pct if self.better == "higher" else pct)
@@ -77,12 +99,13 @@ def group_of(groups, facts):
     return "(none)", "none"
 
 
-def find_outliers(hosts, mad_score=3.5, pct_below=20.0, min_group=MIN_GROUP_SIZE):
+def find_outliers(hosts, mad_score=MAD_SCORE, pct_below=PCT_BELOW, min_group=MIN_GROUP_SIZE, min_diff_ms=MIN_DIFF_MS):
     """Flag per (group, workload id, metric) hosts far from the group median.
 
     A value is an outlier when its robust score |x - median| / scale exceeds ``mad_score``
     (either direction) or when it is more than ``pct_below`` % worse than the median
-    (IOPS below, p99 latency above).  ``worse`` tells whether the deviation is in the bad
+    (IOPS below, latency above), and, for a latency, when it differs from the median by
+    more than ``min_diff_ms``.  ``worse`` tells whether the deviation is in the bad
     direction; only those count as failures in ``fail`` mode.  Returns (outliers, groups).
     """
     by_key = {}
@@ -114,7 +137,7 @@ def find_outliers(hosts, mad_score=3.5, pct_below=20.0, min_group=MIN_GROUP_SIZE
             continue
         peers = Peers([v for _host, _workload, v in items], JUDGED_METRICS[metric])
         for h, w, v in items:
-            d = peers.deviation(v, mad_score, pct_below)
+            d = peers.deviation(v, mad_score, pct_below, min_diff_of(metric, min_diff_ms))
             if d is None:
                 continue
             o = {

@@ -17,7 +17,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet.baseline i
 RESULTS_DIR_ENV = "FLEETQUAL_RESULTS_DIR"
 # the options of fleet.aggregate (fleet.DEFAULT_OPTIONS) the callback's configuration sets
 OPTION_KEYS = ("outliers", "regressions", "drives", "outlier_mad_score", "outlier_pct_below",
-               "regression_tolerance_pct", "baseline")
+               "outlier_min_diff_ms", "regression_tolerance_pct", "baseline")
 
 
 def default_results_dir():
