@@ -13,7 +13,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.diagnostics impo
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.report.arrays import html_section as array_html_section
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet.hosts import detail_rank
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet.rows import row_key
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet.outliers import JUDGED_METRICS
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet.outliers import JUDGED_METRICS, METRIC_LABELS
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.common.plain import natural_key
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.report.render_svg import (
     STRIP_MAX_DOTS,
@@ -112,7 +112,7 @@ def fleet_distribution_charts(fleet, limit=None):
         for g in sorted(groups, key=natural_key):
             pts = groups[g]
             rows.append((g, pts, median([v for _host, v, _out in pts])))
-        unit = "IOPS" if metric == "iops" else "p99 latency, ms"
+        unit = METRIC_LABELS[metric]
         n_out = sum(1 for g in rows for p in g[1] if p[2])
         charts.append({"workload": wid, "metric": metric, "outliers": n_out,
                        "svg": svg_strip_chart("%s: %s" % (wid, unit), rows, unit)})

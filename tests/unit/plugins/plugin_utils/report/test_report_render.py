@@ -213,6 +213,39 @@ def test_html_self_contained_with_charts():
     ET.fromstring(re.search(r"<svg.*?</svg>", text, re.S).group(0))   # SVG well-formed
 
 
+def test_each_fleet_distribution_chart_is_titled_with_the_metric_it_draws():
+    """Read back from report.html: each strip chart of the fleet distribution draws one
+    figure of one workload (its dots' values are the hosts' IOPS, p50 or p99 of that
+    workload, found from the fleet, not from the renderer's table), and its title and axis
+    name exactly that figure."""
+    f, recs = sample_fleet()
+    text = render_html.render_html(f, recs)
+    section = text[text.index("<h2>Fleet distribution</h2>"):]
+    section = section[:section.index("<h2>", 1)]
+    shown = {}      # workload id -> figure -> {host: the value as a chart's dot shows it}
+    for h in f["hosts"]:
+        for w in h["workloads"]:
+            for figure in ("iops", "p50_ms", "p99_ms"):
+                if w.get(figure) is not None:
+                    shown.setdefault(w["id"], {}).setdefault(figure, {})[h["host"]] = render_svg._axis_label(w[figure])
+    names = {"iops": "IOPS", "p50_ms": "p50 latency, ms", "p99_ms": "p99 latency, ms"}
+    ns = {"s": "http://www.w3.org/2000/svg"}
+    drawn = []
+    for svg in re.findall(r"<svg\b.*?</svg>", section, re.S):
+        root = ET.fromstring(svg)
+        wid, _sep, label = root.find("s:text[@class='ct']", ns).text.partition(": ")
+        axis = root.find("s:text[@class='al']", ns).text
+        dots = dict(t.text.replace(" (outlier)", "").rsplit(": ", 1) for t in root.iter("{%s}title" % ns["s"])
+                    if "(outlier)" in t.text or t.text.count(": ") == 1)
+        assert dots, svg[:300]
+        figures = [fig for fig, by_host in shown[wid].items() if all(by_host.get(hh) == v for hh, v in dots.items())]
+        assert len(figures) == 1, (wid, label, dots, figures)
+        assert label == axis == names[figures[0]], (wid, label, axis, figures[0])
+        drawn.append((wid, figures[0]))
+    assert sorted(drawn) == sorted((wid, fig) for wid, by_fig in shown.items() for fig in by_fig)
+    assert {fig for _wid, fig in drawn} == {"iops", "p50_ms", "p99_ms"}
+
+
 def test_html_empty_fleet_and_detail_limit():
     text = render_html.render_html(fleet.aggregate({}, now=NOW))
     assert "No hosts in this run." in text and "No measurements to plot." in text
