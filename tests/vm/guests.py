@@ -1,0 +1,573 @@
+"""Guests of the VM tier: Debian 12 (its own kernel, systemd, cgroup v2) under QEMU, reached
+over SSH on a 127.0.0.1 port, with drives whose truth the test sets (docs/testing.md, "The
+VM tier"). Importable by any test (``tests/vm`` on ``sys.path``)::
+
+    from guests import Guest, Drive
+    drives = [Drive("nvme", "FQNVME01"),                                  # serial FQNVME01
+              Drive("scsi", "FQHDD01", rotation_rate=7200, write_cache=False),
+              Drive("nvme", "FQTHR01", throttle={"iops-total": 200})]
+    with Guest("vm1", drives=drives, ssh_key=fleet.client_key) as g:      # booting (non-blocking)
+        g.wait_ssh()                       # bounded (300 s); the console's tail on failure
+        g.ssh("lsblk -o NAME,SERIAL")      # CompletedProcess; check=True raises with the output
+        g.by_id("FQNVME01")                # /dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_FQNVME01
+        g.qmp("qom-set", path=g.qom_path(drives[0]), property="smart_critical_warning", value=4)
+        g.addr, g.port, g.pid, g.console_tail()
+
+``Guest(...).start()`` / ``.stop()`` work outside a ``with`` (``stop`` is idempotent);
+:class:`Boot` boots several guests in background threads (a pytest hook starts it at
+collection time, so boots overlap the tests before them) and ``boot.guest(name)`` waits for
+one. ``ssh_key``: a private key whose ``.pub`` is authorized for root (the kernel command
+line carries it, ``vmimage.KEY_PARAM``); without it each guest makes a throwaway key.
+
+**Lifecycle.** ``start`` takes one of the machine's :data:`MAX_GUESTS` slots (:class:`Slot`; a guest
+waits for a free one),
+builds or reuses the cached image (``vmimage.build``), makes a qcow2 overlay of it and each
+drive's sparse raw file in the guest's directory (``/tmp/fqvm-<pid>-<name>``: short, for the
+QMP socket's path), picks a free port and starts ``qemu-system-x86_64`` (TCG, at most
+:data:`MAX_MEM_MB` MiB) with the kernel and initrd of the image, the console to
+``console.log`` and QMP on ``qmp.sock``. The process is started by one long-lived thread, so
+``PR_SET_PDEATHSIG`` (SIGKILL when its starter dies, even by SIGKILL) holds whichever thread
+asked. ``stop``, in every exit path (``with``, a fixture finalizer, ``atexit``, SIGTERM):
+QMP ``quit``, then SIGKILL by the PID of the process this object started and has not reaped
+(never anything else), then the directory removed.
+
+**Drives** (:class:`Drive`, turned into argv by :func:`drive_args`, a pure function): ``nvme``
+(``-device nvme``: serial, ``smart_critical_warning``), ``scsi`` (``scsi-hd`` on one
+``virtio-scsi-pci``: serial, vendor, product, ``rotation_rate``, ``write-cache``) or ``virtio``
+(``virtio-blk-pci``: serial, ``write-cache``), each on a ``-drive`` of its own with
+``werror=report,rerror=report`` and any ``throttling.*`` options. Values are checked
+(:func:`check_drive`) and commas escaped as QEMU's option syntax wants (``,,``).
+"""
+import atexit
+import base64
+import fcntl
+import json
+import os
+import queue
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+from dataclasses import dataclass, field
+
+import vmimage
+
+fleetlib = vmimage.fleetlib
+
+# guests at a time on this machine (FLEETQUAL_VM_SLOTS lowers or raises it: 2 cores, 24 GiB)
+MAX_GUESTS = int(os.environ.get("FLEETQUAL_VM_SLOTS") or 4)
+MAX_MEM_MB = 1024
+SSH_TIMEOUT = 300
+KINDS = ("nvme", "scsi", "virtio")
+# the limits QEMU 7.2 puts on a property (longer values are refused or cut)
+SERIAL_MAX = {"nvme": 20, "scsi": 36, "virtio": 20}
+VENDOR_MAX, PRODUCT_MAX = 8, 16
+THROTTLE_KEYS = ("iops-total", "iops-total-max", "iops-total-max-length", "iops-read", "iops-write",
+                 "bps-total", "bps-total-max", "bps-total-max-length", "iops-size")
+SAFE = re.compile(r"^[\x21-\x7e]+$")        # printable ASCII, no space
+SSH_OPTS = fleetlib.SSH_ARGS.split() + ["-o", "BatchMode=yes", "-o", "ConnectTimeout=10",
+                                         "-o", "ServerAliveInterval=15"]
+
+SLOTS_DIR = os.path.join(vmimage.CACHE, "slots")
+_LIVE = set()
+_LOCK = threading.Lock()
+
+
+class GuestError(RuntimeError):
+    """A guest did not boot, answer or stop; the message carries the console's tail."""
+
+
+class QMPError(RuntimeError):
+    """QMP answered with an error (its class and description)."""
+
+
+# --------------------------------------------------------------------------- drives
+
+@dataclass(frozen=True)
+class Drive:
+    """One emulated drive; ``serial`` also names it (``/dev/disk/by-id/*<serial>``)."""
+    kind: str
+    serial: str
+    size: int = 256 << 20
+    vendor: str = None                  # scsi
+    product: str = None                 # scsi
+    rotation_rate: int = None           # scsi: 1 = non-rotating, 7200 = an HDD's rpm
+    write_cache: bool = None            # scsi, virtio: what the guest is told
+    smart_critical_warning: int = None  # nvme: the SMART log's critical warning byte
+    throttle: dict = field(default_factory=dict)     # throttling.<key>=<int> on the -drive
+
+
+def check_drive(d):
+    """ValueError naming the field when QEMU would refuse ``d`` or read it otherwise."""
+    if d.kind not in KINDS:
+        raise ValueError("kind: %r is not one of %s" % (d.kind, ", ".join(KINDS)))
+    if not isinstance(d.serial, str) or not SAFE.match(d.serial) or len(d.serial) > SERIAL_MAX[d.kind]:
+        raise ValueError("serial: %r must be 1-%d printable ASCII characters without space"
+                         % (d.serial, SERIAL_MAX[d.kind]))
+    if not isinstance(d.size, int) or d.size < (1 << 20) or d.size % 4096:
+        raise ValueError("size: %r must be a whole number of 4 KiB blocks, 1 MiB or more" % (d.size,))
+    only = {"vendor": ("scsi",), "product": ("scsi",), "rotation_rate": ("scsi",),
+            "write_cache": ("scsi", "virtio"), "smart_critical_warning": ("nvme",)}
+    for name, kinds in only.items():
+        if getattr(d, name) is not None and d.kind not in kinds:
+            raise ValueError("%s: only for %s drives, not %s" % (name, " and ".join(kinds), d.kind))
+    for name, limit in (("vendor", VENDOR_MAX), ("product", PRODUCT_MAX)):
+        v = getattr(d, name)
+        if v is not None and (not isinstance(v, str) or not SAFE.match(v) or len(v) > limit):
+            raise ValueError("%s: %r must be 1-%d printable ASCII characters without space" % (name, v, limit))
+    if d.rotation_rate is not None and (not isinstance(d.rotation_rate, int) or not 0 <= d.rotation_rate <= 65534):
+        raise ValueError("rotation_rate: %r must be 0-65534 (1: non-rotating, else rpm)" % (d.rotation_rate,))
+    if d.write_cache is not None and not isinstance(d.write_cache, bool):
+        raise ValueError("write_cache: %r must be true or false" % (d.write_cache,))
+    w = d.smart_critical_warning
+    if w is not None and (not isinstance(w, int) or isinstance(w, bool) or not 0 <= w <= 255):
+        raise ValueError("smart_critical_warning: %r must be a byte (0-255)" % (w,))
+    for k, v in d.throttle.items():
+        if k not in THROTTLE_KEYS:
+            raise ValueError("throttle: unknown key %r; known: %s" % (k, ", ".join(THROTTLE_KEYS)))
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError("throttle.%s: %r must be a whole number >= 1" % (k, v))
+    if "iops-total-max-length" in d.throttle and "iops-total-max" not in d.throttle:
+        raise ValueError("throttle.iops-total-max-length: needs iops-total-max (a burst's rate)")
+    if "iops-total-max" in d.throttle and d.throttle["iops-total-max"] < d.throttle.get("iops-total", 0):
+        raise ValueError("throttle.iops-total-max: below iops-total")
+    return d
+
+
+def qemu_escape(value):
+    """A value inside QEMU's ``key=value,...`` option syntax: a comma doubled."""
+    return str(value).replace(",", ",,")
+
+
+def opts(*pairs):
+    """``key=value,...`` of (key, value) pairs, values escaped; None values left out."""
+    return ",".join("%s=%s" % (k, qemu_escape(v)) for k, v in pairs if v is not None)
+
+
+def _onoff(v):
+    return None if v is None else ("on" if v else "off")
+
+
+def device_id(drive, index):
+    """The QOM id of the drive's device (``/machine/peripheral/<id>``): nvme1, scsi2, ..."""
+    return "%s%d" % (drive.kind, index)
+
+
+def drive_args(drives, files):
+    """argv of ``drives`` (with ``files``, each one's raw file, in the same order)."""
+    argv = []
+    if any(d.kind == "scsi" for d in drives):
+        argv += ["-device", "virtio-scsi-pci,id=scsi0"]
+    for i, (d, path) in enumerate(zip(drives, files), start=1):
+        check_drive(d)
+        node = "d%d" % i
+        argv += ["-drive", opts(("if", "none"), ("id", node), ("file", path), ("format", "raw"),
+                                ("werror", "report"), ("rerror", "report"),
+                                *(("throttling." + k, v) for k, v in sorted(d.throttle.items())))]
+        dev_id = device_id(d, i)
+        if d.kind == "nvme":
+            dev = opts(("drive", node), ("serial", d.serial), ("id", dev_id),
+                       ("smart_critical_warning", d.smart_critical_warning))
+            argv += ["-device", "nvme," + dev]
+        elif d.kind == "scsi":
+            dev = opts(("drive", node), ("bus", "scsi0.0"), ("id", dev_id), ("serial", d.serial),
+                       ("vendor", d.vendor), ("product", d.product), ("rotation_rate", d.rotation_rate),
+                       ("write-cache", _onoff(d.write_cache)))
+            argv += ["-device", "scsi-hd," + dev]
+        else:
+            dev = opts(("drive", node), ("id", dev_id), ("serial", d.serial), ("write-cache", _onoff(d.write_cache)))
+            argv += ["-device", "virtio-blk-pci," + dev]
+    return argv
+
+
+def guest_args(paths, overlay, port, qmp_sock, console, mem_mb, smp, pubkey, accel="tcg"):
+    """argv of the machine itself: the image's kernel, the overlay as /dev/vda, user-mode
+    networking with one forward from 127.0.0.1:port to the guest's sshd, QMP, the console."""
+    if not 128 <= mem_mb <= MAX_MEM_MB:
+        raise ValueError("mem_mb: %r must be 128-%d" % (mem_mb, MAX_MEM_MB))
+    append = "root=/dev/vda rw console=ttyS0 panic=1 net.ifnames=0 %s=%s" % (
+        vmimage.KEY_PARAM, base64.b64encode(pubkey.strip().encode()).decode())
+    return ["qemu-system-x86_64", "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+            "-accel", accel, "-cpu", "max", "-smp", str(smp), "-m", str(mem_mb),
+            "-kernel", paths["kernel"], "-initrd", paths["initrd"], "-append", append,
+            "-drive", opts(("if", "none"), ("id", "root"), ("file", overlay), ("format", "qcow2"), ("cache", "unsafe")),
+            "-device", "virtio-blk-pci,drive=root,serial=fqroot",
+            "-netdev", "user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:%d-:22" % port,
+            "-device", "virtio-net-pci,netdev=n0", "-device", "virtio-rng-pci",
+            "-serial", "file:" + console, "-qmp", "unix:%s,server,nowait" % qmp_sock]
+
+
+# --------------------------------------------------------------------------- processes
+
+class Slot:
+    """One of the machine's :data:`MAX_GUESTS` guest slots: an exclusive ``flock`` on
+    ``SLOTS_DIR/slot-<n>``, so the limit holds across threads, test processes and sessions,
+    and the kernel frees the slot of a process that died, however it died."""
+
+    def __init__(self):
+        self.fh = None
+
+    def acquire(self, timeout):
+        os.makedirs(SLOTS_DIR, exist_ok=True)
+        deadline = time.monotonic() + timeout
+        while True:
+            for n in range(MAX_GUESTS):
+                fh = open(os.path.join(SLOTS_DIR, "slot-%d" % n), "a")
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    fh.close()
+                    continue
+                self.fh = fh
+                return n
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(1)
+
+    def release(self):
+        if self.fh is not None:
+            self.fh.close()         # closing the file drops the lock
+            self.fh = None
+
+
+class _Launcher:
+    """Starts every QEMU process from one thread that lives as long as the process, so the
+    child's PR_SET_PDEATHSIG (bound to the thread that forked it) fires only when the test
+    process itself dies."""
+
+    def __init__(self):
+        self.q = queue.Queue()
+        self.thread = None
+        self.lock = threading.Lock()
+
+    def _loop(self):
+        while True:
+            argv, kw, box, done = self.q.get()
+            try:
+                box.append(subprocess.Popen(argv, preexec_fn=fleetlib._pdeathsig, **kw))
+            except Exception as e:  # noqa: BLE001 - handed to the caller
+                box.append(e)
+            done.set()
+
+    def popen(self, argv, **kw):
+        with self.lock:
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._loop, name="vm-launcher", daemon=True)
+                self.thread.start()
+        box, done = [], threading.Event()
+        self.q.put((argv, kw, box, done))
+        done.wait()
+        if isinstance(box[0], Exception):
+            raise box[0]
+        return box[0]
+
+
+_LAUNCHER = _Launcher()
+
+
+def qmp_call(sock_path, command, timeout=10.0, **arguments):
+    """One QMP command over a fresh connection: greeting, ``qmp_capabilities``, the command;
+    its ``return`` value (events in between skipped), :class:`QMPError` on an ``error``."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(sock_path)
+        reader = s.makefile("r")
+
+        def answer():
+            while True:
+                line = reader.readline()
+                if not line:
+                    raise QMPError("QMP connection closed while waiting for the answer to %s" % command)
+                msg = json.loads(line)
+                if "return" in msg:
+                    return msg["return"]
+                if "error" in msg:
+                    raise QMPError("%s: %s: %s" % (command, msg["error"].get("class"), msg["error"].get("desc")))
+        json.loads(reader.readline())           # the greeting
+        s.sendall(b'{"execute": "qmp_capabilities"}\n')
+        answer()
+        doc = {"execute": command}
+        if arguments:
+            doc["arguments"] = arguments
+        s.sendall(json.dumps(doc).encode() + b"\n")
+        return answer()
+
+
+# --------------------------------------------------------------------------- the guest
+
+class Guest:
+    """One QEMU guest (see the module doc)."""
+
+    def __init__(self, name, drives=(), ssh_key=None, mem_mb=768, smp=1, base=None, accel="tcg"):
+        if not re.match(r"^[a-z0-9][a-z0-9-]{0,30}$", name):
+            raise ValueError("name: %r must be 1-31 of a-z, 0-9 and -" % (name,))
+        self.name, self.drives, self.mem_mb, self.smp, self.accel = name, tuple(drives), mem_mb, smp, accel
+        for d in self.drives:
+            check_drive(d)
+        if len({d.serial for d in self.drives}) != len(self.drives):
+            raise ValueError("drives: serials must differ (they name the drives)")
+        self.dir = os.path.join(base or "/tmp", "fqvm-%d-%s" % (os.getpid(), name))
+        self.ssh_key = ssh_key
+        self.addr, self.port, self.proc = "127.0.0.1", None, None
+        self.boot_s, self.image = None, None
+        self._slot = Slot()
+        self._stopping = threading.Lock()
+        _install_exit_handlers()
+
+    # paths
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    @property
+    def pid(self):
+        return self.proc.pid if self.proc else None
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def qom_path(self, drive):
+        """The QOM path of ``drive``'s device (for ``qom-set`` / ``qom-get``)."""
+        return "/machine/peripheral/" + device_id(drive, self.drives.index(drive) + 1)
+
+    def start(self, slot_timeout=900):
+        """Boot (non-blocking: :meth:`wait_ssh` waits). Raises ``vmimage.Unavailable`` when this
+        machine cannot run guests."""
+        if self.running():
+            return self
+        why = vmimage.unavailable()
+        if why:
+            raise vmimage.Unavailable(why)
+        if self._slot.fh is None and self._slot.acquire(slot_timeout) is None:
+            raise GuestError("%s: no free guest slot (%d at most on this machine, %s) within %d s"
+                             % (self.name, MAX_GUESTS, SLOTS_DIR, slot_timeout))
+        _install_exit_handlers()
+        with _LOCK:
+            _LIVE.add(self)
+        try:
+            paths, self.image = vmimage.build()
+            os.makedirs(self.dir, mode=0o700, exist_ok=True)
+            if self.ssh_key is None:
+                self.ssh_key = self.path("client_ed25519")
+                subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "fqvm-" + self.name,
+                                "-f", self.ssh_key], check=True)
+            with open(self.ssh_key + ".pub") as fh:
+                pubkey = fh.read()
+            overlay = self.path("overlay.qcow2")
+            p = subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", paths["image"], "-F", "raw", overlay],
+                               capture_output=True, text=True, check=False)
+            if p.returncode != 0:
+                raise GuestError("qemu-img create %s: %s" % (overlay, p.stderr.strip()))
+            files = []
+            for d in self.drives:
+                files.append(self.path("drive-%s.raw" % d.serial.replace("/", "_")))
+                with open(files[-1], "wb") as fh:
+                    fh.truncate(d.size)
+            self._spawn(paths, overlay, files, pubkey)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _spawn(self, paths, overlay, files, pubkey):
+        self._paths, self._files, self._pubkey = paths, files, pubkey
+        self.port = fleetlib.free_port(self.addr)
+        self.argv = guest_args(paths, overlay, self.port, self.path("qmp.sock"), self.path("console.log"),
+                               self.mem_mb, self.smp, pubkey, self.accel) + drive_args(self.drives, files)
+        self.t0 = time.monotonic()
+        with open(self.path("qemu.err"), "w") as err:
+            self.proc = _LAUNCHER.popen(self.argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err)
+
+    def console_tail(self, chars=3000):
+        """The last ``chars`` of the console, and of QEMU's own messages when it printed any."""
+        out = []
+        for name in ("console.log", "qemu.err"):
+            try:
+                with open(self.path(name), errors="replace") as fh:
+                    text = fh.read()[-chars:]
+            except OSError:
+                continue
+            if text.strip():
+                out.append(("qemu: " if name == "qemu.err" else "") + text)
+        return "\n".join(out)
+
+    def wait_ssh(self, timeout=SSH_TIMEOUT):
+        """Wait until root logs in over SSH (bounded); GuestError with the console's tail."""
+        deadline = self.t0 + timeout
+        retries = 2
+        while True:
+            if not self.running():
+                err = self.console_tail()
+                if "host forwarding" in err and retries:      # the port was taken meanwhile: another
+                    retries -= 1
+                    self.proc.wait()
+                    self._respawn()
+                    continue
+                raise GuestError("%s: qemu exited %s before SSH answered:\n%s" % (self.name, self.proc.returncode, err))
+            p = self._ssh_argv(["true"])
+            r = subprocess.run(p, capture_output=True, text=True, timeout=60, check=False, stdin=subprocess.DEVNULL)
+            if r.returncode == 0:
+                self.boot_s = round(time.monotonic() - self.t0, 1)
+                return self
+            if time.monotonic() > deadline:
+                raise GuestError("%s: no SSH login on %s:%d within %d s (last: %s); console's tail:\n%s"
+                                 % (self.name, self.addr, self.port, timeout, r.stderr.strip()[-300:],
+                                    self.console_tail()))
+            time.sleep(2)
+
+    def _respawn(self):
+        self._spawn(self._paths, self.path("overlay.qcow2"), self._files, self._pubkey)
+
+    def _ssh_argv(self, argv):
+        return ["ssh"] + SSH_OPTS + ["-i", self.ssh_key, "-p", str(self.port), "root@" + self.addr, "--"] + list(argv)
+
+    def ssh(self, command, timeout=120, check=True, input=None):
+        """Run ``command`` (a shell string) as root in the guest: CompletedProcess (text)."""
+        r = subprocess.run(self._ssh_argv([command]), capture_output=True, text=True, timeout=timeout, check=False,
+                           input=input, stdin=None if input is not None else subprocess.DEVNULL)
+        if check and r.returncode != 0:
+            raise GuestError("%s: `%s` exited %d: %s%s" % (self.name, command, r.returncode, r.stdout[-2000:],
+                                                          r.stderr[-2000:]))
+        return r
+
+    def by_id(self, serial, timeout=30):
+        """The ``/dev/disk/by-id`` link of the drive with ``serial`` (the whole disk's)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            out = self.ssh("ls /dev/disk/by-id").stdout.split()
+            found = sorted((n for n in out if n.endswith("_" + serial) or n.endswith("-" + serial)),
+                           key=lambda n: (not n.startswith(("nvme-", "scsi-0", "virtio-")), len(n)))
+            if found:
+                return "/dev/disk/by-id/" + found[0]
+            if time.monotonic() > deadline:
+                raise GuestError("%s: no /dev/disk/by-id link ends with %s: %s" % (self.name, serial, out))
+            time.sleep(1)
+
+    def qmp(self, command, timeout=10.0, **arguments):
+        """A QMP command's ``return`` (:func:`qmp_call` on this guest's socket)."""
+        return qmp_call(self.path("qmp.sock"), command, timeout=timeout, **arguments)
+
+    def stop(self, quit_timeout=15):
+        """QMP quit, SIGKILL by PID if still running, files removed, slot freed. Idempotent;
+        returns the PID that was stopped (None if none ran)."""
+        with self._stopping:
+            pid = None
+            if self.proc is not None:
+                pid = self.proc.pid
+                if self.proc.poll() is None:
+                    try:
+                        self.qmp("quit", timeout=5)
+                    except (OSError, QMPError, ValueError):
+                        pass
+                    try:
+                        self.proc.wait(timeout=quit_timeout)
+                    except subprocess.TimeoutExpired:
+                        self.proc.kill()        # ours and not reaped: the PID is still this process
+                        self.proc.wait(timeout=30)
+            shutil.rmtree(self.dir, ignore_errors=True)
+            with _LOCK:
+                _LIVE.discard(self)
+            self._slot.release()
+            return pid
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+# --------------------------------------------------------------------------- background boots
+
+class Boot:
+    """Guests booted in background threads: ``Boot([Guest(...), ...]).start()``; then
+    ``boot.guest(name)`` waits (bounded) for that guest to answer SSH and returns it, or
+    raises what its boot raised (``vmimage.Unavailable``: the skip reason)."""
+
+    def __init__(self, guests):
+        self.guests = {g.name: g for g in guests}
+        self.errors, self.threads = {}, {}
+        self.t0 = None
+
+    def _boot(self, g):
+        try:
+            g.start()
+            g.wait_ssh()
+        except BaseException as e:  # noqa: BLE001 - re-raised by guest()
+            self.errors[g.name] = e
+
+    def start(self):
+        self.t0 = time.monotonic()
+        _install_exit_handlers()
+        for name, g in self.guests.items():
+            t = threading.Thread(target=self._boot, args=(g,), name="vm-boot-" + name, daemon=True)
+            self.threads[name] = t
+            t.start()
+        return self
+
+    def guest(self, name, timeout=SSH_TIMEOUT + 1200):
+        """The booted guest ``name`` (waits for its thread: image build, slot, boot, SSH)."""
+        t = self.threads[name]
+        t.join(timeout)
+        if t.is_alive():
+            raise GuestError("%s: still booting after %d s" % (name, timeout))
+        if name in self.errors:
+            raise self.errors[name]
+        return self.guests[name]
+
+    def stop(self):
+        return [g.stop() for g in self.guests.values()]
+
+
+def sweep_stale(base="/tmp"):
+    """Remove what a dead test process left of its guests (``fqvm-<pid>-<name>`` whose PID is
+    gone; its QEMU processes died with it, ``PR_SET_PDEATHSIG``). Returns the directories."""
+    done = []
+    for name in os.listdir(base):
+        m = re.match(r"^fqvm-(\d+)-[a-z0-9-]+$", name)
+        if m and not os.path.exists("/proc/" + m.group(1)):
+            shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+            done.append(os.path.join(base, name))
+    return done
+
+
+def close_all():
+    """Stop every live guest and any running image build of this process (exit paths)."""
+    errors = vmimage.stop_builds()
+    with _LOCK:
+        live = list(_LIVE)
+    for g in live:
+        try:
+            g.stop()
+        except Exception as e:  # noqa: BLE001 - at exit: report, go on with the others
+            errors.append(str(e))
+    return errors
+
+
+_HANDLERS = []
+
+
+def _install_exit_handlers():
+    """atexit once; the SIGTERM handler (chained to the one before it) once, from the main
+    thread (Python sets signal handlers there only)."""
+    if "atexit" not in _HANDLERS:
+        _HANDLERS.append("atexit")
+        atexit.register(close_all)
+    if "sigterm" in _HANDLERS or threading.current_thread() is not threading.main_thread():
+        return
+    _HANDLERS.append("sigterm")
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_term(signum, frame):
+        close_all()
+        if callable(previous):
+            previous(signum, frame)
+        raise SystemExit(128 + signum)
+    signal.signal(signal.SIGTERM, on_term)
+
+
+if os.geteuid() == 0:
+    sweep_stale()
