@@ -1,0 +1,198 @@
+"""Fixtures of the VM tier (docs/testing.md, "The VM tier"): the guests of the scenarios,
+booted in the background from the end of collection on, and the real playbook's runs over
+SSH to them.
+
+Each test names the guests it needs in its marker (``pytest.mark.vm("vm-nvme", ...)``); only
+the guests of the selected tests boot (``pytest tests/vm/test_vm_throttle.py`` boots one),
+and each stops after the last test that names it. The scenarios are batched:
+:data:`RUNS` says which guest qualifies which of its drives, with which plan, in each of two
+playbook runs (a drive whose truth the test sets is opted in by its ``/dev/disk/by-id`` name,
+``destroy_data: true``); a run holds only the selected guests and is made once per session,
+when a test first asks for it (``vm_run("first")``).
+"""
+import os
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import guests  # noqa: E402
+import vmimage  # noqa: E402
+from guests import Drive  # noqa: E402
+
+import fleetlib  # noqa: E402  (tests/fleet, on sys.path through vmimage)
+import fleetrun  # noqa: E402
+
+CRITICAL_WARNING = 0x04         # NVM subsystem reliability degraded
+HDD = {"vendor": "FQDISK", "product": "FQ-HDD-7200", "rotation_rate": 7200}
+# low enough that one thread of a TCG guest on a busy 2-core machine outruns it (at 200, one
+# thread measured 166 IOPS there: its own request latency, not the drive's limit)
+THROTTLE_IOPS = 100
+BURST = {"iops-total": 200, "iops-total-max": 600, "iops-total-max-length": 4}
+
+# guest -> its drives (the root disk, virtio, comes with every guest)
+GUESTS = {
+    "vm-nvme": [Drive("nvme", "FQNVME01"), Drive("nvme", "FQNVME02")],
+    "vm-crit": [Drive("nvme", "FQNVME03", smart_critical_warning=CRITICAL_WARNING)],
+    "vm-hdd": [Drive("scsi", "FQHDD01", write_cache=False, **HDD), Drive("scsi", "FQHDD02", write_cache=True, **HDD)],
+    "vm-throttle": [Drive("nvme", "FQTHR01", throttle={"iops-total": THROTTLE_IOPS}),
+                    Drive("nvme", "FQBURST01", throttle=BURST)],
+}
+
+QUICK = {"fleetqual_profile": "quick"}
+# one short workload: the host FAILs on its drive's health, whatever it measures
+ONE_READ = {"fleetqual_profile": "quick", "fleetqual_matrix": [
+    {"workload": "cache", "mode": "rndrd", "threads": 1, "total_size": "16M", "block_size": "16K", "direct": True,
+     "time": 4, "warmup": 1}]}
+# a thread sweep on the throttled drive: the IOPS it is set to at every step
+SWEEP = {"fleetqual_profile": "quick", "fleetqual_matrix": [
+    {"workload": "throttled", "mode": "rndrd", "threads": [1, 8, 64], "total_size": "64M", "block_size": "16K",
+     "direct": True, "time": 8, "warmup": 2}]}
+# no warmup: the measured window starts with the bucket's burst
+BURST_PLAN = {"fleetqual_profile": "quick", "fleetqual_matrix": [
+    {"workload": "burst", "id": "burst-rndrd-t16", "mode": "rndrd", "threads": 16, "total_size": "64M",
+     "block_size": "16K", "direct": True, "time": 18, "warmup": 0}]}
+
+# run -> guest -> (the serial of the drive it qualifies, its plan)
+RUNS = {
+    "first": {"vm-nvme": ("FQNVME01", QUICK), "vm-crit": ("FQNVME03", ONE_READ), "vm-hdd": ("FQHDD01", QUICK),
+              "vm-throttle": ("FQTHR01", SWEEP)},
+    "second": {"vm-hdd": ("FQHDD02", QUICK), "vm-throttle": ("FQBURST01", BURST_PLAN)},
+}
+TARGET_SIZE = "128M"
+GROUP = "vm"
+
+_STATE = {"boot": None, "wanted": (), "last": {}, "released": set()}
+TIMES = {}          # what took how long, for the summary at the end
+
+
+def guests_of(item):
+    """The guests a test names in its ``vm`` markers."""
+    return {name for m in item.iter_markers("vm") for name in m.args}
+
+
+def wanted_guests(items):
+    """The guests the selected tests need, in GUESTS order."""
+    names = set()
+    for item in items:
+        names |= guests_of(item)
+    unknown = names - set(GUESTS)
+    if unknown:
+        raise ValueError("pytest.mark.vm names unknown guests %s; known: %s" % (sorted(unknown), ", ".join(GUESTS)))
+    return tuple(n for n in GUESTS if n in names)
+
+
+def _boot(names):
+    if _STATE["boot"] is None and names and not vmimage.unavailable():
+        _STATE["wanted"] = names
+        _STATE["boot"] = guests.Boot([guests.Guest(n, drives=GUESTS[n]) for n in names]).start()
+    return _STATE["boot"]
+
+
+def pytest_collection_finish(session):
+    """Build the image (when missing) and boot the selected tests' guests in the background
+    from now on, so the boots overlap the tests before the first that needs a guest; note
+    each guest's last test (the guest stops after it: its slot and CPU go to the others)."""
+    for item in session.items:
+        for name in guests_of(item):
+            _STATE["last"][name] = item.nodeid
+    _boot(wanted_guests(session.items))
+
+
+def pytest_runtest_teardown(item, nextitem):
+    boot = _STATE["boot"]
+    for name, nodeid in _STATE["last"].items():
+        if boot is not None and nodeid == item.nodeid and name in boot.guests:
+            _STATE["released"].add(name)
+            boot.guests[name].stop()
+
+
+@pytest.fixture(scope="session")
+def vm_boot(request):
+    """The session's booting guests (``guests.Boot``); stopped, and checked gone, at the end."""
+    why = vmimage.unavailable()
+    if why:
+        pytest.skip(why)
+    boot = _boot(wanted_guests(request.session.items))
+    if boot is None:
+        pytest.skip("no test of this session names a guest (pytest.mark.vm)")
+    yield boot
+    dirs = [g.dir for g in boot.guests.values()]
+    pids = [p for p in boot.stop() if p]
+    assert not [p for p in pids if os.path.exists("/proc/%d" % p)], "qemu still running after the teardown"
+    assert not [d for d in dirs if os.path.exists(d)], "guest files left after the teardown"
+
+
+@pytest.fixture(scope="session")
+def vm_guest(vm_boot):
+    """``vm_guest(name)``: the booted guest (skips with the reason when it cannot boot here)."""
+    def get(name):
+        try:
+            return vm_boot.guest(name)
+        except vmimage.Unavailable as e:
+            pytest.skip(str(e))
+    return get
+
+
+@pytest.fixture(scope="session")
+def vm_fleet(tmp_path_factory):
+    """The inventory writer and ansible environment of the fleet tests (``fleetlib.Fleet``)."""
+    if not fleetrun._BUILD_CACHE:
+        fleetrun._BUILD_CACHE.append(str(tmp_path_factory.mktemp("vm-build-cache")))
+    f = fleetlib.Fleet(str(tmp_path_factory.mktemp("vm-fleet")))
+    yield f
+    f.close()
+
+
+def host_entry(g, serial, plan):
+    """An inventory host of guest ``g`` qualifying its drive ``serial`` (by-id, opted in)."""
+    target = {"name": serial.lower(), "device": g.by_id(serial), "destroy_data": True, "serial": serial,
+              "size": TARGET_SIZE}
+    hv = {"ansible_python_interpreter": "/usr/bin/python3", "ansible_ssh_private_key_file": g.ssh_key,
+          "ansible_ssh_timeout": 60, "fleetqual_test_dir": "/var/tmp/fleetqual", "fleetqual_bin_dir": "/opt/fleetqual/bin",
+          "fleetqual_targets": [target]}
+    hv.update(plan)
+    return {"name": g.name, "group": GROUP, "inst": g, "vars": hv}
+
+
+@pytest.fixture(scope="session")
+def vm_run(vm_boot, vm_guest, vm_fleet, tmp_path_factory):
+    """``vm_run(name)``: the playbook run ``name`` of :data:`RUNS` over the selected guests
+    (made once); the FleetRun, with ``.guests`` (name -> Guest) and ``.targets`` (name -> its
+    target)."""
+    done = {}
+
+    def run(name):
+        if name not in done:
+            hosts = {n: v for n, v in RUNS[name].items() if n in _STATE["wanted"] and n not in _STATE["released"]}
+            entries = [host_entry(vm_guest(n), serial, plan) for n, (serial, plan) in hosts.items()]
+            base = str(tmp_path_factory.mktemp("vm-run-" + name))
+            inv = vm_fleet.inventory(os.path.join(base, "inventory"), entries)
+            r = fleetrun.run_playbook(vm_fleet, inv, base, "vm-" + name, args=["--forks", "4"], timeout=1500)
+            TIMES["run %s (%s)" % (name, ", ".join(hosts))] = r.elapsed
+            r.guests = {e["name"]: e["inst"] for e in entries}
+            r.targets = {e["name"]: e["vars"]["fleetqual_targets"][0] for e in entries}
+            done[name] = r
+        return done[name]
+    return run
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Where the time went: the image (built now or cached), each guest's boot, each run."""
+    boot = _STATE["boot"]
+    if boot is None:
+        return
+    lines = []
+    image = next((g.image for g in boot.guests.values() if g.image), None)
+    if image:
+        lines.append("image %s: %s" % (image.get("key"), "built in %s s %s" % (image.get("build_s"), image.get("steps"))
+                                       if image.get("built_now") else "cached (built in %s s)" % image.get("build_s")))
+    for name, g in boot.guests.items():
+        lines.append("guest %s: %s" % (name, "SSH after %s s" % g.boot_s if g.boot_s else
+                                       "did not boot: %s" % str(boot.errors.get(name))[:200]))
+    lines += ["%s: %.0f s" % (k, v) for k, v in TIMES.items()]
+    terminalreporter.write_sep("-", "VM tier timings")
+    for line in lines:
+        terminalreporter.write_line(line)

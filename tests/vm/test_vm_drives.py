@@ -1,0 +1,155 @@
+"""Drives whose truth the test sets, held to the product through the real playbook (the VM
+tier, docs/testing.md): QEMU's device properties are the ground truth a real drive never
+gives.
+
+First run (conftest.RUNS, one playbook over the guests at once, the quick profile on one
+device target each, opted in by its by-id name):
+
+* ``vm-nvme``: two NVMe drives with the serials FQNVME01 (the target) and FQNVME02: the host
+  PASSes; its record's drives and fleet.json's drive table show those serials, QEMU's model
+  (``QEMU NVMe Ctrl``) and QEMU's version as the firmware;
+* ``vm-crit``: an NVMe drive booted with ``smart_critical_warning`` 0x04: the host FAILs
+  citing the drive's critical warning and serial;
+* ``vm-hdd``: SCSI disks with ``rotation_rate=7200`` (an HDD), the target with
+  ``write-cache=off``; the second run qualifies its twin with ``write-cache=on``. The drive
+  is reported rotational, the SSDs are not; the write-cache diagnostic names each drive's
+  cache (or says it cannot tell), never the other one.
+"""
+import re
+import subprocess
+
+import pytest
+
+from conftest import CRITICAL_WARNING, HDD
+
+pytestmark = [pytest.mark.vm("vm-nvme", "vm-crit", "vm-hdd"), pytest.mark.slow]
+
+QUICK_IDS = 6
+NVME_MODEL = "QEMU NVMe Ctrl"
+
+
+def qemu_version():
+    out = subprocess.run(["qemu-system-x86_64", "--version"], capture_output=True, text=True, check=True).stdout
+    return re.search(r"version (\d+\.\d+\.\d+)", out).group(1)
+
+
+def drives_by_serial(record):
+    return {d.get("serial"): d for d in record["drives"]}
+
+
+def fleet_rows(run, host):
+    return {row["serial"]: row for row in run.fleet()["drives"] if row["host"] == host}
+
+
+def brief(rec):
+    return (rec.get("verdict"), rec.get("reasons"), rec.get("error"))
+
+
+def test_first_run_verdicts(vm_run):
+    run = vm_run("first")
+    verdicts = {h["host"]: h["verdict"] for h in run.fleet()["hosts"]}
+    expected = {"vm-nvme": "PASS", "vm-crit": "FAIL", "vm-hdd": "PASS"}
+    assert {h: verdicts.get(h) for h in expected} == expected, run.out[-6000:]
+    # the gate fails the run for vm-crit
+    assert run.rc != 0
+
+
+def test_nvme_serials_model_and_firmware_are_what_qemu_was_given(vm_run):
+    run = vm_run("first")
+    rec = run.record("vm-nvme")
+    assert rec["verdict"] == "PASS", brief(rec)
+    drives = drives_by_serial(rec)
+    assert {"FQNVME01", "FQNVME02"} <= set(drives), sorted(drives)
+    for serial in ("FQNVME01", "FQNVME02"):
+        d = drives[serial]
+        assert (d["model"], d["transport"], d["rotational"]) == (NVME_MODEL, "nvme", False), d
+        assert d["firmware"] == qemu_version(), d          # QEMU reports its version as the firmware
+        assert d["size_bytes"] == 256 << 20, d
+        assert d["health"]["collected"] and d["health"]["passed"] is True, d["health"]
+    # the target is the drive with the serial it was opted in by, and only that one
+    assert drives["FQNVME01"]["targets"] and not drives["FQNVME02"]["targets"], drives
+    target = run.targets["vm-nvme"]
+    assert len(rec["workloads"]) == QUICK_IDS
+    for w in rec["workloads"]:
+        argv = w["result"]["argv"]
+        assert argv[argv.index("--device") + 1] == target["device"], argv
+        assert w["metrics"]["iops"] > 0 and w["metrics"]["errors"] == 0, w["key"]
+    # fleet.json's drive table: the same serials, model and firmware, the target's drive PASS
+    rows = fleet_rows(run, "vm-nvme")
+    assert {s: (r["model"], r["firmware"]) for s, r in rows.items() if s.startswith("FQNVME")} == \
+        {s: (NVME_MODEL, qemu_version()) for s in ("FQNVME01", "FQNVME02")}, rows
+    assert rows["FQNVME01"]["verdict"] == "PASS" and rows["FQNVME01"]["targets"], rows["FQNVME01"]
+
+
+def test_nvme_critical_warning_fails_the_host_citing_it(vm_run):
+    run = vm_run("first")
+    rec = run.record("vm-crit")
+    assert rec["verdict"] == "FAIL", brief(rec)
+    d = drives_by_serial(rec)["FQNVME03"]
+    assert d["health"]["critical_warning"] == CRITICAL_WARNING and d["health"]["passed"] is False, d["health"]
+    # drive nvme0n1 (QEMU NVMe Ctrl, serial FQNVME03): the drive's own health verdict is FAILED (...;
+    # critical_warning 0x04 (NVM subsystem reliability degraded))
+    cited = [r for r in rec["reasons"] if "(%s, serial FQNVME03): the drive's own health verdict is FAILED" % NVME_MODEL
+             in r and "critical_warning 0x%02x" % CRITICAL_WARNING in r]
+    assert cited, rec["reasons"]
+    # the only reason: the drive's data and speed were fine
+    assert all("FQNVME03" in r for r in rec["reasons"]), rec["reasons"]
+    row = fleet_rows(run, "vm-crit")["FQNVME03"]
+    assert (row["health"], row["verdict"]) == ("FAILED", "FAIL"), row
+    assert cited[0] in row["reasons"], row
+
+
+def test_scsi_disk_at_7200_rpm_is_rotational_and_reports_its_identity(vm_run):
+    run = vm_run("first")
+    rec = run.record("vm-hdd")
+    drives = drives_by_serial(rec)
+    for serial, cache in (("FQHDD01", "write through"), ("FQHDD02", "write back")):
+        d = drives[serial]
+        # a SCSI disk (sd*) behind QEMU's virtio-scsi HBA: the transport is that bus
+        assert (d["rotational"], d["transport"], d["model"], d["vendor"]) == \
+            (True, "virtio", HDD["product"], HDD["vendor"]), d
+        assert d["name"].startswith("sd") and d["by_id"] == ["/dev/disk/by-id/scsi-0%s_%s_%s" % (
+            HDD["vendor"], HDD["product"], serial)], d
+        assert d["write_cache"] == cache, d       # what the guest's kernel was told
+    nvme = drives_by_serial(run.record("vm-nvme"))
+    assert nvme["FQNVME01"]["rotational"] is False
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "fleet.json has no HDD/SSD split: its drive rows are {host, drive, path, id_path, model, serial, firmware, "
+    "size_bytes, transport, targets, health, health_note, verdict, reasons, findings, kernel_errors}, no rotational "
+    "or media field, and the drive findings compare the HDD with the SSDs of its inventory group: 'vm-hdd drive sda "
+    "(FQ-HDD-7200, serial FQHDD01, firmware 2.5+): model FQ-HDD-7200 is on 1 of the 4 hosts of group vm, which have "
+    "QEMU NVMe Ctrl (1.5 per host)'"))
+def test_fleet_json_groups_the_hdd_apart_from_the_ssds(vm_run):
+    run = vm_run("first")
+    fj = run.fleet()
+    media = {r["serial"]: r.get("rotational", r.get("media")) for r in fj["drives"]}
+    assert media["FQHDD01"] in (True, "hdd", "HDD") and media["FQNVME01"] in (False, "ssd", "SSD"), fj["drives"]
+    # an HDD among SSD hosts is another kind of drive, not an odd model of theirs
+    odd = [f["message"] for f in fj["drive_findings"] if f["kind"] == "model" and f["serial"] == "FQHDD01"]
+    assert not odd, odd
+
+
+GUESSED = pytest.mark.xfail(strict=False, reason=(
+    "the write-cache diagnostic guesses from the thread gain: on this one-vCPU TCG guest 1 to 4 threads give "
+    "0.63-1.0x on BOTH drives, so rule 3 ('probably write-back, more threads barely help') fires whenever the 1-thread "
+    "p50 lands between 0.2 and 1 ms; observed on the write-cache=off drive (its kernel says 'write through'): "
+    "'Write cache: probably write-back, more threads barely help (1-thread write p50 0.889 ms in the cache-sized set, "
+    "0.676 ms over-cache (1.3x), 0.93x IOPS from 1 to 4 threads; gain <= 2.0x).' Not strict: in other runs p50 was "
+    "4.49 and 5.41 ms and the diagnostic said write-through"))
+
+
+@pytest.mark.parametrize("run_name,serial,truth", [pytest.param("first", "FQHDD01", "write-through", marks=GUESSED),
+                                                   ("second", "FQHDD02", "write-back")])
+def test_write_cache_diagnostic_names_the_drives_cache_or_says_it_cannot_tell(vm_run, run_name, serial, truth):
+    run = vm_run(run_name)
+    rec = run.record("vm-hdd")
+    assert rec["verdict"] == "PASS", brief(rec)
+    assert [t["device"] for t in rec["targets"]] == [run.targets["vm-hdd"]["device"]]
+    assert run.targets["vm-hdd"]["serial"] == serial
+    wc = rec["diagnostics"]["write_cache"]
+    print("write_cache of %s (%s): %s %s" % (serial, truth, wc["conclusion"], wc["sentence"]))
+    # the truth, or "unclear" with the reason; never the other cache
+    assert wc["conclusion"] in (truth, "unclear"), wc["sentence"]
+    assert wc["workloads"] and all(w.endswith("@" + serial.lower()) or "@" not in w for w in wc["workloads"]), wc

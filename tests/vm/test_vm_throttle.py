@@ -1,0 +1,88 @@
+"""A drive of known IOPS and a burst bucket (the VM tier, docs/testing.md): QEMU's block
+throttling is the ground truth.
+
+* First run (conftest.RUNS): ``vm-throttle`` qualifies FQTHR01, throttled to
+  ``conftest.THROTTLE_IOPS`` requests/s, with a custom matrix (``fleetqual_matrix``): 16K
+  random reads at 1, 8 and 64 threads. Each step measures the drive's rate within 5 %, and
+  the tipping-point diagnostic puts the knee at the first step (IOPS stop growing there).
+* Second run: FQBURST01, a bucket (``iops-total`` N, ``iops-total-max`` M for
+  ``iops-total-max-length`` L seconds) read by 16 threads from the window's start (no
+  warmup): the stability diagnostic reports the run slowed from about M to about N.
+"""
+import re
+
+import pytest
+
+from conftest import BURST, THROTTLE_IOPS
+
+pytestmark = [pytest.mark.vm("vm-throttle"), pytest.mark.slow]
+
+HOST = "vm-throttle"
+TOLERANCE = 0.05
+
+
+def workloads(rec):
+    return {w["id"]: w for w in rec["workloads"]}
+
+
+def test_throttled_drive_measures_its_rate_at_every_thread_count(vm_run):
+    rec = vm_run("first").record(HOST)
+    assert rec["verdict"] == "PASS", (rec["verdict"], rec.get("reasons"), rec.get("error"))
+    ws = workloads(rec)
+    assert sorted(ws) == ["throttled-rndrd-t1", "throttled-rndrd-t64", "throttled-rndrd-t8"], sorted(ws)
+    iops = {wid: w["metrics"]["iops"] for wid, w in ws.items()}
+    off = {wid: round(v / THROTTLE_IOPS - 1, 4) for wid, v in iops.items()}
+    assert all(abs(x) <= TOLERANCE for x in off.values()), (iops, off)
+    # the device's own counters agree with iobench's count
+    for wid, w in ws.items():
+        assert w["metrics"]["errors"] == 0, wid
+        dev = w["metrics"].get("dev_r_s")
+        assert dev and abs(dev / THROTTLE_IOPS - 1) <= TOLERANCE, (wid, dev)
+
+
+def test_tipping_point_knee_where_iops_stop_growing(vm_run):
+    rec = vm_run("first").record(HOST)
+    tp = rec["diagnostics"]["tipping_point"]
+    ev = tp["evidence"]
+    assert [s["threads"] for s in ev["steps"]] == [1, 8, 64], tp
+    # 200 IOPS at one thread already: the knee is the first step
+    assert ev["saturation_threads"] == 1, tp["sentence"]
+    assert ev["little_ok"] is True, (ev["little_ratio"], tp["sentence"])
+
+
+def test_burst_bucket_drop_reported_by_the_stability_diagnostic(vm_run):
+    rec = vm_run("second").record(HOST)
+    st = rec["diagnostics"]["stability"]
+    ev = st["evidence"]
+    assert (st["status"], st["conclusion"]) == ("warn", "slowed"), st["sentence"]
+    fig = ev["workloads"]["burst-rndrd-t16"]
+    peak, avg = BURST["iops-total-max"], BURST["iops-total"]
+    print("burst %s -> %s: %s; %s" % (peak, avg, fig, st["sentence"]))
+    # the run starts at the burst rate and ends at the drive's own
+    assert abs(fig["series"][0] / peak - 1) <= 0.15, fig
+    assert fig["first_iops"] >= 2 * avg, fig
+    assert abs(fig["last_iops"] / avg - 1) <= 0.1, fig
+    assert drop_at(fig) is not None, fig
+    assert "burst-rndrd-t16 %s -> %s IOPS" % (round(fig["first_iops"]), round(fig["last_iops"])) in st["sentence"]
+
+
+def drop_at(fig):
+    """Seconds into the run of the first slice of the series below the middle of the first and
+    last thirds' rates (the series: equal slices of the 1 s intervals), or None."""
+    mid = (fig["first_iops"] + fig["last_iops"]) / 2
+    step = fig["intervals"] / len(fig["series"])
+    return next((i * step for i, v in enumerate(fig["series"]) if v < mid), None)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "the stability sentence says how far the run slowed, not when: 'Stability: 1 of 1 runs changed pace while they "
+    "ran, the last third of their intervals more than 20 % below the first: burst-rndrd-t16 600 -> 200 IOPS "
+    "(-66.7 %); burst credits spent, a write cache filled or thermal throttling, so a longer run (steady_state: "
+    "true) measures less.' (series 629, 597, 603, 570, then 200: the drop came 6 s in)"))
+def test_burst_drop_says_when_it_came(vm_run):
+    st = vm_run("second").record(HOST)["diagnostics"]["stability"]
+    fig = st["evidence"]["workloads"]["burst-rndrd-t16"]
+    said = re.findall(r"(\d+(?:\.\d+)?) ?s\b", st["sentence"])
+    assert said, st["sentence"]
+    step = fig["intervals"] / len(fig["series"])
+    assert any(abs(float(x) - drop_at(fig)) <= step + 1 for x in said), (said, drop_at(fig), st["sentence"])
