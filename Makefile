@@ -46,6 +46,14 @@ test-rest:
 	$(PYTEST) --basetemp=$(STREAMS)/rest-tmp --junitxml=$(STREAMS)/rest.xml -m "not kernel_errors" tests \
 	    --ignore=tests/fleet
 
+# The VM tier (tests/vm, docs/testing.md "The VM tier"): Debian 12 guests under QEMU, in a
+# pytest process of its own (its guests boot while its first tests are collected).
+VM_TESTS := tests/vm
+.PHONY: test-vm
+test-vm:
+	mkdir -p $(STREAMS)
+	$(PYTEST) --basetemp=$(STREAMS)/vm-tmp --junitxml=$(STREAMS)/vm.xml $(VM_TESTS)
+
 # The static checks, one after the other.
 checks:
 	$(MAKE) lint

@@ -6,7 +6,8 @@
 #                             the fleetqual_manage_packages test); fuse3, libfuse3-dev and
 #                             pkg-config (the fault-injecting drive of tests/faultdrive);
 #                             debootstrap (hosts of other Debian releases); sudo (non-root
-#                             logins); the development requirements in
+#                             logins); qemu-system-x86, qemu-utils and nbdkit (the VM tier's
+#                             guests and their drives); the development requirements in
 #                             .venv; the packaging tools in .venv-packaging; ansible-test's
 #                             pip bootstrap (scripts/ansible-test-sanity.sh --setup)
 #
@@ -29,7 +30,8 @@ runtime_pkgs=(gcc make libc6-dev sysstat python3-venv)
 test_pkgs=(fio sysbench openssh-server chromium libxml2-utils
            e2fsprogs util-linux dmsetup procps shellcheck git prometheus
            smartmontools nvme-cli python3-apt
-           fuse3 libfuse3-dev pkg-config debootstrap sudo)
+           fuse3 libfuse3-dev pkg-config debootstrap sudo
+           qemu-system-x86 qemu-utils nbdkit)
 pkgs=("${runtime_pkgs[@]}")
 $test_mode && pkgs+=("${test_pkgs[@]}")
 
