@@ -185,7 +185,8 @@ def pytest_terminal_summary(terminalreporter):
     if boot is None:
         return
     lines = []
-    image = next((g.image for g in boot.guests.values() if g.image), None)
+    images = [g.image for g in boot.guests.values() if g.image]
+    image = next((i for i in images if i.get("built_now")), images[0] if images else None)
     if image:
         lines.append("image %s: %s" % (image.get("key"), "built in %s s %s" % (image.get("build_s"), image.get("steps"))
                                        if image.get("built_now") else "cached (built in %s s)" % image.get("build_s")))

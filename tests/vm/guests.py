@@ -69,8 +69,7 @@ VENDOR_MAX, PRODUCT_MAX = 8, 16
 THROTTLE_KEYS = ("iops-total", "iops-total-max", "iops-total-max-length", "iops-read", "iops-write",
                  "bps-total", "bps-total-max", "bps-total-max-length", "iops-size")
 SAFE = re.compile(r"^[\x21-\x7e]+$")        # printable ASCII, no space
-SSH_OPTS = fleetlib.SSH_ARGS.split() + ["-o", "BatchMode=yes", "-o", "ConnectTimeout=10",
-                                         "-o", "ServerAliveInterval=15"]
+SSH_OPTS = fleetlib.SSH_ARGS.split() + ["-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=15"]
 
 SLOTS_DIR = os.path.join(vmimage.CACHE, "slots")
 _LIVE = set()
@@ -429,8 +428,7 @@ class Guest:
         r = subprocess.run(self._ssh_argv([command]), capture_output=True, text=True, timeout=timeout, check=False,
                            input=input, stdin=None if input is not None else subprocess.DEVNULL)
         if check and r.returncode != 0:
-            raise GuestError("%s: `%s` exited %d: %s%s" % (self.name, command, r.returncode, r.stdout[-2000:],
-                                                          r.stderr[-2000:]))
+            raise GuestError("%s: `%s` exited %d: %s%s" % (self.name, command, r.returncode, r.stdout[-2000:], r.stderr[-2000:]))
         return r
 
     def by_id(self, serial, timeout=30):

@@ -17,7 +17,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -40,8 +39,8 @@ def parse_opts(text):
             i += 2
             continue
         if i == len(text) or text[i] == ",":
-            k, _, v = buf.partition("=")
-            assert k not in out, (k, text)
+            k, eq, v = buf.partition("=")
+            assert k not in out and (eq or not out), (k, text)
             out[k] = v
             buf = ""
         else:
@@ -56,9 +55,9 @@ SERIAL = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7e), min_size
 @st.composite
 def drives(draw):
     out, serials = [], set()
-    for _ in range(draw(st.integers(0, 5))):
+    for n in range(draw(st.integers(0, 5))):
         kind = draw(st.sampled_from(guests.KINDS))
-        serial = draw(SERIAL.filter(lambda s: s not in serials))
+        serial = draw(SERIAL.filter(lambda s: s not in serials), label="serial %d" % n)
         serials.add(serial)
         kw = {"size": draw(st.integers(256, 1 << 20)) * 4096}
         if kind == "scsi":
@@ -86,11 +85,11 @@ def test_drive_args_round_trip(specs, dirname):
     files = ["/tmp/%s/drive-%d.raw" % (dirname, i) for i in range(len(specs))]
     argv = guests.drive_args(specs, files)
     pairs = [(argv[i], argv[i + 1]) for i in range(0, len(argv), 2)]
-    assert all(flag in ("-drive", "-device") for flag, _ in pairs), argv
+    assert all(flag in ("-drive", "-device") for flag, value in pairs), argv
     drv = [parse_opts(v) for f, v in pairs if f == "-drive"]
     dev = [parse_opts(v) for f, v in pairs if f == "-device" and not v.startswith("virtio-scsi-pci,")]
     assert len(drv) == len(dev) == len(specs)
-    assert any(v == "virtio-scsi-pci,id=scsi0" for _, v in pairs) == any(d.kind == "scsi" for d in specs)
+    assert any(v == "virtio-scsi-pci,id=scsi0" for flag, v in pairs) == any(d.kind == "scsi" for d in specs)
     ids = [o["id"] for o in drv] + [o["id"] for o in dev]
     assert len(ids) == len(set(ids))
     model = {"nvme": "nvme", "scsi": "scsi-hd", "virtio": "virtio-blk-pci"}
