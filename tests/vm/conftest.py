@@ -119,10 +119,12 @@ def vm_boot(request):
     if boot is None:
         pytest.skip("no test of this session names a guest (pytest.mark.vm)")
     yield boot
-    dirs = [g.dir for g in boot.guests.values()]
-    pids = [p for p in boot.stop() if p]
-    assert not [p for p in pids if os.path.exists("/proc/%d" % p)], "qemu still running after the teardown"
-    assert not [d for d in dirs if os.path.exists(d)], "guest files left after the teardown"
+    boot.stop()
+    # each QEMU process ended and reaped by the Popen that started it (never looked up by PID)
+    running = [g.name for g in boot.guests.values() if g.proc is not None and g.proc.returncode is None]
+    assert not running, "qemu still running after the teardown: %s" % running
+    left = [g.dir for g in boot.guests.values() if os.path.exists(g.dir)]
+    assert not left, "guest files left after the teardown: %s" % left
 
 
 @pytest.fixture(scope="session")

@@ -308,20 +308,29 @@ def build(packages=PACKAGES):
             remove_build(work)
 
 
-def stop_builds():
-    """End a running build of this process (exit paths): debootstrap's tree killed by PID,
-    its directory unmounted and removed."""
-    with _LOCK:
-        CLOSING.set()
-        builds = dict(_BUILDS)
+def each(action, items):
+    """``action(item)`` for every item whatever the others did (exit paths): the errors' texts."""
     errors = []
-    for pid, work in builds.items():
-        fleetlib.kill_tree(pid)
+    for item in items:
         try:
-            remove_build(work)
-        except Exception as e:  # noqa: BLE001 - at exit: report, go on
+            action(item)
+        except Exception as e:  # noqa: BLE001 - at exit: report, go on with the others
             errors.append(str(e))
     return errors
+
+
+def _stop_build(pid_work):
+    fleetlib.kill_tree(pid_work[0])
+    remove_build(pid_work[1])
+
+
+def stop_builds():
+    """End a running build of this process (exit paths): debootstrap's tree killed by PID,
+    its directory unmounted and removed. Returns the errors."""
+    with _LOCK:
+        CLOSING.set()
+        builds = list(_BUILDS.items())
+    return each(_stop_build, builds)
 
 
 if __name__ == "__main__":      # build (or show) the cached image: python tests/vm/vmimage.py
