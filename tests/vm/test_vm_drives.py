@@ -12,8 +12,10 @@ device target each, opted in by its by-id name):
   citing the drive's critical warning and serial;
 * ``vm-hdd``: SCSI disks with ``rotation_rate=7200`` (an HDD), the target with
   ``write-cache=off``; the second run qualifies its twin with ``write-cache=on``. The drive
-  is reported rotational, the SSDs are not; the write-cache diagnostic names each drive's
-  cache (or says it cannot tell), never the other one.
+  is reported rotational, the SSDs are not, and fleet.json's drive rows carry each drive's
+  media (``hdd`` / ``ssd``): the HDD is not flagged as an odd model among the SSD hosts of its
+  group; the write-cache diagnostic names each drive's cache (or says it cannot tell), never the
+  other one.
 """
 import re
 import subprocess
@@ -115,17 +117,11 @@ def test_scsi_disk_at_7200_rpm_is_rotational_and_reports_its_identity(vm_run):
     assert nvme["FQNVME01"]["rotational"] is False
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "fleet.json has no HDD/SSD split: its drive rows are {host, drive, path, id_path, model, serial, firmware, "
-    "size_bytes, transport, targets, health, health_note, verdict, reasons, findings, kernel_errors}, no rotational "
-    "or media field, and the drive findings compare the HDD with the SSDs of its inventory group: 'vm-hdd drive sda "
-    "(FQ-HDD-7200, serial FQHDD01, firmware 2.5+): model FQ-HDD-7200 is on 1 of the 4 hosts of group vm, which have "
-    "QEMU NVMe Ctrl (1.5 per host)'"))
 def test_fleet_json_groups_the_hdd_apart_from_the_ssds(vm_run):
     run = vm_run("first")
     fj = run.fleet()
-    media = {r["serial"]: r.get("rotational", r.get("media")) for r in fj["drives"]}
-    assert media["FQHDD01"] in (True, "hdd", "HDD") and media["FQNVME01"] in (False, "ssd", "SSD"), fj["drives"]
+    media = {r["serial"]: (r.get("rotational"), r.get("media")) for r in fj["drives"]}
+    assert (media["FQHDD01"], media["FQNVME01"]) == ((True, "hdd"), (False, "ssd")), fj["drives"]
     # an HDD among SSD hosts is another kind of drive, not an odd model of theirs
     odd = [f["message"] for f in fj["drive_findings"] if f["kind"] == "model" and f["serial"] == "FQHDD01"]
     assert not odd, odd
