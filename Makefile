@@ -15,22 +15,24 @@ STREAMS := $(CURDIR)/build/test-streams
 .PHONY: test test-c test-py test-fleet test-rest checks lint docs-check changelog-lint docs-lint galaxy \
 	galaxy-import galaxy-import-release sanity molecule qualify clean
 
-# Every suite. The C tests first (the pytest suites use the build); then three streams at
-# once, since most of their time is spent waiting on workloads, sshd round trips and
+# Every suite. The C tests first (the pytest suites use the build); then four streams at
+# once, since most of their time is spent waiting on workloads, sshd round trips, guests and
 # subprocesses rather than on the CPU: the fleet tests over SSH, every other pytest
-# directory, and the static checks. Each stream's output is printed whole when it ends
-# (--output-sync), and one closing line counts both pytest streams (tests/junit_summary.py).
+# directory, the VM tier (its guests boot while the other streams run), and the static
+# checks. Each stream's output is printed whole when it ends (--output-sync), and one
+# closing line counts every pytest stream (tests/junit_summary.py).
 test: test-c
 	rm -rf $(STREAMS) && mkdir -p $(STREAMS)
-	$(MAKE) -j3 --output-sync=target test-fleet test-rest checks; rc=$$?; \
-	$(VENV)/python tests/junit_summary.py $(STREAMS)/fleet.xml $(STREAMS)/kernel.xml $(STREAMS)/rest.xml || rc=1; \
+	$(MAKE) -j4 --output-sync=target test-vm test-fleet test-rest checks; rc=$$?; \
+	$(VENV)/python tests/junit_summary.py $(STREAMS)/fleet.xml $(STREAMS)/kernel.xml $(STREAMS)/rest.xml \
+	    $(STREAMS)/vm.xml || rc=1; \
 	[ $$rc -eq 0 ] && echo "make test: all suites passed"; exit $$rc
 
 test-c:
 	$(MAKE) -C $(SRC) test
 
 # Every pytest test in one process (a developer's run; `make test` runs the same tests as
-# the two streams below).
+# the streams below).
 test-py:
 	$(PYTEST) tests
 
@@ -40,11 +42,11 @@ test-py:
 test-fleet:
 	$(PYTEST) --basetemp=$(STREAMS)/fleet-tmp --junitxml=$(STREAMS)/fleet.xml tests/fleet; rc=$$?; \
 	$(PYTEST) --basetemp=$(STREAMS)/kernel-tmp --junitxml=$(STREAMS)/kernel.xml -m kernel_errors tests \
-	    --ignore=tests/fleet || { e=$$?; [ $$e -eq 5 ] || rc=1; }; exit $$rc
+	    --ignore=tests/fleet --ignore=$(VM_TESTS) || { e=$$?; [ $$e -eq 5 ] || rc=1; }; exit $$rc
 
 test-rest:
 	$(PYTEST) --basetemp=$(STREAMS)/rest-tmp --junitxml=$(STREAMS)/rest.xml -m "not kernel_errors" tests \
-	    --ignore=tests/fleet
+	    --ignore=tests/fleet --ignore=$(VM_TESTS)
 
 # The VM tier (tests/vm, docs/testing.md "The VM tier"): Debian 12 guests under QEMU, in a
 # pytest process of its own (its guests boot while its first tests are collected).
