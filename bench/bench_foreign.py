@@ -41,7 +41,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "unit"))
 
-from ansible_collections.fleetqual.storage.plugins.module_utils.collect import foreign  # noqa: E402
+from ansible_collections.fleetqual.storage.plugins.module_utils.collect import cgroups  # noqa: E402
 from ansible_collections.fleetqual.storage.plugins.module_utils.job import workload  # noqa: E402
 import loopdev  # noqa: E402  (tests/unit/loopdev.py: the one place of the loop device's setup)
 
@@ -182,7 +182,7 @@ def join(group):
 
 def hook(a):
     """Part 2: (B/A with B's throttling activated) / (B/A before)."""
-    group = os.path.join(foreign.BLKIO_V1, "fq-bench-hook-%d" % os.getpid())
+    group = os.path.join(cgroups.BLKIO_V1, "fq-bench-hook-%d" % os.getpid())
     os.mkdir(group)
     phases = {}
     try:
@@ -218,7 +218,7 @@ def hook(a):
                 print("hook: %-20s A %8.0f  B %8.0f  B/A %.3f  CPU us/request A %.1f B %.1f B/A %.3f"
                       % (phase, ph["A"], ph["B"], ph["ratio"], ph["us_A"], ph["us_B"], ph["us_ratio"]), flush=True)
     finally:
-        leave_group(os.path.join(foreign.BLKIO_V1, "cgroup.procs"), group)
+        leave_group(os.path.join(cgroups.BLKIO_V1, "cgroup.procs"), group)
     return phases
 
 
@@ -229,9 +229,9 @@ def membership(a):
     """Part 3: the cost of being in a non-root group alone: iobench (random O_DIRECT reads,
     4 threads) run directly on a fresh loop device whose throttling is never activated, in
     the root group and in a child group with no rule, alternately."""
-    group = os.path.join(foreign.BLKIO_V1, "fq-bench-member-%d" % os.getpid())
+    group = os.path.join(cgroups.BLKIO_V1, "fq-bench-member-%d" % os.getpid())
     os.mkdir(group)
-    root = os.path.join(foreign.BLKIO_V1, "cgroup.procs")
+    root = os.path.join(cgroups.BLKIO_V1, "cgroup.procs")
     runs = {"root": [], "child": []}
     us = {"root": [], "child": []}
     ratios, us_ratios = [], []
@@ -243,7 +243,7 @@ def membership(a):
             for i in range(a.hook_rounds):
                 got, got_us = {}, {}
                 for where in (("root", "child") if i % 2 == 0 else ("child", "root")):
-                    join(group if where == "child" else foreign.BLKIO_V1)
+                    join(group if where == "child" else cgroups.BLKIO_V1)
                     got[where], got_us[where] = run_iobench(d, a.time, RNDRD)
                     runs[where].append(got[where])
                     us[where].append(got_us[where])
@@ -277,7 +277,7 @@ def main():
             d = os.path.join(loop["mnt"], "ds")
             os.mkdir(d)
             rows = variants(a, d)
-    v1 = os.path.isfile(os.path.join(foreign.BLKIO_V1, "blkio.throttle.io_serviced"))
+    v1 = os.path.isfile(os.path.join(cgroups.BLKIO_V1, "blkio.throttle.io_serviced"))
     if a.only in (None, "hook") and v1:
         phases = hook(a)
     if a.only in (None, "membership") and v1:

@@ -3,12 +3,12 @@
 """Foreign I/O and impact limits on the host (docs/compliance.md): what else uses the disk while a
 workload runs, and how the workload keeps out of its way. Used by ``workload.run_workload``.
 
-* **Attribution** (``cgroup``): the benchmark runs in a block-I/O cgroup of its own, a
-  child of the group the job runs in (cgroup v1 ``blkio``: ``<job's group>/fleetqual-<pid>``
-  with the job's and its ancestors' strictest throttle rules copied in, v1 throttling not
-  being hierarchical; cgroup v2: an ``io`` child of the job's own group, held by every
-  ancestor's ``io.max``): the benchmark is never less limited than the session that
-  started it, and the record says which limits it inherited (``cgroup``). The kernel charges every bio our processes submit to it, per device:
+* **Attribution** (``cgroup``): the benchmark runs in a block-I/O group of its own
+  (``cgroups.py``: a cgroup v1 ``blkio`` child of the job's group with the job's and its
+  ancestors' strictest throttle rules copied in; on cgroup v2 under systemd a transient unit
+  systemd makes in the job's slice (``units.py``), else an ``io`` group below the job's path),
+  never less limited than the session that started it; the record says which limits it
+  inherited and which it carries (``cgroup``). The kernel charges every bio our processes submit to it, per device:
   reads (buffered readahead included), O_DIRECT writes, and the writeback our own
   ``fsync``/``fdatasync`` calls issue. What it cannot see is said in ``blind``: the
   journal commits the filesystem's thread (jbd2, xfsaild) writes for our fsyncs and, on
@@ -48,10 +48,15 @@ from ansible_collections.fleetqual.storage.plugins.module_utils.collect.foreign_
     options,
     validate,
 )
-from ansible_collections.fleetqual.storage.plugins.module_utils.collect.impact import applied, limit_params, preexec
-
-BLKIO_V1 = "/sys/fs/cgroup/blkio"
-CGROUP2_CANDIDATES = ("/sys/fs/cgroup/unified", "/sys/fs/cgroup")
+from ansible_collections.fleetqual.storage.plugins.module_utils.collect.impact import (
+    applied,
+    enforced_note,
+    io_weight,
+    kernel_limits,
+    limit_params,
+    preexec,
+)
+from ansible_collections.fleetqual.storage.plugins.module_utils.collect.cgroups import Cgroup
 
 
 # --------------------------------------------------------------------------- devices
@@ -65,260 +70,11 @@ def read_stat(dev):
         return None
 
 
-def devnum(dev):
-    try:
-        with open("/sys/block/%s/dev" % dev) as fh:
-            return fh.read().strip()
-    except OSError:
-        return None
-
-
 def util_pct(a, b, secs):
     """%util of one device between two stat readings ``secs`` apart (io_ticks, field 10)."""
     if not a or not b or secs <= 0 or len(a) < 10 or len(b) < 10:
         return None
     return min(100.0, (b[9] - a[9]) / (secs * 1000.0) * 100.0)
-
-
-# --------------------------------------------------------------------------- cgroup
-
-def _write(path, text):
-    with open(path, "w") as fh:
-        fh.write(text)
-
-
-THROTTLE_RULES = ("read_iops_device", "write_iops_device", "read_bps_device", "write_bps_device")
-# cgroup v2 io.max keys of the same four limits
-IO_MAX_KEYS = {"riops": "read_iops_device", "wiops": "write_iops_device", "rbps": "read_bps_device",
-               "wbps": "write_bps_device"}
-
-
-def own_cgroups(text=None):
-    """``(blkio v1 path, unified v2 path)`` of this process (``/proc/self/cgroup``; None when
-    it is in no such hierarchy): where the job runs, and so where its limits are."""
-    if text is None:
-        try:
-            with open("/proc/self/cgroup") as fh:
-                text = fh.read()
-        except OSError:
-            text = ""
-    v1 = v2 = None
-    for line in text.splitlines():
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        if parts[0] == "0" and parts[1] == "":
-            v2 = parts[2] or "/"
-        elif "blkio" in parts[1].split(","):
-            v1 = parts[2] or "/"
-    return v1, v2
-
-
-def read_rules(path):
-    """``{"maj:min": value}`` of one v1 throttle file (a missing file: {})."""
-    out = {}
-    try:
-        with open(path) as fh:
-            for line in fh:
-                parts = line.split()
-                if len(parts) == 2 and parts[1].isdigit():
-                    out[parts[0]] = int(parts[1])
-    except OSError:
-        return {}
-    return out
-
-
-def ancestry(mount, rel):
-    """The group directories from ``mount`` + ``rel`` up to the hierarchy's root, own first."""
-    rel = "/" + (rel or "/").strip("/")
-    out = []
-    while True:
-        out.append((os.path.join(mount, rel.lstrip("/")) if rel != "/" else mount, rel))
-        if rel == "/":
-            return out
-        rel = os.path.dirname(rel)
-
-
-def strictest_rules(mount, rel, numbers):
-    """cgroup v1 (not hierarchical: a process in another group leaves its group's limits
-    behind): the strictest of each throttle rule over the job's group and every ancestor up
-    to the root, for the devices ``numbers`` (``{"maj:min": dev}``). Returns
-    ``[{rule, device, number, value, from}]`` (``from``: the group that set it)."""
-    best = {}
-    for path, name in ancestry(mount, rel):
-        for rule in THROTTLE_RULES:
-            for num, value in read_rules(os.path.join(path, "blkio.throttle." + rule)).items():
-                if num in numbers and value > 0 and ((rule, num) not in best or value < best[(rule, num)][0]):
-                    best[(rule, num)] = (value, name)
-    return [{"rule": rule, "device": numbers[num], "number": num, "value": v, "from": name}
-            for (rule, num), (v, name) in sorted(best.items())]
-
-
-def io_max_rules(mount, rel, numbers):
-    """cgroup v2 (nested: a child is held by every ancestor's io.max): the ``io.max``
-    limits of the job's group and its ancestors for ``numbers``, as strictest_rules says them."""
-    best = {}
-    for path, name in ancestry(mount, rel):
-        try:
-            with open(os.path.join(path, "io.max")) as fh:
-                lines = fh.read().splitlines()
-        except OSError:
-            continue
-        for line in lines:
-            parts = line.split()
-            if not parts or parts[0] not in numbers:
-                continue
-            for kv in parts[1:]:
-                key, _sep, value = kv.partition("=")
-                if key in IO_MAX_KEYS and value.isdigit() and int(value) > 0:
-                    k = (IO_MAX_KEYS[key], parts[0])
-                    if k not in best or int(value) < best[k][0]:
-                        best[k] = (int(value), name)
-    return [{"rule": rule, "device": numbers[num], "number": num, "value": v, "from": name}
-            for (rule, num), (v, name) in sorted(best.items())]
-
-
-def _cgroup2_mount():
-    for root in CGROUP2_CANDIDATES:
-        if os.path.isfile(os.path.join(root, "cgroup.controllers")):
-            return root
-    return None
-
-
-class Cgroup:
-    """The benchmark's own block-I/O cgroup (v1 blkio or v2 io), made as a CHILD of the
-    group the job runs in (``/proc/self/cgroup``), so the job's limits keep holding it
-    (docs/compliance.md, "Limits inherited"): on cgroup v2 by nesting (every ancestor's
-    ``io.max`` applies); on cgroup v1, whose throttling is not hierarchical, the strictest of
-    the job's group's and its ancestors' ``blkio.throttle.*_device`` rules for the devices in
-    play is copied into the new group (``inherited``). Where that cannot be done, no group
-    (``create`` says why). ``counters()`` gives ``{dev: [rios, rbytes, wios, wbytes]}`` for
-    the devices it was made for."""
-
-    def __init__(self, devices, name=None, proc_cgroup=None):
-        self.devices = [d for d in devices if devnum(d)]
-        self.numbers = {devnum(d): d for d in self.devices}
-        self.name = name or "fleetqual-%d-%d" % (os.getpid(), int(time.time() * 1000) % 1000000)
-        self.proc_cgroup = proc_cgroup
-        self.path = None
-        self.parent = None
-        self.version = None
-        self.error = None
-        self.inherited = []
-
-    def describe(self):
-        """The record's ``foreign.cgroup``: where the group is and which limits it inherited."""
-        if not self.path:
-            return None
-        return {"version": self.version, "path": self.path, "parent": self.parent,
-                "inherited": [dict(r, applies="copied" if self.version == 1 else "nested") for r in self.inherited]}
-
-    def _create_v1(self, rel):
-        parent = os.path.join(BLKIO_V1, rel.strip("/")) if rel.strip("/") else BLKIO_V1
-        path = os.path.join(parent, self.name)
-        rules = strictest_rules(BLKIO_V1, rel, self.numbers)
-        os.mkdir(path, 0o755)
-        self.path, self.version, self.parent = path, 1, parent
-        for r in rules:
-            _write(os.path.join(path, "blkio.throttle." + r["rule"]), "%s %d" % (r["number"], r["value"]))
-        for num in self.numbers:
-            if not any(r["rule"] == "read_iops_device" and r["number"] == num for r in rules):
-                # activates the queue's throttling (and so the group's counters); 0 = no limit
-                _write(os.path.join(path, "blkio.throttle.read_iops_device"), "%s 0" % num)
-        # read back: a rule the kernel did not take would leave the benchmark unlimited
-        for r in rules:
-            got = read_rules(os.path.join(path, "blkio.throttle." + r["rule"])).get(r["number"])
-            if got != r["value"]:
-                raise OSError("the limit %s %s %d of %s did not hold in the new group (read back %s)"
-                              % (r["rule"], r["device"], r["value"], r["from"], got))
-        self.inherited = rules
-
-    def _create_v2(self, root, rel):
-        parent = os.path.join(root, rel.strip("/")) if rel.strip("/") else root
-        with open(os.path.join(parent, "cgroup.subtree_control")) as fh:
-            enabled = fh.read().split()
-        if "io" not in enabled:
-            raise OSError("the io controller is not enabled for the children of %s (cgroup.subtree_control)" % parent)
-        path = os.path.join(parent, self.name)
-        os.mkdir(path, 0o755)
-        self.path, self.version, self.parent = path, 2, parent
-        self.inherited = io_max_rules(root, rel, self.numbers)
-
-    def create(self):
-        """Create it; return None, or why it could not be made (then there is no group)."""
-        v1, v2 = own_cgroups(self.proc_cgroup)
-        errors = []
-        if v1 is not None and os.path.isfile(os.path.join(BLKIO_V1, "blkio.throttle.io_serviced")):
-            try:
-                self._create_v1(v1)
-                return None
-            except OSError as e:
-                errors.append("cgroup v1 blkio under %s: %s" % (v1, e))
-                self.remove()
-        root = _cgroup2_mount()
-        if v2 is not None and root is not None:
-            try:
-                self._create_v2(root, v2)
-                return None
-            except OSError as e:
-                errors.append("cgroup v2 under %s: %s" % (v2, e))
-                self.remove()
-        self.error = "; ".join(errors) or "the job is in no blkio (v1) or io (v2) cgroup it can make a child of"
-        return self.error
-
-    @property
-    def procs(self):
-        return os.path.join(self.path, "cgroup.procs") if self.path else None
-
-    def counters(self):
-        if not self.path:
-            return None
-        out = dict((d, [0, 0, 0, 0]) for d in self.devices)
-        try:
-            if self.version == 1:
-                for fname, col in (("blkio.throttle.io_serviced", 0), ("blkio.throttle.io_service_bytes", 1)):
-                    with open(os.path.join(self.path, fname)) as fh:
-                        for line in fh:
-                            parts = line.split()
-                            if len(parts) == 3 and parts[0] in self.numbers and parts[1] in ("Read", "Write"):
-                                out[self.numbers[parts[0]]][col + (2 if parts[1] == "Write" else 0)] = int(parts[2])
-            else:
-                with open(os.path.join(self.path, "io.stat")) as fh:
-                    for line in fh:
-                        parts = line.split()
-                        if parts and parts[0] in self.numbers:
-                            kv = dict(p.split("=", 1) for p in parts[1:] if "=" in p)
-                            keys = ("rios", "rbytes", "wios", "wbytes")
-                            out[self.numbers[parts[0]]] = [int(kv.get(k, 0)) for k in keys]
-        except (OSError, ValueError):
-            return None
-        return out
-
-    def remove(self):
-        """Remove the group; any process still in it is moved to its parent (the job's own
-        group) first."""
-        if not self.path:
-            return
-        parent = self.parent or os.path.dirname(self.path)
-        for _attempt in range(50):
-            try:
-                with open(self.procs) as fh:
-                    pids = fh.read().split()
-            except OSError:
-                pids = []
-            for pid in pids:
-                try:
-                    _write(os.path.join(parent, "cgroup.procs"), pid)
-                except OSError:
-                    pass
-            try:
-                os.rmdir(self.path)
-                break
-            except FileNotFoundError:
-                break
-            except OSError:
-                time.sleep(0.1)
-        self.path = None
 
 
 # --------------------------------------------------------------------------- sampling
@@ -516,6 +272,7 @@ class Run:
         self.enabled = bool(params.get("foreign_io") is not None or params.get("impact") is not None)
         self.devices = [d for d in devices or [] if read_stat(d) is not None]
         self.stop = stop
+        self.label = params.get("run_id")       # the run id, in the name of a systemd unit
         self.bench_stop = threading.Event()
         self.cgroup = None
         self.sampler = None
@@ -577,14 +334,21 @@ class Run:
             # requests, the reason recorded (docs/privileges.md)
             self.section["cgroup_error"] = "not root (uid %d): no cgroup is made without root" % os.geteuid()
         elif self.fopts["enabled"] and self.fopts["cgroup"] == "auto" and self.devices:
-            self.cgroup = Cgroup(self.devices)
+            self.cgroup = Cgroup(self.devices, caps=kernel_limits(self.iopts), weight=io_weight(self.iopts),
+                                 label=self.label)
             err = self.cgroup.create()
             if err:
                 self.section["cgroup_error"] = err
                 self.cgroup = None
         if self.cgroup is not None:
-            self.section["source"] = "cgroup-v%d" % self.cgroup.version
+            self.section["source"] = self.cgroup.source()
             self.section["cgroup"] = self.cgroup.describe()
+            # the impact caps the kernel enforces on the group, and those it would not take
+            if self.section["impact"] is None:
+                self.section["impact"] = {"notes": []}
+            self.section["impact"]["notes"].extend(
+                enforced_note(self.cgroup.source(), self.cgroup.enforced, self.cgroup.weight if self.cgroup.unit else None)
+                + self.cgroup.notes)
             self.section["blind"] = (
                 "journal commits written by the filesystem's own thread for our fsyncs%s count as foreign"
                 % (", and writeback of our buffered writes done by the kernel's flusher threads (cgroup v1 "
@@ -634,7 +398,10 @@ class Run:
         if self.section["impact"] is None:
             self.section["impact"] = {"notes": []}
         if got:
+            # the caps' and the group's notes first, then what the child got
+            notes = self.section["impact"].get("notes") or []
             self.section["impact"].update(got)
+            self.section["impact"]["notes"] = notes + [n for n in got.get("notes") or [] if n not in notes]
         if self.cgroup is not None:
             self.cgroup.remove()
         self.bench_stop.set()
@@ -656,6 +423,7 @@ def job_params(spec, params, started_epoch, wl=None, index=None):
             p[key] = value
     if p.get("foreign_io") is None and p.get("impact") is None:
         return p
+    p["run_id"] = spec.get("run_id")
     ends = []
     budget = (p.get("impact") or {}).get("budget_s")
     if budget:
@@ -668,6 +436,5 @@ def job_params(spec, params, started_epoch, wl=None, index=None):
     return p
 
 
-__all__ = ["BLKIO_V1", "CGROUP2_CANDIDATES", "read_stat", "devnum", "util_pct", "Cgroup", "LiveLog",
-           "own_cgroups", "strictest_rules", "io_max_rules", "THROTTLE_RULES", "take_sample", "foreign_await",
-           "Sampler", "wait_quiet", "supports_live_log", "Run", "job_params"]
+__all__ = ["read_stat", "util_pct", "LiveLog", "take_sample", "foreign_await", "Sampler", "wait_quiet",
+           "supports_live_log", "Run", "job_params"]

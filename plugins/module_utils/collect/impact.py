@@ -10,10 +10,17 @@ I/O on its disk. Used by ``foreign.Run`` (settings: ``foreign_settings.IMPACT_DE
 * **Caps** (:func:`limit_params`): an IOPS cap and a bandwidth cap (a rate from the block
   size, through ``--rate-iops``), a thread cap and a working-set cap (a share of the free
   space). The time budget (``budget_s``) is ``foreign.job_params``'s ``budget_end_epoch``.
+* **Kernel-enforced caps** (:func:`kernel_limits`, :func:`io_weight`): where the benchmark's
+  block-I/O group is a cgroup v2 group of its own (``cgroups.Cgroup``: a systemd unit or a
+  group below the job's path), the IOPS and bandwidth caps are also that group's limits
+  (``io.max``; a unit's ``IOReadIOPSMax=`` ...), so the kernel holds the benchmark to them
+  whatever its pacing does; the idle I/O class is also the unit's ``IOWeight=1``. The
+  workload's notes say which (:func:`enforced_note`).
 """
 
 import ctypes
 import ctypes.util
+import math
 import os
 import platform
 
@@ -160,3 +167,41 @@ def limit_params(params, impact, block_size, total_size, free_bytes):
             notes.append("working set %d bytes capped to %d (%s of the %d bytes free)"
                          % (total_size, new, share, free_bytes))
     return p, notes
+
+
+# --------------------------------------------------------------------------- kernel-enforced
+
+def kernel_limits(impact):
+    """The impact caps as the limits of a block-I/O group (``{rule: value}``, the rules of
+    ``cgroups.THROTTLE_RULES``): ``max_iops`` on reads and on writes each (the pacing keeps
+    their sum to it), ``max_mibps`` as bytes/s on each."""
+    out = {}
+    if float(impact.get("max_iops") or 0) > 0:
+        out["read_iops_device"] = out["write_iops_device"] = max(1, int(math.ceil(float(impact["max_iops"]))))
+    if float(impact.get("max_mibps") or 0) > 0:
+        out["read_bps_device"] = out["write_bps_device"] = max(1, int(float(impact["max_mibps"]) * 1048576))
+    return out
+
+
+def io_weight(impact):
+    """The unit's ``IOWeight=`` for the idle I/O class (1, the lowest), else None. Like the
+    class, it counts only under bfq or the io.cost controller."""
+    return 1 if impact.get("ioprio") == "idle" else None
+
+
+RULE_WORDS = {"read_iops_device": "read %d IOPS", "write_iops_device": "write %d IOPS",
+              "read_bps_device": "read %d B/s", "write_bps_device": "write %d B/s"}
+
+
+def enforced_note(where, enforced, weight=None):
+    """The workload's note on the impact caps the kernel enforces (``enforced``: the group's
+    read-back limits, ``cgroups.Cgroup.enforced``; those ``from`` ``impact`` are the caps),
+    or [] when it enforces none."""
+    per = {}
+    for r in enforced:
+        if r.get("from") == "impact":
+            per.setdefault(r["device"], []).append(RULE_WORDS[r["rule"]] % r["value"])
+    parts = ["%s: %s" % (dev, ", ".join(words)) for dev, words in sorted(per.items())]
+    if weight:
+        parts.append("IOWeight %d" % weight)
+    return ["impact limits kernel-enforced by %s: %s" % (where, "; ".join(parts))] if parts else []

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from ansible_collections.fleetqual.storage.plugins.module_utils.collect import foreign
+from ansible_collections.fleetqual.storage.plugins.module_utils.collect import cgroups
 from ansible_collections.fleetqual.storage.plugins.module_utils.collect import impact as foreign_impact
 from ansible_collections.fleetqual.storage.plugins.module_utils.job import workload
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import device as metricsmod
@@ -82,7 +82,7 @@ def neighbour_file(path, mib):
 def loop_ext4():
     if loopdev.missing_tools():
         pytest.skip(loopdev.missing_tools())
-    if not os.path.isfile(os.path.join(foreign.BLKIO_V1, "blkio.throttle.io_serviced")):
+    if not os.path.isfile(os.path.join(cgroups.BLKIO_V1, "blkio.throttle.io_serviced")):
         pytest.skip("needs the cgroup v1 blkio controller for the neighbour's throttle")
     with loopdev.loop_ext4(384, prefix="fq-foreign-") as loop:
         test_dir = os.path.join(loop["mnt"], "fq")
@@ -254,7 +254,7 @@ def nested(loop_ext4):
     wait (the loop worker serves them in the neighbour's cgroup) and their await rises,
     while ours (another cgroup) are not slowed."""
     lower = loop_ext4
-    cg = os.path.join(foreign.BLKIO_V1, "fq-test-neighbour-%d" % os.getpid())
+    cg = os.path.join(cgroups.BLKIO_V1, "fq-test-neighbour-%d" % os.getpid())
     try:
         with loopdev.loop_ext4(200, base=lower["mnt"]) as upper:
             test_dir = os.path.join(upper["mnt"], "fq")

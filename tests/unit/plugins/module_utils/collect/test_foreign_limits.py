@@ -20,7 +20,7 @@ import time
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.fleetqual.storage.plugins.module_utils.collect import foreign
+from ansible_collections.fleetqual.storage.plugins.module_utils.collect import cgroups
 
 import loopdev
 import test_module_iobench
@@ -48,17 +48,17 @@ with open(sys.argv[3], "w") as fh:
 
 def test_own_cgroups_reads_the_v1_and_v2_paths():
     text = "9:name=systemd:/\n7:blkio:/db/batch\n4:memory:/x\n0::/user.slice/job.scope\n"
-    assert foreign.own_cgroups(text) == ("/db/batch", "/user.slice/job.scope")
-    assert foreign.own_cgroups("0::/only\n") == (None, "/only")
-    assert foreign.own_cgroups("7:cpu,blkio:/a\n") == ("/a", None)
-    assert foreign.own_cgroups("") == (None, None)
+    assert cgroups.own_cgroups(text) == ("/db/batch", "/user.slice/job.scope")
+    assert cgroups.own_cgroups("0::/only\n") == (None, "/only")
+    assert cgroups.own_cgroups("7:cpu,blkio:/a\n") == ("/a", None)
+    assert cgroups.own_cgroups("") == (None, None)
 
 
 def _tree(tmp_path, rules):
     """A v1-like hierarchy under tmp_path: ``rules`` = [(depth, rule, value)] on /g1/g2/..."""
     depth = max([d for d, _r, _v in rules] or [0])
     rel = "/" + "/".join("g%d" % i for i in range(1, depth + 1)) if depth else "/"
-    for path, _name in foreign.ancestry(str(tmp_path), rel):
+    for path, _name in cgroups.ancestry(str(tmp_path), rel):
         os.makedirs(path, exist_ok=True)
     for d, rule, value in rules:
         name = "/" + "/".join("g%d" % i for i in range(1, d + 1)) if d else "/"
@@ -69,7 +69,7 @@ def _tree(tmp_path, rules):
     return rel
 
 
-RULE = st.sampled_from(foreign.THROTTLE_RULES)
+RULE = st.sampled_from(cgroups.THROTTLE_RULES)
 
 
 @settings(max_examples=60, deadline=None)
@@ -82,8 +82,8 @@ def test_the_strictest_rule_of_the_group_and_every_ancestor_is_inherited(tmp_pat
         seen[(d, rule)] = value
     rules = [(d, r, v) for (d, r), v in seen.items()]
     rel = _tree(tmp, rules)
-    got = {r["rule"]: r for r in foreign.strictest_rules(str(tmp), rel, {"7:3": "loop3"})}
-    for rule in foreign.THROTTLE_RULES:
+    got = {r["rule"]: r for r in cgroups.strictest_rules(str(tmp), rel, {"7:3": "loop3"})}
+    for rule in cgroups.THROTTLE_RULES:
         limits = [v for _d, r, v in rules if r == rule and v > 0]     # 0: no limit
         if not limits:
             assert rule not in got
@@ -94,7 +94,7 @@ def test_the_strictest_rule_of_the_group_and_every_ancestor_is_inherited(tmp_pat
             assert any(v == min(limits) and ("/" + "/".join("g%d" % i for i in range(1, d + 1)) if d else "/")
                        == got[rule]["from"] for d, r, v in rules if r == rule)
     # another device's rules are never inherited
-    assert foreign.strictest_rules(str(tmp), rel, {"8:0": "sda"}) == []
+    assert cgroups.strictest_rules(str(tmp), rel, {"8:0": "sda"}) == []
 
 
 def test_io_max_of_the_group_and_its_ancestors_is_what_holds_a_v2_child(tmp_path):
@@ -106,7 +106,7 @@ def test_io_max_of_the_group_and_its_ancestors_is_what_holds_a_v2_child(tmp_path
         fh.write("7:3 rbps=max wbps=1048576 riops=400 wiops=max\n8:0 riops=10\n")
     with open(os.path.join(root, "db.slice", "job.scope", "io.max"), "w") as fh:
         fh.write("7:3 rbps=max wbps=max riops=900 wiops=250\n")
-    got = foreign.io_max_rules(root, "/db.slice/job.scope", {"7:3": "loop3"})
+    got = cgroups.io_max_rules(root, "/db.slice/job.scope", {"7:3": "loop3"})
     assert [(r["rule"], r["value"], r["from"]) for r in got] == [
         ("read_iops_device", 400, "/db.slice"), ("write_bps_device", 1048576, "/db.slice"),
         ("write_iops_device", 250, "/db.slice/job.scope")]
@@ -117,7 +117,7 @@ def test_io_max_of_the_group_and_its_ancestors_is_what_holds_a_v2_child(tmp_path
 def _blkio():
     if loopdev.missing_tools():
         pytest.skip(loopdev.missing_tools())
-    if not os.path.isfile(os.path.join(foreign.BLKIO_V1, "blkio.throttle.io_serviced")):
+    if not os.path.isfile(os.path.join(cgroups.BLKIO_V1, "blkio.throttle.io_serviced")):
         pytest.skip("needs the cgroup v1 blkio controller")
 
 
@@ -136,7 +136,7 @@ def _remove_group(path):
             pids = []
         for pid in pids:
             try:
-                with open(os.path.join(foreign.BLKIO_V1, "cgroup.procs"), "w") as fh:
+                with open(os.path.join(cgroups.BLKIO_V1, "cgroup.procs"), "w") as fh:
                     fh.write(pid)
             except OSError:
                 pass
@@ -160,7 +160,7 @@ def loop():
 def session_group():
     """A blkio group of the test's own at the root (the 'session' a job could be started in)."""
     _blkio()
-    path = os.path.join(foreign.BLKIO_V1, "fq-test-session-%d" % os.getpid())
+    path = os.path.join(cgroups.BLKIO_V1, "fq-test-session-%d" % os.getpid())
     os.mkdir(path)
     try:
         yield path
@@ -243,16 +243,16 @@ def test_without_the_limit_the_same_run_measures_well_above_it(iobench_binary, l
 
 @pytest.mark.slow
 def test_a_group_that_cannot_be_made_leaves_no_group_and_says_why(loop):
-    cg = foreign.Cgroup([loop["name"]], proc_cgroup="7:blkio:/fq-no-such-group-%d\n" % os.getpid())
+    cg = cgroups.Cgroup([loop["name"]], proc_cgroup="7:blkio:/fq-no-such-group-%d\n" % os.getpid())
     err = cg.create()
     # no group anywhere (not at the root either): foreign.Run then attributes by iobench's own counts
     assert err and "fq-no-such-group" in err and cg.path is None and cg.describe() is None
-    assert not [n for n in os.listdir(foreign.BLKIO_V1) if n.startswith("fq-no-such-group")]
+    assert not [n for n in os.listdir(cgroups.BLKIO_V1) if n.startswith("fq-no-such-group")]
 
 
 @pytest.mark.slow
 def test_remove_moves_the_processes_out_first(loop, session_group):
-    cg = foreign.Cgroup([loop["name"]], proc_cgroup="7:blkio:/%s\n" % os.path.basename(session_group))
+    cg = cgroups.Cgroup([loop["name"]], proc_cgroup="7:blkio:/%s\n" % os.path.basename(session_group))
     assert cg.create() is None
     path = cg.path
     assert os.path.dirname(path) == session_group
