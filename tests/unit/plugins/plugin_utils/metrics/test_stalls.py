@@ -15,7 +15,7 @@ def series(counts, dt=1.0, max_us=None):
 def test_a_two_second_silence_is_a_stall_with_its_place_and_longest_request():
     f = stalls.stall_figures(series([900, 880, 0, 0, 910, 905], max_us={4: 2_010_000.0}))
     assert f["stalls"] == 1 and f["longest_s"] == 2.0
-    assert f["silences"] == [{"from_s": 2.0, "to_s": 4.0, "seconds": 2.0}]
+    assert f["silences"] == [{"from_s": 2.0, "to_s": 4.0, "seconds": 2.0, "others": None}]
     assert f["max_request_ms"] == 2010.0 and f["max_request_at_s"] == 5.0
     msg = stalls.stall_message("over_cache-rndrd-t4", f)
     assert msg.startswith("over_cache-rndrd-t4: the device completed no request for 2 s, 1 time (first from 2 s to 4 s")
@@ -73,3 +73,45 @@ def test_the_judge_fails_a_stalled_workload_and_passes_an_answering_one():
     assert "completed no request for 3 s" in check["message"] and "silences: 1-4 s" == check["evidence"]
     assert stall_check("w", {"stall": stalls.stall_figures(series([900, 880, 870]))}) is None
     assert stall_check("w", {}) is None
+
+
+def foreign(samples, source="cgroup v2"):
+    """A result's foreign section: (epoch, device reads+writes so far, the job's own so far)."""
+    return {"source": source, "samples": [{"e": e, "d": {"sdb": [dev, 0, 0, 0, 0, 0, 0]},
+                                           "c": {"sdb": [mine, 0, 0, 0]}} for e, dev, mine in samples]}
+
+
+def test_a_silence_in_which_the_device_served_others_is_no_stall():
+    # our requests completed nothing from 2 s to 4 s into the run (window from epoch 1000),
+    # while the device completed 300 requests that were not ours
+    ivs = series([900, 880, 0, 0, 910])
+    shared = foreign([(1001.0, 100, 90), (1002.2, 200, 180), (1003.2, 500, 180), (1004.5, 900, 400)])
+    f = stalls.stall_figures(ivs, foreign=shared, start_epoch=1000.0)
+    assert f["stalls"] == 0 and f["starved"] == 1
+    assert f["silences"][0]["others"] == 300
+    assert stalls.stall_message("w", f) is None
+    # the same silence with the device silent too is a stall of the device
+    silent = foreign([(1001.0, 100, 90), (1002.2, 200, 180), (1003.2, 200, 180), (1004.5, 600, 400)])
+    f = stalls.stall_figures(ivs, foreign=silent, start_epoch=1000.0)
+    assert f["stalls"] == 1 and f["starved"] == 0 and f["silences"][0]["others"] == 0
+    assert stalls.stall_message("w", f).startswith("w: the device completed no request for 2 s")
+
+
+def test_without_two_samples_inside_a_silence_it_is_judged_a_stall():
+    ivs = series([900, 880, 0, 0, 910])
+    one = foreign([(1001.0, 100, 90), (1003.0, 500, 180), (1004.5, 900, 400)])
+    f = stalls.stall_figures(ivs, foreign=one, start_epoch=1000.0)
+    assert f["silences"][0]["others"] is None and f["stalls"] == 1
+    assert stalls.stall_figures(ivs)["stalls"] == 1          # no foreign section at all
+
+
+@given(st.lists(st.tuples(st.integers(0, 500), st.integers(0, 500)), min_size=2, max_size=8))
+def test_others_served_is_the_device_count_less_the_jobs_own(steps):
+    # cumulative counters sampled every 0.5 s from epoch 10; the job did `mine` of each step's `dev`
+    samples, dev_total, mine_total = [], 0, 0
+    for i, (dev, mine) in enumerate(steps):
+        dev_total += dev + mine
+        mine_total += mine
+        samples.append((10.0 + 0.5 * i, dev_total, mine_total))
+    got = stalls.others_served(foreign(samples), 10.0, 10.0 + 0.5 * (len(steps) - 1))
+    assert got == sum(dev for dev, _mine in steps[1:])
