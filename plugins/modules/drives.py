@@ -12,9 +12,9 @@ version_added: "0.2.0"
 description:
   - Lists every whole disk of the host from sysfs (C(/sys/block)), that is SCSI/SATA/SAS, NVMe,
     virtio, MMC disks and attached loop devices, with name, stable C(/dev/disk/by-id) path, model,
-    serial, firmware, capacity, rotational, transport, logical and physical sector size and the
-    kernel's write cache mode. C(lsblk -J -O -b) fills what sysfs leaves empty when it is
-    installed; sysfs alone suffices.
+    serial, firmware, capacity, rotational and media (hdd or ssd), transport, logical and
+    physical sector size and the kernel's write cache mode. C(lsblk -J -O -b) fills what sysfs
+    leaves empty when it is installed; sysfs alone suffices.
   - Device-mapper, md RAID, ram, zram and detached loop devices are not drives; they are listed
     under RV(virtual) with what they are stacked on.
   - With O(targets), says which drives each target (a directory, or a block device) sits on,
@@ -174,9 +174,16 @@ drives:
       type: int
       returned: always
     rotational:
-      description: "Whether the kernel says the drive rotates."
+      description: "Whether the kernel says the drive rotates (C(queue/rotational))."
       type: bool
       returned: always
+    media:
+      description:
+        - "C(hdd) when the kernel says the drive rotates, C(ssd) when it says it does not (an NVMe namespace is C(ssd)
+          when the kernel does not say); null when nothing says. The drive findings compare an HDD only with HDDs."
+      type: str
+      returned: always
+      sample: ssd
     transport:
       description: "One of nvme, sata, sas, scsi, usb, virtio, xen, mmc, iscsi, loop, nbd, or null."
       type: str
@@ -191,10 +198,18 @@ drives:
       type: int
       returned: always
     write_cache:
-      description: "Kernel write cache mode, C(write back) or C(write through); null when unknown."
+      description:
+        - "The drive's cache as the kernel declares it, C(write back) or C(write through) (whether the kernel sends it
+          flushes; SCSI WCE, the NVMe volatile write cache feature); null when unknown. The write-cache diagnostic
+          states it first."
       type: str
       returned: always
       sample: write back
+    write_cache_source:
+      description: "Where C(write_cache) was read: C(queue/write_cache), else a SCSI disk's C(scsi_disk/cache_type); null."
+      type: str
+      returned: always
+      sample: queue/write_cache
     partitions:
       description: "Partition names."
       type: list

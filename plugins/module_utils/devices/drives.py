@@ -151,6 +151,57 @@ def _stable_id(links):
     return None
 
 
+# a SCSI disk's cache_type (sd.c, ``device/scsi_disk/H:C:T:L/cache_type``): WCE on -> "write back"
+# (also "write back, no read (daddy)"), off -> "write through" or "none" (no read cache either)
+SCSI_CACHE_TYPES = {"write back": "write back", "write back, no read (daddy)": "write back",
+                    "write through": "write through", "none": "write through"}
+
+
+def write_cache_of(node):
+    """``(write_cache, source)`` of a whole disk's sysfs node: the kernel's ``queue/write_cache``
+    (``write back`` or ``write through``: whether the kernel sends the drive flushes; for SCSI
+    it reflects the WCE bit of the caching mode page, for NVMe the volatile write cache feature
+    6), else a SCSI disk's ``scsi_disk/*/cache_type`` (kernels before 4.7); ``(None, None)``
+    when the kernel says neither."""
+    value = _clean(sysfs.read_text(os.path.join(node, "queue", "write_cache")))
+    if value is not None:
+        return value, "queue/write_cache"
+    scsi = os.path.join(node, "device", "scsi_disk")
+    for entry in sysfs.listdir(scsi):
+        value = SCSI_CACHE_TYPES.get(_clean(sysfs.read_text(os.path.join(scsi, entry, "cache_type"))))
+        if value is not None:
+            return value, "scsi_disk/cache_type"
+    return None, None
+
+
+def declared_write_cache(drive):
+    """``write-back`` or ``write-through``: the drive's cache as its kernel declares it (the
+    inventory's ``write_cache``), or None when it declared nothing this code knows."""
+    text = str((drive or {}).get("write_cache") or "").strip().lower()
+    if text.startswith("write back"):
+        return "write-back"
+    if text in ("write through", "none"):
+        return "write-through"
+    return None
+
+
+MEDIA = ("hdd", "ssd")
+
+
+def drive_media(drive):
+    """``hdd`` or ``ssd``: the drive's ``media`` when it has one, else the kernel's
+    ``queue/rotational`` (1: spinning media), an NVMe namespace ``ssd`` when the kernel did
+    not say; None when nothing says. The controller reads records written before the
+    inventory had ``media`` the same way."""
+    drive = drive or {}
+    if drive.get("media") in MEDIA:
+        return drive["media"]
+    rotational = drive.get("rotational")
+    if rotational is None:
+        return "ssd" if drive.get("transport") == "nvme" else None
+    return "hdd" if rotational else "ssd"
+
+
 def identity(name, sysfs_root="/sys", dev_root="/dev"):
     """Identity of one whole disk ``name`` from sysfs alone (no tools)."""
     blk = os.path.join(sysfs_root, "block", name)
@@ -167,7 +218,7 @@ def identity(name, sysfs_root="/sys", dev_root="/dev"):
     firmware = _clean(sysfs.read_text(os.path.join(dev, "firmware_rev"))) or _clean(sysfs.read_text(os.path.join(dev, "rev")))
     wwid = _clean(sysfs.read_text(os.path.join(node, "wwid"))) or _clean(sysfs.read_text(os.path.join(dev, "wwid")))
     sectors = sysfs.read_int(os.path.join(node, "size"))
-    write_cache = _clean(sysfs.read_text(os.path.join(queue, "write_cache")))
+    write_cache, write_cache_source = write_cache_of(node)
     rot = sysfs.read_int(os.path.join(queue, "rotational"))
     links = _id_links(dev_root, name)
     drive = {
@@ -184,10 +235,12 @@ def identity(name, sysfs_root="/sys", dev_root="/dev"):
         "wwid": wwid,
         "size_bytes": sectors * 512 if sectors is not None else None,
         "rotational": None if rot is None else bool(rot),
+        "media": None,
         "transport": transport,
         "logical_sector_size": sysfs.read_int(os.path.join(queue, "logical_block_size")),
         "physical_sector_size": sysfs.read_int(os.path.join(queue, "physical_block_size")),
         "write_cache": write_cache,
+        "write_cache_source": write_cache_source,
         "removable": bool(sysfs.read_int(os.path.join(node, "removable"))),
         "read_only": bool(sysfs.read_int(os.path.join(node, "ro"))),
         "partitions": sysfs.partitions(node),
@@ -197,6 +250,7 @@ def identity(name, sysfs_root="/sys", dev_root="/dev"):
         "sources": ["sysfs"],
         "why_not_drive": why,
     }
+    drive["media"] = drive_media(drive)
     return drive
 
 
@@ -230,6 +284,7 @@ def merge_lsblk(drive, entry):
             filled = True
     if filled and "lsblk" not in drive["sources"]:
         drive["sources"].append("lsblk")
+        drive["media"] = drive_media(drive)      # the transport may be lsblk's
     return drive
 
 

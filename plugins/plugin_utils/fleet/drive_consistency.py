@@ -12,8 +12,10 @@ list of findings::
 
 ``kind``:
 
-* ``model``: a drive whose model is on fewer than half of its group's hosts (a boot
-  drive every host has is not flagged; the one odd drive of a batch is);
+* ``model``: a drive whose model is on fewer than half of the hosts of its group that have
+  drives of its media with a model (an HDD is compared only with HDDs, an SSD with SSDs:
+  ``media``, module_utils/devices/drives.py ``drive_media``; a boot drive every host has is
+  not flagged; the one odd drive of a batch is); the finding carries its ``media``;
 * ``firmware``: a drive whose firmware differs from its group's majority firmware for
   that model (no majority: every drive of the split is reported);
 * ``drive_count``: a host with fewer drives than its group's median (``drive`` null);
@@ -29,13 +31,14 @@ else hardware + disk model). ``severity`` is the ``drives`` option (``warn`` | `
 ``off`` returns no findings); a result better than its peers is only ever ``warn``.
 Messages cite the host, the drive, its model and serial.
 
-:func:`drive_rows` gives the report's drive table (host, device, model, serial,
+:func:`drive_rows` gives the report's drive table (host, device, media, model, serial,
 firmware, health, verdict) from the same records, their judgement and the findings.
 """
 
 from collections import Counter
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.common.numeric import fmt_num
+from ansible_collections.fleetqual.storage.plugins.module_utils.devices.drives import drive_media
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge.drives import drive_list
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge.drives import (
     checked_kernel_errors,
@@ -121,6 +124,45 @@ def drive_of_record(record, drives, test_dir=None):
 
 # --------------------------------------------------------------------------- identity
 
+MEDIA_PLURAL = {"hdd": "HDDs", "ssd": "SSDs"}
+
+
+def _media_classes(members):
+    """``[(media, [(host, its drives of that media with a model)])]`` of a group's members: an
+    HDD is compared only with HDDs, an SSD with SSDs (drives whose media nothing says form a
+    class of their own). A host is a peer of a class when it has a drive of that media with a
+    model: a drive without one cannot have or lack a model."""
+    classes = {}
+    for host, drives in members:
+        for d in drives:
+            if d.get("model"):
+                classes.setdefault(drive_media(d), {}).setdefault(host, []).append(d)
+    return [(media, list(classes[media].items())) for media in sorted(classes, key=str)]
+
+
+def _model_findings(group, media, peers, severity):
+    """The drives of one media class of a group whose model is on fewer than half of its hosts."""
+    if len(peers) < 2:
+        return []
+    hosts_with = Counter()
+    for _host, drives in peers:
+        hosts_with.update({d["model"] for d in drives})
+    per_host = {m: median([sum(1 for d in drives if d["model"] == m) for _host, drives in peers]) for m in hosts_with}
+    common = ", ".join("%s (%s per host)" % (m, fmt_num(per_host[m])) for m in sorted(hosts_with)
+                       if hosts_with[m] * 2 >= len(peers))
+    which = "group %s" % group if media is None else "group %s with %s" % (group, MEDIA_PLURAL[media])
+    out = []
+    for host, drives in peers:
+        for d in drives:
+            m = d["model"]
+            if hosts_with[m] * 2 < len(peers):
+                out.append(_drive_finding("model", host, group, d, severity, (
+                    "%s: model %s is on %d of the %d hosts of %s, which have %s"
+                    % (_label(host, d), m, hosts_with[m], len(peers), which, common or "no common model")),
+                    media=media))
+    return out
+
+
 def _identity_findings(hosts, severity):
     out = []
     groups = {}
@@ -129,21 +171,9 @@ def _identity_findings(hosts, severity):
     for group, members in groups.items():
         if len(members) < 2:
             continue
-        # model: on how many hosts of the group
-        hosts_with = Counter()
-        for _host, drives in members:
-            hosts_with.update({d.get("model") for d in drives if d.get("model")})
-        per_host = {m: median([sum(1 for d in drives if d.get("model") == m) for _host, drives in members])
-                    for m in hosts_with}
-        common = ", ".join("%s (%s per host)" % (m, fmt_num(per_host[m])) for m in sorted(hosts_with)
-                           if hosts_with[m] * 2 >= len(members))
-        for host, drives in members:
-            for d in drives:
-                m = d.get("model")
-                if m and hosts_with[m] * 2 < len(members):
-                    out.append(_drive_finding("model", host, group, d, severity, (
-                        "%s: model %s is on %d of the %d hosts of group %s, which have %s"
-                        % (_label(host, d), m, hosts_with[m], len(members), group, common or "no common model"))))
+        # model: on how many of the group's hosts with drives of its media
+        for media, peers in _media_classes(members):
+            out += _model_findings(group, media, peers, severity)
         # firmware: per model, the group's majority
         by_model = {}
         for host, drives in members:
@@ -291,7 +321,8 @@ def drive_checks(checks, drive):
 def drive_rows(records, findings=None):
     """The report's drive table: one row per drive of every host record with drives::
 
-        {host, drive, path, id_path, model, serial, firmware, size_bytes, transport, targets,
+        {host, drive, path, id_path, model, serial, firmware, size_bytes, transport,
+         rotational: the kernel's queue/rotational, media: hdd | ssd | None, targets,
          health: PASSED | FAILED | not collected | no verdict, health_note, verdict: PASS | FAIL | n/a,
          reasons: [the judge's failed drive checks], findings: [messages of this drive's findings],
          kernel_errors: the kernel's storage messages the judge counted (absent: log not judged),
@@ -324,6 +355,7 @@ def drive_rows(records, findings=None):
             rows.append({"host": host, "drive": d.get("name"), "path": d.get("path"), "id_path": d.get("id_path"),
                          "model": d.get("model"), "serial": d.get("serial"), "firmware": d.get("firmware"),
                          "size_bytes": d.get("size_bytes"), "transport": d.get("transport"),
+                         "rotational": d.get("rotational"), "media": drive_media(d),
                          "targets": list(d.get("targets") or []), "health": health, "health_note": note,
                          "verdict": verdict, "reasons": failed, "findings": [f["message"] for f in found]})
             # the kernel's storage messages about it the judge counted (docs/kernel-log.md); absent

@@ -27,6 +27,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge.drives imp
 )
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet.outliers import group_of
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.common.plain import natural_key, plain
+from ansible_collections.fleetqual.storage.plugins.module_utils.devices.drives import drive_media
 
 
 def _last_events(play):
@@ -135,7 +136,7 @@ def build_host(name, record, play=None, inventory_groups=None, keep_detail=True,
 
 
 HOST_DRIVE_KEYS = ("name", "path", "id_path", "by_id", "model", "serial", "firmware", "size_bytes", "transport",
-                   "targets")
+                   "rotational", "media", "targets")
 
 HOST_HEALTH_KEYS = ("collected", "reason", "passed", "problems")
 
@@ -143,7 +144,7 @@ HOST_HEALTH_KEYS = ("collected", "reason", "passed", "problems")
 def host_drives(record, checks=()):
     """The host's drives (the drives module's ``drives``, docs/contracts.md section 7) as
     a host summary keeps them: what the drive judgements (plugin_utils/fleet/drive_consistency.py) and
-    the drive table need (identity, the targets on each, the health verdict) and
+    the drive table need (identity, media, the targets on each, the health verdict) and
     ``judged``, the judge's drive checks of it (drive_consistency.drive_checks); None when the
     record has no drive inventory. The record keeps the rest (every health figure)."""
     drives = drive_list(record.get("drives")) if isinstance(record, dict) else None
@@ -152,6 +153,7 @@ def host_drives(record, checks=()):
     out = []
     for d in drives:
         item = {k: plain(d.get(k)) for k in HOST_DRIVE_KEYS if k in d}
+        item["media"] = drive_media(d)      # also of a record written before the inventory said it
         if isinstance(d.get("health"), dict):
             item["health"] = {k: plain(d["health"].get(k)) for k in HOST_HEALTH_KEYS if k in d["health"]}
         item["judged"] = drive_consistency.drive_checks(checks, d.get("name"))

@@ -42,9 +42,9 @@ def html_drive_body(rows):
     """<tbody> rows of the drive table."""
     e = esc
     return Markup("\n".join(
-        '<tr%s><td>%s</td><td>%s</td><td%s>%s</td><td>%s</td><td%s>%s</td><td%s>%s</td><td><span class="badge %s">%s'
-        '</span></td><td>%s</td></tr>' % (
-            ' class="flagged"' if r["_flagged"] else "", e(r["host"]), e(r["drive"]),
+        '<tr%s><td>%s</td><td>%s</td><td>%s</td><td%s>%s</td><td>%s</td><td%s>%s</td><td%s>%s</td><td><span class="badge '
+        '%s">%s</span></td><td>%s</td></tr>' % (
+            ' class="flagged"' if r["_flagged"] else "", e(r["host"]), e(r["drive"]), e(r["media"]),
             ' class="flag"' if "model" in r["_odd"] else "", e(r["model"]), e(r["serial"]),
             ' class="flag"' if "firmware" in r["_odd"] else "", e(r["firmware"]),
             ' class="flag"' if r["health"] == "FAILED" else "", e(r["health"]),

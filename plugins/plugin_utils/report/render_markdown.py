@@ -37,9 +37,10 @@ def render_markdown(fleet, rows=None):
             diag.extend("- **%s** (%s): %s" % (i["title"], i["status"], md_cell(i["sentence"])) for i in items)
     drives, drives_omitted = drive_table(fleet)
     drives_md = "\n".join("| " + " | ".join(md_cell(r[c[1]]) for c in DRIVE_COLUMNS) + " |" for r in drives)
+    drives_head_md = "| %s |\n|%s|" % (" | ".join(c[0] for c in DRIVE_COLUMNS), "|".join("---" for _c in DRIVE_COLUMNS))
     return render_template("md", "report.md.j2", fleet=fleet, summary=summary_line(fleet), rows=rows,
                            table_head_md=table_head_md(cols), table_md=table_md, diagnostics_md="\n".join(diag),
-                           drives_md=drives_md, drives_omitted=drives_omitted,
+                           drives_head_md=drives_head_md, drives_md=drives_md, drives_omitted=drives_omitted,
                            # the first blocks read back wrong of each host that did not pass (docs/integrity.md)
                            mismatches={h["host"]: mismatch_lines(h) for h in fleet["hosts"] if h["verdict"] != "PASS"},
                            arrays_md=array_markdown(fleet))     # array mode

@@ -97,7 +97,7 @@ def render_table(fleet, width=110, rows=None, max_hosts=None):
 
 
 def render_drive_table(fleet, width=110, limit=50, max_hosts=None):
-    """The drive table for the terminal (host, device, model, serial, firmware, health,
+    """The drive table for the terminal (host, device, media, model, serial, firmware, health,
     verdict, reasons), at most ``width`` columns; beyond ``limit`` drives, or past
     ``max_hosts`` hosts, only the flagged."""
     rows, omitted = drive_table(fleet, 0 if bounded(fleet, max_hosts) else limit)
@@ -108,7 +108,8 @@ def render_drive_table(fleet, width=110, limit=50, max_hosts=None):
         natural = max([len(header)] + [len(r[key]) for r in rows])
         widths.append(max(lo, min(hi, natural)))
     budget = width - (len(DRIVE_COLUMNS) - 1)
-    for idx in (2, 0, 3):           # model, host, serial give way to the reasons
+    keys = [c[1] for c in DRIVE_COLUMNS]
+    for idx in (keys.index("model"), keys.index("host"), keys.index("serial")):   # give way to the reasons
         while sum(widths[:-1]) + 20 > budget and widths[idx] > DRIVE_COLUMNS[idx][2]:
             widths[idx] -= 1
     widths[-1] = max(DRIVE_COLUMNS[-1][2], min(widths[-1], budget - sum(widths[:-1])))

@@ -180,6 +180,7 @@ DRIVE_COLUMNS = (
     # header, key, min width, max width
     ("host", "host", 4, 20),
     ("device", "drive", 6, 12),
+    ("media", "media", 5, 5),         # hdd | ssd (the kernel's queue/rotational)
     ("model", "model", 5, 26),
     ("serial", "serial", 6, 20),
     ("firmware", "firmware", 8, 10),
@@ -206,7 +207,8 @@ def drive_table(fleet, limit=DRIVE_ROWS_ALL):
            if f.get("kind") in ("model", "firmware")}
     rows = []
     for d in shown:
-        rows.append({"host": d["host"], "drive": d.get("drive") or DASH, "model": d.get("model") or DASH,
+        rows.append({"host": d["host"], "drive": d.get("drive") or DASH, "media": d.get("media") or DASH,
+                     "model": d.get("model") or DASH,
                      "serial": d.get("serial") or DASH, "firmware": d.get("firmware") or DASH,
                      "health": d["health"], "verdict": d["verdict"],
                      "reasons": "; ".join(list(d.get("reasons") or []) + list(d.get("findings") or [])

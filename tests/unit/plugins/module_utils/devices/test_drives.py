@@ -317,6 +317,53 @@ def test_fake_sysfs_inventory(fake_host):
     assert by["loop0"]["size_bytes"] == 64 * 1024 * 1024
 
 
+def test_fake_sysfs_media_and_declared_write_cache(fake_host):
+    """Each drive's media from the kernel's queue/rotational (the SAS HDD and the virtio disk say 1)
+    and its cache as the kernel declares it, with where it was read."""
+    sysfs, dev = fake_host
+    by = {d["name"]: d for d in dr.inventory(sysfs_root=sysfs, dev_root=dev)["drives"]}
+    assert {n: (d["rotational"], d["media"]) for n, d in by.items()} == {
+        "nvme0n1": (False, "ssd"), "sda": (False, "ssd"), "sdb": (True, "hdd"), "sdc": (False, "ssd"),
+        "vda": (True, "hdd"), "loop0": (False, "ssd")}
+    assert {n: (d["write_cache"], d["write_cache_source"]) for n, d in by.items()} == {
+        "nvme0n1": ("write through", "queue/write_cache"), "sda": ("write back", "queue/write_cache"),
+        "sdb": ("write back", "queue/write_cache"), "sdc": ("write through", "queue/write_cache"),
+        "vda": ("write back", "queue/write_cache"), "loop0": ("write through", "queue/write_cache")}
+    assert {n: dr.declared_write_cache(d) for n, d in by.items()} == {
+        "nvme0n1": "write-through", "sda": "write-back", "sdb": "write-back", "sdc": "write-through",
+        "vda": "write-back", "loop0": "write-through"}
+
+
+@pytest.mark.parametrize("cache_type,declared", [
+    ("write back", "write-back"), ("write back, no read (daddy)", "write-back"),
+    ("write through", "write-through"), ("none", "write-through"), ("bogus", None)])
+def test_scsi_cache_type_when_the_kernel_has_no_queue_write_cache(tmp_path, cache_type, declared):
+    """A kernel without queue/write_cache (before 4.7): a SCSI disk's scsi_disk/*/cache_type (its WCE bit)."""
+    spec = load("sysfs-host.json")
+    sdb = next(d for d in spec["disks"] if d["rel"].endswith("/sdb"))
+    del sdb["queue"]["write_cache"]
+    sdb["files"]["device/scsi_disk/2:0:0:0/cache_type"] = cache_type
+    sysfs, dev = build_fake_sysfs(str(tmp_path), spec)
+    d = dr.identity("sdb", sysfs, dev)
+    assert dr.declared_write_cache(d) == declared
+    assert (d["write_cache"] is None) == (declared is None)
+    assert d["write_cache_source"] == (None if declared is None else "scsi_disk/cache_type")
+
+
+def test_media_of_a_drive_the_kernel_says_nothing_of():
+    """No queue/rotational read: an NVMe namespace is an SSD, anything else unknown; the kernel's word wins."""
+    assert dr.drive_media({"transport": "nvme", "rotational": None}) == "ssd"
+    assert dr.drive_media({"transport": "sas", "rotational": None}) is None
+    assert dr.drive_media({"transport": "sas"}) is None and dr.drive_media(None) is None
+    assert dr.drive_media({"transport": "virtio", "rotational": True}) == "hdd"
+    assert dr.drive_media({"transport": "nvme", "rotational": False}) == "ssd"
+    # lsblk's transport makes an NVMe drive of an unknown one
+    d = {"model": None, "serial": None, "firmware": None, "transport": None, "vendor": None, "wwid": None,
+         "rotational": None, "media": None, "sources": ["sysfs"]}
+    dr.merge_lsblk(d, {"tran": "nvme"})
+    assert (d["transport"], d["media"]) == ("nvme", "ssd")
+
+
 NAMES = {"nvme0n1", "sda", "sdb", "sdc", "vda", "loop0"}
 
 

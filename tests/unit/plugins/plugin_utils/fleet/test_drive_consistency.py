@@ -11,6 +11,7 @@ from ansible_collections.fleetqual.storage.plugins.module_utils.devices import d
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet.drive_consistency import (
     drive_findings,
     drive_of_record,
+    drive_rows,
 )
 from test_drives import build_fake_sysfs, load
 import unitpaths
@@ -89,13 +90,49 @@ def test_odd_model_fewer_drives_and_less_capacity(tmp_path):
     assert found["model"]["host"] == "db04" and found["model"]["drive"] == "sda"
     assert found["model"]["message"].startswith(
         "db04 drive sda (Micron_5300_MTFD, serial WD-WX12A3456789, firmware 2B6Q): model Micron_5300_MTFD is on 1 of "
-        "the 4 hosts of group db, which have ")
-    assert "ST4000NM0295 (1 per host)" in found["model"]["message"]
+        "the 4 hosts of group db with SSDs, which have ")
+    assert found["model"]["media"] == "ssd"
+    # the SSDs of its peers, not their HDD (ST4000NM0295, rotational)
+    assert "Samsung SSD 870 (1 per host)" in found["model"]["message"]
+    assert "ST4000NM0295" not in found["model"]["message"]
     assert found["drive_count"]["message"] == ("db04: 5 drives, fewer than group db's median 6; fewer of: ST4000NM0295 "
                                                "(0, peers 1), Samsung SSD 870 (0, peers 1)")
     assert found["drive_count"]["drive"] is None
     assert found["capacity"]["message"].startswith("db04: ") and "less than group db's median" in \
         found["capacity"]["message"]
+
+
+def test_an_hdd_is_compared_only_with_hdds(tmp_path):
+    """A mixed fleet: three SSD hosts and one host that also has an HDD (the SAS ST4000NM0295,
+    queue/rotational 1). The HDD has no HDD peer in its group, so it is no odd model of the
+    SSDs'; the virtio disk every host has says rotational too but has no model, so it is no
+    peer. Four hosts with HDDs, one of another model: that one is odd among the HDDs."""
+    hosts = [host_record(tmp_path, "db0%d" % i, i, drop=("sdb",)) for i in (1, 2, 3)]
+    hosts.append(host_record(tmp_path, "db04", 4))
+    assert [f for f in drive_findings(hosts) if f["kind"] == "model"] == []
+    hdd = [d for d in hosts[3]["drives"] if d["name"] == "sdb"][0]
+    assert (hdd["rotational"], hdd["media"]) == (True, "hdd")
+
+    hosts = [host_record(tmp_path, "h%d" % i, i) for i in (1, 2, 3)]
+    hosts.append(host_record(tmp_path, "h4", 4, overrides={"sdb": {"device/model": "ST8000NM000A    "}}))
+    (odd,) = [f for f in drive_findings(hosts) if f["kind"] == "model"]
+    assert (odd["host"], odd["drive"], odd["media"]) == ("h4", "sdb", "hdd")
+    assert odd["message"] == ("h4 drive sdb (ST8000NM000A, serial ZA1HDD0004, firmware DT31): model ST8000NM000A is "
+                              "on 1 of the 4 hosts of group db with HDDs, which have ST4000NM0295 (1 per host)")
+
+
+def test_drive_rows_carry_rotational_and_media_also_of_an_older_record(fleet):
+    rows = {(r["host"], r["drive"]): r for r in drive_rows(fleet)}
+    assert {d: (r["rotational"], r["media"]) for (h, d), r in rows.items() if h == "db01"} == {
+        "nvme0n1": (False, "ssd"), "sda": (False, "ssd"), "sdb": (True, "hdd"), "sdc": (False, "ssd"),
+        "vda": (True, "hdd"), "loop0": (False, "ssd")}
+    # a record written before the inventory had media: the same media from its rotational
+    old = copy.deepcopy(fleet[0])
+    for d in old["drives"]:
+        del d["media"]
+    assert [(r["drive"], r["media"]) for r in drive_rows([old])] == [
+        (r["drive"], r["media"]) for r in drive_rows(fleet[:1])]
+    assert drive_findings([old] + fleet[1:]) == drive_findings(fleet)
 
 
 def test_a_drives_results_against_the_same_model_across_the_fleet(fleet, tmp_path):
@@ -284,7 +321,13 @@ def test_a_host_whose_drive_firmware_differs_is_flagged_everywhere(report_fleet,
     md = render_markdown.render_markdown(f)
     assert "## Drives (%s)" % mode in md
     assert [x for x in md.splitlines() if x.startswith("| db04 | nvme0n1 |")][0].startswith(
-        "| db04 | nvme0n1 | SAMSUNG MZQL21T9HCJR-00A07 | %s | GDC5603Q | PASSED |" % serial)
+        "| db04 | nvme0n1 | ssd | SAMSUNG MZQL21T9HCJR-00A07 | %s | GDC5603Q | PASSED |" % serial)
+    assert "| host | device | media | model | serial | firmware | health | verdict | reasons |" in md
+    # every format says the media: the SAS disk is an HDD
+    assert "| db04 | sdb | hdd | ST4000NM0295 |" in md
+    assert "<td>db04</td><td>sdb</td><td>hdd</td>" in drives_html and "<th>device</th><th>media</th>" in html
+    assert [x for x in table.splitlines() if x.startswith("db04") and " sdb " in x][0].split()[:3] == \
+        ["db04", "sdb", "hdd"]
     # JUnit: with drives: fail the case of the target on that drive fails, citing the serial
     cases = _cases(render_junit.render_junit(f))
     failure = cases["db04 nvme"].find("failure")
@@ -383,9 +426,9 @@ def test_the_callback_prints_the_drive_table_and_applies_its_drives_option(repor
     cb.v2_playbook_on_stats(Stats())
     assert display.warnings == []
     start = display.lines.index("drives (fail):")
-    assert display.lines[start + 1].split() == ["host", "device", "model", "serial", "firmware", "health", "verdict",
-                                                "reasons"]
-    odd = [x for x in display.lines[start:] if x.startswith("db04 nvme0n1")]
+    assert display.lines[start + 1].split() == ["host", "device", "media", "model", "serial", "firmware", "health",
+                                                "verdict", "reasons"]
+    odd = [x for x in display.lines[start:] if x.startswith("db04 nvme0n1 ssd ")]
     assert len(odd) == 1 and "S64GNE0R600004" in odd[0] and " FAIL " in odd[0]
     data = json.loads((out / RUN / "fleet.json").read_text())
     assert {h["host"]: h["verdict"] for h in data["hosts"]}["db04"] == "FAIL"
