@@ -27,6 +27,12 @@ options:
     description: p99 bound of the tipping point and the latency-bounded maximum (C(fleetqual_latency_bound_ms)).
     type: float
     default: 50
+  drives:
+    description: "The host's drive inventory (the C(drives) list of P(fleetqual.storage.drives#module)): the write-cache
+      diagnostic states the cache the kernel declares for the drive the writes reached, the timing as corroboration;
+      without it the cache is inferred from the timing alone."
+    type: list
+    elements: dict
   options:
     description: "Other thresholds by name (see C(DEFAULTS) in plugins/plugin_utils/diagnostics/model.py), for
       example C({cache_proof_min_ratio: 0.8, serial_ratio: 0.5}). Unknown names and values <= 0 fail."

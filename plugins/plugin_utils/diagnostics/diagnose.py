@@ -34,6 +34,7 @@ import math
 from ansible_collections.fleetqual.storage.plugins.module_utils.plan.vocabulary import dig
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.common.fmt import fmt_k, fmt_ms, fmt_x
 from ansible_collections.fleetqual.storage.plugins.module_utils.common.numeric import fmt_num, is_number
+from ansible_collections.fleetqual.storage.plugins.module_utils.devices.drives import declared_write_cache
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.common.stats import ratio
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.stability import STABILITY_MIN_INTERVALS
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.diagnostics.model import (
@@ -267,7 +268,116 @@ def _pick(ws, pred, threads=None, most=False):
     return c[0]
 
 
-def _write_cache(ws, o):
+def _drives_named(names, drives):
+    """``{device name: its drive}`` of the device names that are drives of the inventory (a
+    partition names its disk)."""
+    out = {}
+    for name in names:
+        for d in drives:
+            if name == d.get("name") or name in (d.get("partitions") or []):
+                out[name] = d
+                break
+    return out
+
+
+def cache_declaration(views, drives):
+    """What the drives the write workloads ran on declare of their cache: ``(declared, by,
+    sources, missing)``. ``declared`` is ``write-back`` / ``write-through`` when every device
+    the workloads' device figures come from (``metrics.device``) is a drive of the inventory
+    ``drives`` whose kernel declares one and all agree; else None and ``missing`` says why.
+    ``by``: {drive name: the kernel's words}."""
+    names = list(dict.fromkeys(n for w in views for n in str(w.device() or "").split(",") if n))
+    if not isinstance(drives, list):
+        return None, {}, [], "no drive inventory"
+    if not names:
+        return None, {}, [], "no device figures name the drive the writes reached"
+    named = _drives_named(names, [d for d in drives if isinstance(d, dict)])
+    strangers = [n for n in names if n not in named]
+    if strangers:
+        verb = "is" if len(strangers) == 1 else "are"
+        return None, {}, [], "%s %s not a drive of the inventory" % (", ".join(strangers), verb)
+    by = {d["name"]: d.get("write_cache") for d in named.values()}
+    sources = sorted({d.get("write_cache_source") or "queue/write_cache" for d in named.values()
+                      if declared_write_cache(d)})
+    silent = [n for n, d in sorted(named.items()) if declared_write_cache(d) is None]
+    if silent:
+        return None, by, [], "the kernel declares no write cache for %s" % ", ".join(silent)
+    modes = {declared_write_cache(d) for d in named.values()}
+    if len(modes) > 1:
+        return None, by, sources, "its drives declare different caches (%s)" % ", ".join(
+            "%s %s" % (n, by[n]) for n in sorted(by))
+    return modes.pop(), by, sources, None
+
+
+def _timing_reading(lat, set_ratio, gain, o):
+    """What the write latencies alone say: ``(reading, why)``; reading is ``write-back``,
+    ``write-through``, ``probably write-back`` (more threads barely help: a guess) or
+    ``unclear``; ``why`` the thresholds that decided it."""
+    if lat is None:
+        return "unclear", ""
+    fast = lat <= o["wb_fast_ms"]
+    much_faster = set_ratio is not None and set_ratio <= o["wb_set_ratio"]
+    flat = gain is not None and gain <= o["wb_thread_gain"]
+    if fast or much_faster:
+        why = []
+        if fast:
+            why.append("p50 <= %s" % fmt_ms(o["wb_fast_ms"]))
+        if much_faster:
+            why.append("cache set <= %s of over-cache" % fmt_x(o["wb_set_ratio"]))
+        if flat:
+            why.append("threads gain <= %s" % fmt_x(o["wb_thread_gain"]))
+        return "write-back", ", ".join(why)
+    if lat >= o["wt_slow_ms"]:
+        return "write-through", "p50 >= %s" % fmt_ms(o["wt_slow_ms"])
+    if flat:
+        return "probably write-back", "gain <= %s" % fmt_x(o["wb_thread_gain"])
+    return "unclear", undecided(o)
+
+
+def undecided(o):
+    """The thresholds a latency between them falls short of."""
+    return "write-back below %s or cache set <= %s, write-through from %s" % (
+        fmt_ms(o["wb_fast_ms"]), fmt_x(o["wb_set_ratio"]), fmt_ms(o["wt_slow_ms"]))
+
+
+TIMING_SAYS = {
+    "write-back": "small writes are acknowledged before the media",
+    "write-through": "writes wait for the media",
+    "probably write-back": "more threads barely help",
+}
+WT_COST = "; databases that flush the log at every commit suffer badly without a write-back cache"
+
+
+def _declared_sentence(declared, by, sources, reading, facts, why, o):
+    """The sentence of a drive that declares its cache: the declaration first, the timing as
+    corroboration, or what it says instead (a thread gain alone is no proof of either)."""
+    head = "Write cache: %s (the kernel's %s for %s)" % (declared, " / ".join(sources), ", ".join(sorted(by)))
+    if not facts:
+        return head + "; no write latency was measured to corroborate it."
+    if reading == declared:
+        return "%s; the timing agrees, %s (%s; %s)%s." % (head, TIMING_SAYS[reading], facts, why,
+                                                          WT_COST if declared == "write-through" else "")
+    if reading == "write-back":
+        return ("%s; the timing disagrees, small writes were acknowledged as a cache acknowledges them (%s; %s): a "
+                "power-protected buffer, a cache the kernel sends no flushes to, or the host's cache under an emulated "
+                "drive." % (head, facts, why))
+    if reading == "write-through":
+        return ("%s; the timing disagrees, writes waited as long as media writes do (%s; %s): a full or slow cache, "
+                "or the host under an emulated drive." % (head, facts, why))
+    return "%s; the timing cannot tell (%s; %s)%s." % (head, facts, undecided(o),
+                                                       WT_COST if declared == "write-through" else "")
+
+
+def _inferred_sentence(reading, missing, facts, why):
+    """The sentence of the timing rule where no drive declares its cache: said to be inferred."""
+    if reading == "unclear":
+        return "Write cache: unclear, inferred from the timing alone (%s), which cannot tell (%s; %s)." % (
+            missing, facts, why)
+    return "Write cache: %s, inferred from the timing alone (%s): %s (%s; %s)%s." % (
+        reading, missing, TIMING_SAYS[reading], facts, why, WT_COST if reading == "write-through" else "")
+
+
+def _write_cache(ws, o, drives=None):
     name = "write_cache"
     c1 = _pick(ws, WorkloadView.cache_set, threads=1)
     v1 = _pick(ws, WorkloadView.over_cache, threads=1)
@@ -290,51 +400,43 @@ def _write_cache(ws, o):
     lat = lat_c if lat_c is not None else lat_v
     set_ratio = ratio(lat_c, lat_v)
     gain = ratio(cn[1].get("write_iops"), cn[0].get("write_iops")) if cn else None
+    views = [w for w in (c1, v1, cn[1] if cn else None) if w is not None]
+    declared, by, sources, missing = cache_declaration(views, drives)
+    reading, why = _timing_reading(lat, set_ratio, gain, o)
     ev = {"cache_t1_p50_ms": rounded(lat_c, 4), "over_cache_t1_p50_ms": rounded(lat_v, 4), "set_ratio": rounded(set_ratio, 3),
           "t1_iops": rounded(cn[0].get("write_iops"), 1) if cn else None,
           "tn_iops": rounded(cn[1].get("write_iops"), 1) if cn else None,
           "tn_threads": int(cn[1].threads) if cn else None, "thread_gain": rounded(gain, 3),
           "fsync_p50_ms": rounded(base.p("fsync", "p50"), 4),
+          "basis": "declared" if declared else "timing", "declared": declared, "declared_by": by,
+          "declared_from": sources, "undeclared_reason": missing, "timing": reading,
+          "timing_agrees": None if declared is None or reading in ("unclear", "probably write-back") or lat is None
+          else reading == declared,
           "thresholds": {"wb_fast_ms": o["wb_fast_ms"], "wt_slow_ms": o["wt_slow_ms"],
                          "wb_set_ratio": o["wb_set_ratio"], "wb_thread_gain": o["wb_thread_gain"]}}
     used = [w.id for w in (c1, v1) if w is not None]
     if cn and cn[1].id not in used:
         used.append(cn[1].id)
+    facts = []      # the evidence's rounded figures: the sentence quotes its evidence
+    if lat is not None:
+        facts.append("1-thread write p50 %s" % fmt_ms(rounded(lat, 4)) + (" in the cache-sized set" if lat_c is not None
+                                                                          else ""))
+        if set_ratio is not None:
+            facts.append("%s over-cache (%s)" % (fmt_ms(ev["over_cache_t1_p50_ms"]), fmt_x(ev["set_ratio"])))
+        if gain is not None:
+            facts.append("%s IOPS from 1 to %s threads" % (fmt_x(ev["thread_gain"]), ev["tn_threads"]))
+    facts = ", ".join(facts)
+    if declared is not None:
+        # the drive's own word decides; write-through costs a database unless its writes are
+        # acknowledged fast all the same (a power-protected buffer)
+        status = "pass" if declared == "write-back" or (lat is not None and lat <= o["wb_fast_ms"]) else "warn"
+        return diag_entry(status, declared, _declared_sentence(declared, by, sources, reading, facts, why, o), ev, used)
     if lat is None:
-        return diag_entry("info", "unclear", "Write cache: unclear, no write latency was measured.", ev, used)
-    fast = lat <= o["wb_fast_ms"]
-    much_faster = set_ratio is not None and set_ratio <= o["wb_set_ratio"]
-    flat = gain is not None and gain <= o["wb_thread_gain"]
-    slow = lat >= o["wt_slow_ms"]
-    facts = ["1-thread write p50 %s" % fmt_ms(lat) + (" in the cache-sized set" if lat_c is not None else "")]
-    if set_ratio is not None:
-        facts.append("%s over-cache (%s)" % (fmt_ms(lat_v), fmt_x(set_ratio)))
-    if gain is not None:
-        facts.append("%s IOPS from 1 to %s threads" % (fmt_x(gain), ev["tn_threads"]))
-    if fast or much_faster:
-        why = []
-        if fast:
-            why.append("p50 <= %s" % fmt_ms(o["wb_fast_ms"]))
-        if much_faster:
-            why.append("cache set <= %s of over-cache" % fmt_x(o["wb_set_ratio"]))
-        if flat:
-            why.append("threads gain <= %s" % fmt_x(o["wb_thread_gain"]))
-        return diag_entry("pass", "write-back",
-                          "Write cache: write-back, small writes are acknowledged before the media (%s; %s)."
-                          % (", ".join(facts), ", ".join(why)), ev, used)
-    if slow:
-        return diag_entry("warn", "write-through",
-                          "Write cache: write-through, writes wait for the media (%s; p50 >= %s); databases "
-                          "that flush the log at every commit suffer badly without a write-back cache."
-                          % (", ".join(facts), fmt_ms(o["wt_slow_ms"])), ev, used)
-    if flat:
-        return diag_entry("pass", "write-back",
-                          "Write cache: probably write-back, more threads barely help (%s; gain <= %s)."
-                          % (", ".join(facts), fmt_x(o["wb_thread_gain"])), ev, used)
-    return diag_entry("info", "unclear",
-                      "Write cache: unclear (%s; write-back below %s or cache set <= %s, write-through from %s)."
-                      % (", ".join(facts), fmt_ms(o["wb_fast_ms"]), fmt_x(o["wb_set_ratio"]), fmt_ms(o["wt_slow_ms"])),
-                      ev, used)
+        return diag_entry("info", "unclear", "Write cache: unclear, no drive declares its cache (%s) and no write "
+                          "latency was measured." % missing, ev, used)
+    conclusion = {"probably write-back": "write-back"}.get(reading, reading)
+    status = {"write-back": "pass", "write-through": "warn"}.get(conclusion, "info")
+    return diag_entry(status, conclusion, _inferred_sentence(reading, missing, facts, why), ev, used)
 
 
 # --------------------------------------------------------------------------- 7. database pattern
@@ -445,13 +547,15 @@ def _stability(ws, o):
 
 # --------------------------------------------------------------------------- public API
 
-def diagnose(workloads, options=None, latency_bound_ms=None):
+def diagnose(workloads, options=None, latency_bound_ms=None, drives=None):
     """All diagnostics of one host: ``{name: entry}`` in :data:`NAMES` order.
 
     ``workloads``: the host's workload records (spec + ``result`` + ``metrics``);
     ``options``: overrides of :data:`DEFAULTS` (e.g. ``{"latency_bound_ms": 20}``);
     ``latency_bound_ms``: shorthand for that option (the role passes
-    ``fleetqual_latency_bound_ms``)."""
+    ``fleetqual_latency_bound_ms``); ``drives``: the host's drive inventory (the drives
+    module's ``drives`` list, docs/contracts.md section 7), whose declared write cache the
+    write-cache diagnostic states first."""
     opts = dict(options or {})
     if latency_bound_ms is not None:
         opts["latency_bound_ms"] = latency_bound_ms
@@ -461,7 +565,7 @@ def diagnose(workloads, options=None, latency_bound_ms=None):
     out["cache_proof"] = _cache_proof(ws, o)
     out["write_amplification"] = _write_amplification(ws, o)
     out["write_serialization"] = _write_serialization(ws, o)
-    out["write_cache"] = _write_cache(ws, o)
+    out["write_cache"] = _write_cache(ws, o, drives)
     out["tipping_point"] = sweep_tipping_point(ws, o)
     out["bounded_max"] = sweep_bounded_max(ws, o, out["tipping_point"])
     out["db_pattern"] = _db_pattern(ws, o)
@@ -470,7 +574,7 @@ def diagnose(workloads, options=None, latency_bound_ms=None):
     return out
 
 
-def diagnose_checked(workloads, latency_bound_ms=None, options=None):
+def diagnose_checked(workloads, latency_bound_ms=None, options=None, drives=None):
     """:func:`diagnose` after checking its options and ``latency_bound_ms`` (extra vars arrive
     as strings): ValueError naming each problem (the filter ``fleetqual.storage.diagnostics``)."""
     problems = validate_options(options)
@@ -483,7 +587,7 @@ def diagnose_checked(workloads, latency_bound_ms=None, options=None):
             problems.append("latency_bound_ms (fleetqual_latency_bound_ms) must be a number of milliseconds > 0")
     if problems:
         raise ValueError("; ".join(problems))
-    return diagnose(workloads, options=options, latency_bound_ms=latency_bound_ms)
+    return diagnose(workloads, options=options, latency_bound_ms=latency_bound_ms, drives=drives)
 
 
 def validate_options(options, var_name="options"):

@@ -178,7 +178,7 @@ def host_diagnostics(record, workloads):
     if not workloads:
         return {}
     # built from plain types already: no copy needed
-    return diagmod.diagnose([w for w in workloads if isinstance(w, dict)])
+    return diagmod.diagnose([w for w in workloads if isinstance(w, dict)], drives=drive_list(record.get("drives")))
 
 
 def detail_rank(h):

@@ -45,7 +45,8 @@ def judged(records, plan, thresholds, latency_bound_ms, error=None, drives=None,
     ``kernel``: the job's kernel section, ``kernel_log``: ``fleetqual_kernel_log``
     (docs/kernel-log.md); ``drives_after``: the drives read again after a burn-in
     (docs/integrity.md)."""
-    diagnostics = filter_errors("diagnostics", diagnose_checked)(records, latency_bound_ms=latency_bound_ms)
+    diagnostics = filter_errors("diagnostics", diagnose_checked)(records, latency_bound_ms=latency_bound_ms,
+                                                                 drives=drives)
     extra = {"kernel": kernel, "kernel_log": kernel_log} if kernel is not None else {}
     if drives_after is not None:
         extra["drives_after"] = drives_after
