@@ -518,6 +518,12 @@ def _readahead(ws, o):
 
 # --------------------------------------------------------------------------- 9. stability
 
+def _when(figures):
+    """When a run's pace changed (metrics.stability ``change_at_s``), as the sentence says it."""
+    at = figures.get("change_at_s")
+    return "" if at is None else " from %s s into the run" % fmt_num(at)
+
+
 def _stability(ws, o):
     name = "stability"
     per = {w.id: w.m["stability"] for w in ws if w.ok and isinstance(w.m.get("stability"), dict)
@@ -530,8 +536,8 @@ def _stability(ws, o):
     ev = {"drop_pct": round(100.0 * o["stability_drop"], 1), "checked": len(per), "slowed": slowed,
           "slowed_count": len(slowed), "worst": worst, "worst_change_pct": per[worst]["change_pct"], "workloads": per}
     if slowed:
-        parts = ["%s %s -> %s IOPS (%s %%)" % (wid, fmt_k(per[wid]["first_iops"]), fmt_k(per[wid]["last_iops"]),
-                                               fmt_num(per[wid]["change_pct"])) for wid in slowed]
+        parts = ["%s %s -> %s IOPS (%s %%)%s" % (wid, fmt_k(per[wid]["first_iops"]), fmt_k(per[wid]["last_iops"]),
+                                                 fmt_num(per[wid]["change_pct"]), _when(per[wid])) for wid in slowed]
         sentence = ("Stability: %d of %d runs changed pace while they ran, the last third of their intervals "
                     "more than %s %% below the first: %s; burst credits spent, a write cache filled or thermal "
                     "throttling, so a longer run (steady_state: true) measures less."

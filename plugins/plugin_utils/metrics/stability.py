@@ -27,17 +27,71 @@ def steady_state_of(bench):
             "values": [as_number(r.get(metric)) for r in rounds if isinstance(r, dict)]}
 
 
-def interval_iops(intervals):
-    """IOPS per interval of iobench's series, without the short tail interval (a fraction
-    of a second holding the last few operations, whose rate is noise)."""
+def run_pace(intervals):
+    """:func:`stability_of` over iobench's per-interval series: the IOPS of each interval,
+    without the short tail interval (a fraction of a second holding the last few
+    operations, whose rate is noise), and the second of the measured window each began."""
     ivs = [iv for iv in intervals or [] if isinstance(iv, dict) and as_number(iv.get("iops")) is not None]
     typical = median(as_number(iv.get("duration_s")) for iv in ivs)
-    return [iv["iops"] for iv in ivs
+    kept = [iv for iv in ivs
             if typical is None or as_number(iv.get("duration_s")) is None or iv["duration_s"] >= 0.5 * typical]
+    return stability_of([iv["iops"] for iv in kept], starts=interval_starts(kept))
 
 
-def stability_of(series):
-    """Pace figures of a per-interval IOPS series (see the module docstring), or None."""
+def interval_starts(intervals):
+    """The second of the measured window each interval began (to 0.1 s): its end ``t`` less
+    its ``duration_s``; None for all when an interval says neither."""
+    starts = []
+    for iv in intervals:
+        t, length = as_number(iv.get("t")), as_number(iv.get("duration_s"))
+        if t is None or length is None:
+            return None
+        starts.append(round(t - length, 1))
+    return starts
+
+
+def _median3(a, b, c):
+    return sorted((a, b, c))[1]
+
+
+def smoothed(values):
+    """The series after a running median of 3 (Tukey's rule at both ends): a lone interval far
+    from its neighbours (a stall, a spike) is taken out, a step is kept where it is."""
+    n = len(values)
+    if n < 3:
+        return list(values)
+    out = [values[0]] + [_median3(*values[i - 1:i + 2]) for i in range(1, n - 1)] + [values[-1]]
+    out[0] = _median3(values[0], out[1], 3 * out[1] - 2 * out[2])
+    out[-1] = _median3(values[-1], out[-2], 3 * out[-2] - 2 * out[-3])
+    return out
+
+
+def change_point(values):
+    """Where the pace changed: the index k (1 <= k < n) at which one step best splits the series
+    into two levels (the least sum of squares about each part's mean, the earliest on a tie),
+    found on the :func:`smoothed` series so that one odd interval does not move it; None under
+    2 values."""
+    s = smoothed([float(v) for v in values])
+    n = len(s)
+    if n < 2:
+        return None
+    centre = sum(s) / n
+    sums, squares = [0.0], [0.0]
+    for v in s:
+        sums.append(sums[-1] + (v - centre))
+        squares.append(squares[-1] + (v - centre) ** 2)
+
+    def sse(a, b):
+        return squares[b] - squares[a] - (sums[b] - sums[a]) ** 2 / (b - a)
+
+    costs = [(sse(0, k) + sse(k, n), k) for k in range(1, n)]
+    least = min(c for c, _k in costs)
+    return next(k for c, k in costs if c <= least + 1e-9 * (abs(least) + squares[n]))
+
+
+def stability_of(series, starts=None):
+    """Pace figures of a per-interval IOPS series (see the module docstring), or None.
+    ``starts``: the second each interval began (:func:`interval_starts`), for ``change_at_s``."""
     vals = [v for v in (as_number(x) for x in series or []) if v is not None]
     n = len(vals)
     if n < STABILITY_MIN_INTERVALS:
@@ -46,10 +100,12 @@ def stability_of(series):
     first, last = mean(vals[:third]), mean(vals[n - third:])
     slices = min(STABILITY_SERIES_POINTS, n)
     bounds = [round(i * n / slices) for i in range(slices + 1)]
+    at = change_point(vals)
     return {"intervals": n, "first_iops": round(first, 1), "last_iops": round(last, 1),
             "change_pct": round((last - first) / first * 100.0, 1) if first > 0 else None,
             "min_iops": round(min(vals), 1), "max_iops": round(max(vals), 1),
-            "series": [round(mean(vals[a:b]), 1) for a, b in zip(bounds, bounds[1:])]}
+            "series": [round(mean(vals[a:b]), 1) for a, b in zip(bounds, bounds[1:])],
+            "change_at_s": starts[at] if starts and len(starts) == n and at is not None else None}
 
 
 def search_figures(bench):

@@ -63,7 +63,9 @@ Conventions:
   rounds (how many ran), max_rounds, metric, values (the tracked value per round)}``.
 * ``stability``: the run's pace from iobench's per-interval series (``None`` with fewer
   than 6 full intervals; the short tail interval is left out): ``{intervals, first_iops, last_iops (means of the first and last
-  third), change_pct, min_iops, max_iops, series (<= 12 means of equal slices)}``.
+  third), change_pct, min_iops, max_iops, series (<= 12 means of equal slices), change_at_s (the second of
+  the measured window the pace changed: where one step best splits the series, stability.change_point;
+  null without the intervals' times)}``.
 * ``search`` / ``db``: compact copies of iobench's search steps and database-pattern
   figures (``None`` for other runs), for the diagnostics.
 * ``foreign_*`` (docs/compliance.md; ``None`` when the job ran without ``foreign_io``): the I/O on
@@ -137,9 +139,8 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.integrit
 )
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.stability import (
     db_figures,
-    interval_iops,
+    run_pace,
     search_figures,
-    stability_of,
     steady_state_of,
 )
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.stalls import stall_figures
@@ -311,7 +312,7 @@ def workload_metrics(record):
 
     if bench:
         m["steady_state"] = steady_state_of(bench)
-        m["stability"] = stability_of(interval_iops(bench.get("intervals")))
+        m["stability"] = run_pace(bench.get("intervals"))
         m["stall"] = stall_figures(bench.get("intervals"), as_number(dig(bench, "config", "rate_iops")))
         m["search"] = search_figures(bench)
         m["db"] = db_figures(bench)

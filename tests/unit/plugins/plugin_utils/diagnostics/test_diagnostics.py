@@ -836,7 +836,8 @@ def test_stability_run_that_spends_its_burst_credits_is_flagged():
     assert (st["first_iops"], st["last_iops"], st["change_pct"]) == (3000.0, 100.0, -96.7)
     assert d["evidence"]["slowed"] == ["over_cache-rndwr-t64"] and d["evidence"]["checked"] == 2
     assert ("1 of 2 runs changed pace while they ran, the last third of their intervals more than 20 % below "
-            "the first: over_cache-rndwr-t64 3000 -> 100 IOPS (-96.7 %)") in d["sentence"]
+            "the first: over_cache-rndwr-t64 3000 -> 100 IOPS (-96.7 %) from 20 s into the run; ") in d["sentence"]
+    assert st["change_at_s"] == 20.0
     assert sentence_disagreements(d, {"1"}) == []
     # just inside the threshold (-19 %) is steady; the threshold is an option
     mild = with_series(base, [1000] * 20 + [900] * 20 + [810] * 20)
