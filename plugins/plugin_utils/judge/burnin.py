@@ -7,8 +7,11 @@ for a host whose plan has burn-in rounds (workloads marked ``burnin``, module_ut
   (``fleetqual.storage.drives``); the cleanup reads it again (``host_start.cleanup`` with
   ``health_after``). A counter that rose during the run FAILS the host (``rule:
   burnin_health``, ``kind: drive``), citing the drive's model and serial, the counter, both
-  values: media errors, reallocated sectors, pending sectors, NVMe error-log entries. A
-  drive found before and missing after FAILS too. Health not read after the run (or not
+  values: media errors, reallocated sectors, pending sectors, NVMe error-log entries; an
+  NVMe critical warning bit set during the run (``critical warning rose during the run from
+  0x00 to 0x04 (NVM subsystem reliability degraded)``) and a drive whose own health verdict
+  turned from PASSED to FAILED FAIL it the same way. A drive found before and missing after
+  FAILS too. Health not read after the run (or not
   read at all) is an ``n/a`` check and a warning: never "no errors".
 * **Stability over the whole run.** Each pass's rate per round (IOPS of the mix, MiB/s of
   the write and verify passes) as one series through ``metrics.stability_of`` (the pace rule
@@ -20,6 +23,7 @@ for a host whose plan has burn-in rounds (workloads marked ``burnin``, module_ut
 from __future__ import annotations
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.common.numeric import fmt_num
+from ansible_collections.fleetqual.storage.plugins.module_utils.devices.drives import critical_warning_text
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.diagnostics.model import DEFAULTS as _DIAG_DEFAULTS
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge.checks import make_check
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge.drives import drive_label, drive_list
@@ -40,6 +44,28 @@ def burnin_records(records):
 
 def _key(drive):
     return drive.get("serial") or drive.get("path") or drive.get("name")
+
+
+def _byte(value):
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 255 else None
+
+
+def _warning_text(before, after):
+    """``from 0x00 to 0x04 (NVM subsystem reliability degraded)``: a critical warning byte
+    before and after, with what the bits set during the run mean."""
+    new = critical_warning_text(after & ~before)
+    return "from 0x%02x to 0x%02x (%s)" % (before, after, "; ".join(new) or "reserved bits")
+
+
+def _turned_failed(label, h0, h1, rose):
+    """A drive whose own verdict was PASSED before and FAILED after, not already explained by a
+    critical warning that rose: ``(message, problems after)`` or None."""
+    if h0.get("passed") is not True or h1.get("passed") is not False:
+        return None
+    if any(key == "critical_warning" for key, _w, _a, _b in rose):
+        return None
+    problems = "; ".join(h1.get("problems") or []) or "the drive reports itself failing"
+    return "burn-in: %s: the drive's own health verdict turned FAILED during the run (%s)" % (label, problems)
 
 
 def health_checks(before, after):
@@ -75,13 +101,26 @@ def health_checks(before, after):
                 compared.append("%s %s -> %s" % (words, fmt_num(a), fmt_num(b)))
                 if b > a:
                     rose.append((key, words, a, b))
+        w0, w1 = _byte(h0.get("critical_warning")), _byte(h1.get("critical_warning"))
+        if w0 is not None and w1 is not None:
+            compared.append("critical warning 0x%02x -> 0x%02x" % (w0, w1))
+            if w1 & ~w0:        # a warning bit the drive set during the run
+                rose.append(("critical_warning", "critical warning", w0, w1))
         ev = "; ".join(compared) or "no counter reported before and after"
         for key, words, a, b in rose:
-            msg = "burn-in: %s: %s rose during the run from %s to %s" % (label, words, fmt_num(a), fmt_num(b))
+            if key == "critical_warning":
+                msg = "burn-in: %s: critical warning rose during the run %s" % (label, _warning_text(a, b))
+            else:
+                msg = "burn-in: %s: %s rose during the run from %s to %s" % (label, words, fmt_num(a), fmt_num(b))
             c = make_check(None, "burnin_health", key, b, a, "<=", False, ev, "fail", "drive", msg)
             c.update(drive=d.get("name"), serial=d.get("serial"), model=d.get("model"))
             out.append(c)
-        if not rose:
+        turned = _turned_failed(label, h0, h1, rose)
+        if turned:
+            c = make_check(None, "burnin_health", "health.passed", False, True, "==", False, ev, "fail", "drive", turned)
+            c.update(drive=d.get("name"), serial=d.get("serial"), model=d.get("model"))
+            out.append(c)
+        if not rose and not turned:
             msg = "burn-in: %s: no error counter rose during the run (%s)" % (label, ev)
             status = "pass" if compared else "n/a"
             out.append(make_check(None, "burnin_health", None, None, None, None, True if compared else None, ev,

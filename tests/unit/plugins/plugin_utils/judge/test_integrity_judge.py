@@ -304,6 +304,49 @@ def test_a_health_counter_rising_during_a_burnin_fails_citing_the_drive():
     assert (c["serial"], c["value"], c["limit"], c["kind"]) == ("S5GXNX0T123456", 2, 0, "drive")
 
 
+def nvme_drive(warning, passed=None, **kw):
+    d = drive(**kw)
+    d["health"].update(critical_warning=warning, passed=(warning == 0) if passed is None else passed,
+                       problems=["critical_warning 0x%02x (...)" % warning] if warning else [], tool="nvme-cli")
+    return d
+
+
+def test_a_critical_warning_raised_during_a_burnin_fails_saying_it_rose():
+    """The drive's health verdict at the start was PASSED: only the comparison with the read
+    after the run can see a warning the drive raised while the burn-in ran."""
+    r = judge(burnin_records(), [], drives=[nvme_drive(0)], drives_after=[nvme_drive(0x04)])
+    assert r["verdict"] == "FAIL"
+    assert r["reasons"] == ["burn-in: drive nvme0n1 (PM9A3, serial S5GXNX0T123456): critical warning rose during the "
+                            "run from 0x00 to 0x04 (NVM subsystem reliability degraded)"]
+    c = [c for c in r["checks"] if c["rule"] == "burnin_health"][0]
+    assert (c["metric"], c["value"], c["limit"], c["serial"]) == ("critical_warning", 4, 0, "S5GXNX0T123456")
+    # a bit already set before the run did not rise (the start's own health check FAILs it)
+    r = judge(burnin_records(), [], drives=[nvme_drive(0x04)], drives_after=[nvme_drive(0x04)])
+    assert not [m for m in r["reasons"] if "rose" in m]
+    # a second bit on top of it did
+    r = judge(burnin_records(), [], drives=[nvme_drive(0x04)], drives_after=[nvme_drive(0x06)])
+    assert "critical warning rose during the run from 0x04 to 0x06 (temperature outside threshold)" in \
+        r["reasons"][-1]
+
+
+def test_a_health_verdict_turned_failed_during_a_burnin_fails():
+    before, after = drive(), drive()
+    after["health"].update(passed=False, problems=["overall health self-assessment FAILED"])
+    r = judge(burnin_records(), [], drives=[before], drives_after=[after])
+    assert r["verdict"] == "FAIL"
+    assert r["reasons"] == ["burn-in: drive nvme0n1 (PM9A3, serial S5GXNX0T123456): the drive's own health verdict "
+                            "turned FAILED during the run (overall health self-assessment FAILED)"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(before=st.integers(0, 255), after=st.integers(0, 255))
+def test_a_critical_warning_fails_exactly_when_a_bit_was_set_during_the_run(before, after):
+    r = judge(burnin_records(), [], drives=[nvme_drive(before, passed=True)],
+              drives_after=[nvme_drive(after, passed=True)])
+    assert (r["verdict"] == "FAIL") == bool(after & ~before)
+    assert any("critical warning rose" in m for m in r["reasons"]) == bool(after & ~before)
+
+
 def test_a_burnin_with_steady_counters_passes_and_says_what_it_compared():
     r = judge(burnin_records(), [], drives=[drive(realloc=8, pending=0)], drives_after=[drive(realloc=8, pending=0)])
     assert r["verdict"] == "PASS"
