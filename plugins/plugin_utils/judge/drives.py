@@ -8,6 +8,7 @@ docs/kernel-log.md): the kernel log's storage messages during the run against
 ``max_kernel_errors`` (0 without a rule)."""
 
 import difflib
+import re
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.collect.kmsg import UNATTRIBUTED, message_drives
 from ansible_collections.fleetqual.storage.plugins.module_utils.common.numeric import fmt_num, is_number
@@ -142,6 +143,7 @@ KERNEL_LIMIT = "max_kernel_errors"
 KERNEL_DEFAULT_LIMIT = 0            # every drive, whatever the profile, without a rule
 KERNEL_OPTIONS = {"judge_before_run": False, "lookback_s": None}   # fleetqual_kernel_log
 QUOTED = 5                          # kernel lines a check's evidence quotes
+QUOTED_IN_MESSAGE = 3               # distinct kernel messages a check's message (the reason) quotes
 
 
 KERNEL_VAR = "fleetqual_kernel_log"
@@ -258,6 +260,25 @@ def _quote(msg):
     return '"%s"' % msg.get("text")
 
 
+_NUMBERS = re.compile(r"0x[0-9a-fA-F]+|\d+")
+
+
+def distinct_lines(lines, n=QUOTED_IN_MESSAGE):
+    """The first line of each distinct message among ``lines`` (in their order), at most ``n``,
+    and how many distinct messages were left out. Two lines are the same message when they
+    differ only in their numbers (another sector, tag or queue): a drive that keeps failing
+    one way is quoted once, one that times out, is aborted and then reset is quoted at each
+    step (``... QID 1 timeout, aborting``, ``Abort status: 0x0``, ``... QID 1 timeout, reset
+    controller``)."""
+    firsts, seen = [], set()
+    for m in lines:
+        shape = _NUMBERS.sub("#", str(m.get("text")))
+        if shape not in seen:
+            seen.add(shape)
+            firsts.append(m)
+    return firsts[:n], max(0, len(firsts) - n)
+
+
 def _kinds(per):
     return ", ".join("%s %d" % (k, n) for k, n in sorted(per.items(), key=lambda kv: (-kv[1], kv[0])))
 
@@ -282,7 +303,8 @@ def kernel_checks(checks, rules, drives, kernel, matched, applicable, options=No
     name, ``kind: drive``, ``metric: kernel.errors``): per drive under test (:func:`under_test`
     of ``records``) and per drive a rule names, the storage messages the kernel logged about
     it during the run against the limit of every drive rule with ``max_kernel_errors`` that
-    selects it (0 when none does). Returns warnings: the log not collected (a warning, never
+    selects it (0 when none does); the message quotes the first line of each distinct
+    message (:func:`distinct_lines`), the evidence the first :data:`QUOTED` lines. Returns warnings: the log not collected (a warning, never
     a PASS-affecting silence nor a failure), records lost, messages on drives not under test
     or on no drive of the host, the look-back's messages (context, not judged)."""
     warnings = []
@@ -338,7 +360,10 @@ def kernel_checks(checks, rules, drives, kernel, matched, applicable, options=No
                 "no kernel storage errors during the run"
             msg = "%s: %s (limit %s)%s" % (drive_label(d), what, fmt_num(limit), " [rule %s]" % tag if tag else "")
             if lines:
-                msg += ": %s" % _quote(lines[0])
+                quoted, more = distinct_lines(lines)
+                msg += ": %s" % "; ".join(_quote(m) for m in quoted)
+                if more:
+                    msg += " (+%d other message%s)" % (more, "" if more == 1 else "s")
             if notes:
                 msg += "; note: %s" % "; ".join(notes)
             c = _drive_check(d, rname, "kernel.errors", n, limit, "<=", passed, "pass" if passed else "fail", msg, ev)

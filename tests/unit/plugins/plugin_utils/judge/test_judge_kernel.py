@@ -43,9 +43,9 @@ DRIVES = [{"name": "sdb", "path": "/dev/sdb", "model": "Samsung SSD 870 EVO 1TB"
            "health": {"collected": True, "tool": "smartctl", "passed": True}}]
 
 
-def section(texts_during=(), texts_before=(), lost=0, started_s=1000.0):
+def section(texts_during=(), texts_before=(), lost=0, started_s=1000.0, sysfs_root="/nonexistent"):
     """A kernel section as the job writes it, built by kmsg.message from records."""
-    resolver = kmsg.Resolver("/nonexistent")
+    resolver = kmsg.Resolver(sysfs_root)
     messages, counts, before_counts = [], {}, {}
     seq = 100
     for before, texts in ((True, texts_before), (False, texts_during)):
@@ -80,8 +80,10 @@ def test_errors_above_the_limit_fail_quoting_the_line_and_the_serial(slow):
                       "sd 2:0:0:0: [sdb] tag#3 Sense Key : Medium Error [current]"])
     r = judge([slow], [], drives=DRIVES, kernel=kernel)
     assert r["verdict"] == "FAIL"
+    # the first line of each distinct message
     assert r["reasons"] == ['drive sdb (Samsung SSD 870 EVO 1TB, serial S3Z9NX0K): 3 kernel storage errors during '
-                            'the run (limit 0): "%s"' % LINE]
+                            'the run (limit 0): "%s"; "Buffer I/O error on dev sdb1, logical block 256, async page '
+                            'read"; "sd 2:0:0:0: [sdb] tag#3 Sense Key : Medium Error [current]"' % LINE]
     (c,) = [c for c in kchecks(r) if c["drive"] == "sdb"]
     assert (c["serial"], c["value"], c["status"], c["kind"]) == ("S3Z9NX0K", 3, "fail", "drive")
     assert c["kernel"]["counts"] == {"io_error": 1, "buffer_io_error": 1, "medium_error": 1}
@@ -90,6 +92,38 @@ def test_errors_above_the_limit_fail_quoting_the_line_and_the_serial(slow):
     # the other drive is untouched
     assert [x["status"] for x in kchecks(r) if x["drive"] == "sdc"] == ["pass"]
     assert kernel_errors(kernel, "sdb") == 3 and kernel_errors(kernel, "sdc") == 0
+
+
+# what the NVMe driver of Debian 12's kernel (6.1) logged for a drive that stopped completing
+# requests (the VM tier's hanging drive, tests/vm/test_vm_faults.py)
+HUNG = ["nvme nvme0: I/O 996 (I/O Cmd) QID 1 timeout, aborting", "nvme nvme0: Abort status: 0x0",
+        "nvme nvme0: I/O 996 QID 1 timeout, reset controller", "nvme nvme0: I/O 17 (I/O Cmd) QID 1 timeout, aborting",
+        "nvme nvme0: Abort status: 0x0", "nvme nvme0: I/O 17 QID 1 timeout, reset controller"]
+NVME = [{"name": "nvme0n1", "path": "/dev/nvme0n1", "model": "QEMU NVMe Ctrl", "serial": "FQHANG01",
+         "health": {"collected": True, "tool": "nvme-cli", "passed": True}}]
+
+
+def test_a_hung_controller_is_quoted_at_each_step_once(tmp_path):
+    """Timeout, abort, reset, and again: each distinct message once in the reason (a drive that
+    fails again and again the same way is not quoted again), every line counted."""
+    (tmp_path / "class" / "nvme" / "nvme0" / "nvme0n1").mkdir(parents=True)    # the controller's namespace
+    kernel = section(HUNG, sysfs_root=str(tmp_path))
+    r = judge([load_slow(("nvme0n1",))], [], drives=NVME, kernel=kernel)
+    assert r["verdict"] == "FAIL"
+    assert r["reasons"] == ['drive nvme0n1 (QEMU NVMe Ctrl, serial FQHANG01): 6 kernel storage errors during the run '
+                            '(limit 0): "%s"; "%s"; "%s"' % tuple(HUNG[:3])]
+    (c,) = kchecks(r)
+    assert c["kernel"]["counts"] == {"nvme_timeout": 4, "nvme_reset": 2}
+    # the same message about other sectors is one message; past three, how many more
+    many = [LINE.replace("2048", str(2048 + 8 * i)) for i in range(20)] + [
+        "Buffer I/O error on dev sdb1, logical block 256, async page read",
+        "sd 2:0:0:0: [sdb] tag#3 Sense Key : Medium Error [current]",
+        "sd 2:0:0:0: [sdb] tag#3 Add. Sense: Unrecovered read error",
+        "sd 2:0:0:0: [sdb] tag#3 FAILED Result: hostbyte=DID_OK driverbyte=DRIVER_OK"]
+    r = judge([load_slow()], [], drives=DRIVES, kernel=section(many))
+    assert r["reasons"][0].endswith('"%s"; "Buffer I/O error on dev sdb1, logical block 256, async page read"; '
+                                    '"sd 2:0:0:0: [sdb] tag#3 Sense Key : Medium Error [current]" (+2 other messages)'
+                                    % LINE), r["reasons"]
 
 
 def test_a_drive_rule_raises_the_limit_for_the_drives_it_selects(slow):
