@@ -6,9 +6,13 @@ is a stand-in (tests/unit/fixtures/fake_systemd_run.py) that makes the unit's gr
 tree as systemd would, with the properties it was given as the group's ``io.max``, then runs
 the holder in it. This machine (cgroup v1, no systemd) is tested on its own kernel by
 test_foreign_limits.py."""
+import atexit
 import os
+import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -20,7 +24,22 @@ from ansible_collections.fleetqual.storage.plugins.module_utils.collect import u
 
 import unitpaths
 
-FAKE_RUN = os.path.join(unitpaths.FIXTURES, "fake_systemd_run.py")
+FAKE_PY = os.path.join(unitpaths.FIXTURES, "fake_systemd_run.py")
+
+
+def _fake_command():
+    """An executable ``systemd-run`` that runs the stand-in with this interpreter (the
+    fixture itself carries no shebang: ansible-test's sanity allows none there)."""
+    where = tempfile.mkdtemp(prefix="fq-fake-systemd-")
+    atexit.register(shutil.rmtree, where, True)
+    path = os.path.join(where, "systemd-run")
+    with open(path, "w") as fh:
+        fh.write('#!/bin/sh\nexec %s %s "$@"\n' % (shlex.quote(sys.executable), shlex.quote(FAKE_PY)))
+    os.chmod(path, 0o755)
+    return path
+
+
+FAKE_RUN = _fake_command()
 RULES = cgroups.THROTTLE_RULES
 NUMBERS = {"7:3": "loop3", "254:16": "vdb"}
 
@@ -435,6 +454,6 @@ def test_the_holder_ends_with_the_process_that_made_it(tmp_path, fake_env):
             "assert s.start() is None\n"
             "print(s.pid, flush=True)\n"
             "os.kill(os.getpid(), 9)\n" % (os.path.join(unitpaths.ROOT, "build", "collections"), FAKE_RUN))
-    p = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, timeout=60)
+    p = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, timeout=60, check=False)
     holder = int(p.stdout.split()[0])
     assert p.returncode == -9 and _gone(holder)

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.job import cleanup, hung, workload
-from faultdrive.fixtures import faultdrive  # noqa: F401 - the fixture
-from test_module_iobench import iobench_binary  # noqa: F401 - the fixture
+from faultdrive.fixtures import faultdrive  # noqa: F401  pylint: disable=unused-import
+from test_module_iobench import iobench_binary  # noqa: F401  pylint: disable=unused-import
 
 
 @given(st.lists(st.tuples(st.integers(1, 10 ** 6), st.sampled_from("RSDZTI"),

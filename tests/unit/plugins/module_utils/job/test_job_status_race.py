@@ -43,7 +43,7 @@ def ended(request):
         yield exited_pid()
         return
     p = subprocess.Popen(["true"])
-    for _ in range(500):
+    for _attempt in range(500):
         if is_zombie(p.pid):
             break
         os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)
