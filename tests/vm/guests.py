@@ -37,9 +37,30 @@ QMP ``quit``, then SIGKILL by the PID of the process this object started and has
 (``virtio-blk-pci``: serial, ``write-cache``), each on a ``-drive`` of its own with
 ``werror=report,rerror=report`` and any ``throttling.*`` options. Values are checked
 (:func:`check_drive`) and commas escaped as QEMU's option syntax wants (``,,``).
+
+**Faulty drives** (the drive's raw file stays its data either way):
+
+* ``read_errors=((offset, length), ...)``: reads of those byte regions fail with EIO, from
+  QEMU's ``blkdebug`` driver under the drive (one ``[inject-error]`` rule per 4 KiB,
+  ``iotype = "read"``, ``once = "off"``: :func:`blkdebug_config`, a pure function); writes
+  and everything else of the drive answer as usual;
+* ``nbdkit=True``: Debian's ``nbdkit`` serves the raw file over a unix socket in the guest's
+  directory (``file`` plugin under the ``pause`` and ``error`` filters, :func:`nbdkit_args`)
+  and QEMU reads it as an NBD export: ``g.pause(drive)`` makes every request after it hang,
+  ``g.resume(drive)`` lets them go on; ``g.hang(drive)`` makes the drive stop completing
+  requests for good, across the guest's controller resets (:class:`Hang`: the guest's kernel
+  times them out, aborts, resets the controller, again and again). ``stop`` ends a hang and
+  resumes a paused drive before it stops QEMU, and ends the nbdkit process it started (by
+  its Popen, never by name).
+
+**Power loss**: ``g.power_off()`` SIGKILLs the QEMU process this object started (no shutdown,
+no flush: what the guest had not written to its disks is lost) and keeps the guest's files,
+slot and nbdkit processes; ``g.restart()`` boots it again on the same overlay and drive files
+(a new port; the previous console is kept as ``console.log.<n>``), then ``g.wait_ssh()``.
 """
 import atexit
 import base64
+import errno
 import fcntl
 import json
 import os
@@ -62,12 +83,14 @@ fleetlib = vmimage.fleetlib
 MAX_GUESTS = int(os.environ.get("FLEETQUAL_VM_SLOTS") or 4)
 MAX_MEM_MB = 1024
 SSH_TIMEOUT = 300
+BOOT_SLOT_TIMEOUT = 3600      # a background boot's wait for a slot (Boot); Boot.guest() bounds the test's own wait
 KINDS = ("nvme", "scsi", "virtio")
 # the limits QEMU 7.2 puts on a property (longer values are refused or cut)
 SERIAL_MAX = {"nvme": 20, "scsi": 36, "virtio": 20}
 VENDOR_MAX, PRODUCT_MAX = 8, 16
 THROTTLE_KEYS = ("iops-total", "iops-total-max", "iops-total-max-length", "iops-read", "iops-write",
                  "bps-total", "bps-total-max", "bps-total-max-length", "iops-size")
+BLKDEBUG_MAX_RULES = 1024             # read_errors: 4 MiB of failing reads in all
 SAFE = re.compile(r"^[\x21-\x7e]+$")        # printable ASCII, no space
 SSH_OPTS = fleetlib.SSH_ARGS.split() + ["-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=15"]
 
@@ -98,6 +121,8 @@ class Drive:
     write_cache: bool = None            # scsi, virtio: what the guest is told
     smart_critical_warning: int = None  # nvme: the SMART log's critical warning byte
     throttle: dict = field(default_factory=dict)     # throttling.<key>=<int> on the -drive
+    read_errors: tuple = ()             # ((offset, length), ...) bytes whose reads fail with EIO (blkdebug)
+    nbdkit: bool = False                # served by nbdkit over a unix socket, pausable (module doc)
 
 
 def check_drive(d):
@@ -134,7 +159,46 @@ def check_drive(d):
         raise ValueError("throttle.iops-total-max-length: needs iops-total-max (a burst's rate)")
     if "iops-total-max" in d.throttle and d.throttle["iops-total-max"] < d.throttle.get("iops-total", 0):
         raise ValueError("throttle.iops-total-max: below iops-total")
+    if not isinstance(d.nbdkit, bool):
+        raise ValueError("nbdkit: %r must be true or false" % (d.nbdkit,))
+    if not isinstance(d.read_errors, tuple):
+        raise ValueError("read_errors: %r must be a tuple of (offset, length) pairs" % (d.read_errors,))
+    if d.read_errors and d.nbdkit:
+        raise ValueError("read_errors: blkdebug sits on the drive's raw file, not on an nbdkit drive")
+    rules = 0
+    for region in d.read_errors:
+        if not (isinstance(region, tuple) and len(region) == 2
+                and all(isinstance(x, int) and not isinstance(x, bool) for x in region)):
+            raise ValueError("read_errors: %r must be an (offset, length) pair of whole numbers" % (region,))
+        off, length = region
+        if off < 0 or length < 4096 or off % 4096 or length % 4096 or off + length > d.size:
+            raise ValueError("read_errors: (%d, %d) must be whole 4 KiB blocks inside the drive (%d bytes)"
+                             % (off, length, d.size))
+        rules += length // 4096
+    if rules > BLKDEBUG_MAX_RULES:
+        raise ValueError("read_errors: %d KiB in all, at most %d KiB (one blkdebug rule per 4 KiB)"
+                         % (rules * 4, BLKDEBUG_MAX_RULES * 4))
     return d
+
+
+def blkdebug_config(drive):
+    """The ``blkdebug`` configuration of ``drive``'s ``read_errors``: one rule per 4 KiB (a
+    rule fails each request that holds its sector; iobench's and the kernel's requests are
+    whole 4 KiB blocks), reads only, EIO, every time (pure)."""
+    out = []
+    for off, length in drive.read_errors:
+        for sector in range(off // 512, (off + length) // 512, 8):
+            out.append('[inject-error]\nevent = "read_aio"\niotype = "read"\nerrno = "%d"\nsector = "%d"\n'
+                       'once = "off"\n' % (errno.EIO, sector))
+    return "\n".join(out)
+
+
+def aux_path(raw_file, what):
+    """The file beside a drive's raw file that serves it: ``blkdebug`` (its configuration),
+    ``nbd`` (nbdkit's socket), ``pause`` (the pause filter's control socket) or ``fail``
+    (while it exists, nbdkit fails every request with EIO)."""
+    base = raw_file[:-len(".raw")] if raw_file.endswith(".raw") else raw_file
+    return "%s.%s" % (base, what)
 
 
 def qemu_escape(value):
@@ -157,15 +221,23 @@ def device_id(drive, index):
 
 
 def drive_args(drives, files):
-    """argv of ``drives`` (with ``files``, each one's raw file, in the same order)."""
+    """argv of ``drives`` (with ``files``, each one's raw file, in the same order; a faulty
+    drive's blkdebug configuration or nbdkit socket is beside it, :func:`aux_path`)."""
     argv = []
     if any(d.kind == "scsi" for d in drives):
         argv += ["-device", "virtio-scsi-pci,id=scsi0"]
     for i, (d, path) in enumerate(zip(drives, files), start=1):
         check_drive(d)
         node = "d%d" % i
-        argv += ["-drive", opts(("if", "none"), ("id", node), ("file", path), ("format", "raw"),
-                                ("werror", "report"), ("rerror", "report"),
+        if d.nbdkit:
+            source = (("format", "raw"), ("file.driver", "nbd"), ("file.server.type", "unix"),
+                      ("file.server.path", aux_path(path, "nbd")))
+        elif d.read_errors:
+            source = (("format", "raw"), ("file.driver", "blkdebug"), ("file.config", aux_path(path, "blkdebug")),
+                      ("file.image.filename", path))
+        else:
+            source = (("file", path), ("format", "raw"))
+        argv += ["-drive", opts(("if", "none"), ("id", node), *source, ("werror", "report"), ("rerror", "report"),
                                 *(("throttling." + k, v) for k, v in sorted(d.throttle.items())))]
         dev_id = device_id(d, i)
         if d.kind == "nvme":
@@ -181,6 +253,18 @@ def drive_args(drives, files):
             dev = opts(("drive", node), ("id", dev_id), ("serial", d.serial), ("write-cache", _onoff(d.write_cache)))
             argv += ["-device", "virtio-blk-pci," + dev]
     return argv
+
+
+def nbdkit_args(raw_file):
+    """argv of the nbdkit process that serves ``raw_file`` (a drive with ``nbdkit``): the
+    ``file`` plugin under the ``pause`` filter (outermost: it holds the requests) and the
+    ``error`` filter (EIO for every request while the file ``aux_path(raw_file, "fail")``
+    exists), on a unix socket beside it (:func:`aux_path`), in the foreground, gone with its
+    parent."""
+    return ["nbdkit", "--foreground", "--exit-with-parent", "--unix", aux_path(raw_file, "nbd"),
+            "--filter=pause", "--filter=error", "file", "file=" + raw_file,
+            "pause-control=" + aux_path(raw_file, "pause"),
+            "error=EIO", "error-rate=100%", "error-file=" + aux_path(raw_file, "fail")]
 
 
 def guest_args(paths, overlay, port, qmp_sock, console, mem_mb, smp, pubkey, accel="tcg"):
@@ -313,6 +397,9 @@ class Guest:
         self.ssh_key = ssh_key
         self.addr, self.port, self.proc = "127.0.0.1", None, None
         self.boot_s, self.image = None, None
+        self.nbdkit = {}            # serial -> the nbdkit Popen serving that drive
+        self._hangs = []            # Hang objects started on this guest
+        self.boots = 0              # QEMU processes started on these disk files
         self._slot = Slot()
         self._stopping = threading.Lock()
         _install_exit_handlers()
@@ -362,13 +449,95 @@ class Guest:
                 raise GuestError("qemu-img create %s: %s" % (overlay, p.stderr.strip()))
             files = []
             for d in self.drives:
-                files.append(self.path("drive-%s.raw" % d.serial.replace("/", "_")))
+                files.append(self.drive_file(d))
                 with open(files[-1], "wb") as fh:
                     fh.truncate(d.size)
+                if d.read_errors:
+                    with open(aux_path(files[-1], "blkdebug"), "w") as fh:
+                        fh.write(blkdebug_config(d))
+                if d.nbdkit:
+                    self._serve(d, files[-1])
             self._spawn(paths, overlay, files, pubkey)
         except BaseException:
             self.stop()
             raise
+        return self
+
+    def _serve(self, drive, raw_file, timeout=30):
+        """Start the nbdkit of ``drive`` and wait for its socket (bounded)."""
+        with open(self.path("nbdkit-%s.log" % drive.serial), "a") as log:
+            proc = self.nbdkit[drive.serial] = _LAUNCHER.popen(nbdkit_args(raw_file), stdin=subprocess.DEVNULL,
+                                                               stdout=log, stderr=log)
+        deadline = time.monotonic() + timeout
+        while not (os.path.exists(aux_path(raw_file, "nbd")) and os.path.exists(aux_path(raw_file, "pause"))):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                with open(self.path("nbdkit-%s.log" % drive.serial), errors="replace") as fh:
+                    raise GuestError("%s: nbdkit for %s %s: %s" % (
+                        self.name, drive.serial, "exited %s" % proc.returncode if proc.poll() is not None
+                        else "made no socket within %d s" % timeout, fh.read()[-2000:]))
+            time.sleep(0.1)
+
+    def _pause_control(self, drive, command, timeout):
+        """Send ``command`` (``p`` or ``r``) to the pause filter of ``drive``; True once it
+        answered in capitals (for ``p``: once the requests it had were done), False when it
+        did not within ``timeout`` s (the command is taken all the same)."""
+        if not drive.nbdkit:
+            raise ValueError("%s is not served by nbdkit (Drive(nbdkit=True))" % drive.serial)
+        ctl = aux_path(self.drive_file(drive), "pause")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout)
+            s.connect(ctl)
+            s.sendall(command.encode())
+            try:
+                return s.recv(1) == command.upper().encode()
+            except socket.timeout:
+                return False
+
+    def drive_file(self, drive):
+        """The raw file that holds ``drive``'s data (kept by :meth:`power_off` and :meth:`restart`)."""
+        return self.path("drive-%s.raw" % drive.serial.replace("/", "_"))
+
+    def pause(self, drive, timeout=10):
+        """From now on no request to ``drive`` (an nbdkit drive) completes, until :meth:`resume`."""
+        return self._pause_control(drive, "p", timeout)
+
+    def resume(self, drive, timeout=10):
+        """``drive``'s requests complete again (the ones held are served)."""
+        return self._pause_control(drive, "r", timeout)
+
+    def hang(self, drive, **kw):
+        """Make ``drive`` (an nbdkit drive) stop completing requests, for good, until the
+        returned :class:`Hang` is stopped (see there)."""
+        h = Hang(self, drive, **kw)
+        self._hangs.append(h)
+        return h.start()
+
+    def power_off(self):
+        """A power loss: SIGKILL the QEMU process this object started (no shutdown, no flush),
+        keeping the guest's files, slot and nbdkit processes for :meth:`restart`. Returns its
+        PID (None when it was not running)."""
+        if not self.running():
+            return None
+        pid = self.proc.pid
+        self.proc.kill()                # ours and not reaped: the PID is still this process
+        self.proc.wait(timeout=30)
+        return pid
+
+    def restart(self):
+        """Boot again on the same overlay and drive files after :meth:`power_off` (or after QEMU
+        ended); non-blocking, then :meth:`wait_ssh`. The console so far is kept as
+        ``console.log.<boot>``."""
+        if self.running():
+            raise GuestError("%s: still running (pid %d); power_off() first" % (self.name, self.pid))
+        if self.proc is None or not os.path.isdir(self.dir):
+            raise GuestError("%s: never started, or stopped (its files are gone)" % self.name)
+        with _LOCK:
+            _LIVE.add(self)
+        for name in ("console.log", "qemu.err"):
+            if os.path.exists(self.path(name)):
+                os.replace(self.path(name), self.path("%s.%d" % (name, self.boots)))
+        self.boot_s = None
+        self._respawn()
         return self
 
     def _spawn(self, paths, overlay, files, pubkey):
@@ -377,6 +546,7 @@ class Guest:
         self.argv = guest_args(paths, overlay, self.port, self.path("qmp.sock"), self.path("console.log"),
                                self.mem_mb, self.smp, pubkey, self.accel) + drive_args(self.drives, files)
         self.t0 = time.monotonic()
+        self.boots += 1
         with open(self.path("qemu.err"), "w") as err:
             self.proc = _LAUNCHER.popen(self.argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err)
 
@@ -431,6 +601,13 @@ class Guest:
             raise GuestError("%s: `%s` exited %d: %s%s" % (self.name, command, r.returncode, r.stdout[-2000:], r.stderr[-2000:]))
         return r
 
+    def ssh_popen(self, command, **kw):
+        """``command`` (a shell string) as root in the guest, as a Popen (text, stdin closed):
+        a watcher that prints for as long as it runs costs one login, not one per look."""
+        kw.setdefault("stdout", subprocess.PIPE)
+        kw.setdefault("stderr", subprocess.DEVNULL)
+        return subprocess.Popen(self._ssh_argv([command]), stdin=subprocess.DEVNULL, text=True, **kw)
+
     def by_id(self, serial, timeout=30):
         """The ``/dev/disk/by-id`` link of the drive with ``serial`` (the whole disk's)."""
         deadline = time.monotonic() + timeout
@@ -455,7 +632,15 @@ class Guest:
             pid = None
             if self.proc is not None:
                 pid = self.proc.pid
+                for h in self._hangs:
+                    h.stop()
                 if self.proc.poll() is None:
+                    for d in self.drives:
+                        if d.nbdkit and self.nbdkit.get(d.serial) is not None and self.nbdkit[d.serial].poll() is None:
+                            try:        # a paused drive would hold QEMU's quit (it drains its requests)
+                                self.resume(d, timeout=2)
+                            except (OSError, ValueError):
+                                pass
                     try:
                         self.qmp("quit", timeout=5)
                     except (OSError, QMPError, ValueError):
@@ -465,6 +650,14 @@ class Guest:
                     except subprocess.TimeoutExpired:
                         self.proc.kill()        # ours and not reaped: the PID is still this process
                         self.proc.wait(timeout=30)
+            for serial, proc in list(self.nbdkit.items()):
+                if proc.poll() is None:
+                    proc.terminate()            # ours and not reaped, as above
+                    try:
+                        proc.wait(timeout=10)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        proc.wait(timeout=30)
             shutil.rmtree(self.dir, ignore_errors=True)
             with _LOCK:
                 _LIVE.discard(self)
@@ -476,6 +669,88 @@ class Guest:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+class Hang:
+    """A drive that stops completing requests and stays so across the guest's controller
+    resets: the drive's nbdkit is paused (every request after it is held), and whenever QEMU
+    stops answering QMP the held requests are failed (EIO) and the drive paused again at once.
+
+    Why: the guest's NVMe driver times a request out (30 s), aborts it, times it out again and
+    resets the controller; QEMU's NVMe reset cancels the requests in flight and waits for them
+    (a request held by nbdkit never ends), so QEMU itself stops (no vCPU, no QMP, no network)
+    until they end. Ending them lets the reset finish; ended with their data they complete
+    (measured: the driver reaps their completions during the reset and the waiting process goes
+    on), so they end with an error the driver retries (an unrecovered read, without Do Not
+    Retry): the kernel resubmits them after the reset and they hang again. The guest sees what
+    a real controller that keeps failing does
+    ("I/O ... QID ... timeout, reset controller" again and again, up to the driver's 5
+    retries), its processes in uninterruptible sleep, and stays reachable over SSH.
+
+    ``events``: ``[(seconds since start, what)]`` (``paused``, ``qemu stopped answering``,
+    ``released``, ``stopped``). ``stop()`` resumes the drive for good (idempotent)."""
+
+    def __init__(self, guest, drive, probe_s=1.0, qmp_timeout=3.0):
+        if not drive.nbdkit:
+            raise ValueError("%s is not served by nbdkit (Drive(nbdkit=True))" % drive.serial)
+        self.guest, self.drive, self.probe_s, self.qmp_timeout = guest, drive, probe_s, qmp_timeout
+        self.events, self.thread, self.t0 = [], None, None
+        self._stop = threading.Event()
+
+    def _event(self, what):
+        self.events.append((round(time.monotonic() - self.t0, 1), what))
+
+    def start(self):
+        self.t0 = time.monotonic()
+        self.guest.pause(self.drive, timeout=1)
+        self._event("paused")
+        self.thread = threading.Thread(target=self._loop, name="vm-hang-" + self.drive.serial, daemon=True)
+        self.thread.start()
+        return self
+
+    def _loop(self):
+        while not self._stop.wait(self.probe_s):
+            try:
+                self.guest.qmp("query-status", timeout=self.qmp_timeout)
+                continue
+            except (OSError, QMPError, ValueError):
+                if self._stop.is_set() or not self.guest.running():
+                    return
+            self._event("qemu stopped answering")
+            fail = aux_path(self.guest.drive_file(self.drive), "fail")
+            try:
+                with open(fail, "w"):
+                    pass
+                self.guest.resume(self.drive, timeout=30)
+                self._event("released")
+                # paused again at once: the requests the guest resubmits after its reset must
+                # find the drive hanging
+                if not self._stop.is_set():
+                    self.guest.pause(self.drive, timeout=5)
+                    self._event("paused")
+            except OSError as e:
+                self._event("pause control failed: %s" % e)
+            finally:
+                try:
+                    os.unlink(fail)
+                except OSError:
+                    pass
+
+    def released(self):
+        """How many times the held requests were let go for a controller reset."""
+        return sum(1 for _t, what in self.events if what == "released")
+
+    def stop(self):
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        if self.thread is not None:
+            self.thread.join(60)
+        try:
+            self.guest.resume(self.drive, timeout=30)
+        except OSError:
+            pass
+        self._event("stopped")
 
 
 # --------------------------------------------------------------------------- background boots
@@ -492,7 +767,9 @@ class Boot:
 
     def _boot(self, g):
         try:
-            g.start()
+            # a guest named by later tests waits for the slots of the guests before it: those
+            # stop after their own last test, which may be many runs later
+            g.start(slot_timeout=BOOT_SLOT_TIMEOUT)
             g.wait_ssh()
         except BaseException as e:  # noqa: BLE001 - re-raised by guest()
             self.errors[g.name] = e

@@ -5,7 +5,11 @@ process and no file behind.
 * A Hypothesis property: for any valid list of drives, :func:`guests.drive_args` gives one
   ``-drive`` and one ``-device`` per drive, and parsing them back with QEMU's option syntax
   (``,`` separates, ``,,`` is a comma) gives every value of the spec, each device on its own
-  drive node, ids unique; an invalid spec is refused naming the field.
+  drive node, ids unique; an invalid spec is refused naming the field. The same for faulty
+  drives: an nbdkit drive is the NBD export of the socket its nbdkit serves, a drive with
+  read errors is blkdebug over its raw file with a rule for exactly each 4 KiB of its regions.
+  (Hanging, power loss and restart on the same disk files are proven by
+  ``test_vm_faults.py``.)
 * QMP on ``vm-crit``: ``qom-get`` reads the critical warning it booted with, ``qom-set``
   changes it at run time and the guest's own ``nvme smart-log`` reads the new byte.
 * Exit paths, each in a child process holding a started guest: SIGTERM (the handler stops
@@ -105,6 +109,80 @@ def test_drive_args_round_trip(specs, dirname):
         assert v.get("write-cache") == {None: None, True: "on", False: "off"}[d.write_cache]
         if d.kind == "scsi":
             assert v["bus"] == "scsi0.0"
+
+
+@st.composite
+def faulty_drives(draw):
+    """Drives of any kind that are served by nbdkit, or whose reads fail in whole 4 KiB regions."""
+    out = []
+    for n in range(draw(st.integers(1, 4))):
+        kind = draw(st.sampled_from(guests.KINDS))
+        size = draw(st.integers(256, 4096)) * 4096
+        if draw(st.booleans()):
+            out.append(Drive(kind, "FQF%02d" % n, size=size, nbdkit=True))
+            continue
+        regions = []
+        for _r in range(draw(st.integers(1, 3))):
+            blocks = draw(st.integers(1, 32))
+            start = draw(st.integers(0, size // 4096 - blocks))
+            regions.append((start * 4096, blocks * 4096))
+        out.append(Drive(kind, "FQF%02d" % n, size=size, read_errors=tuple(regions)))
+    return out
+
+
+def blkdebug_rules(text):
+    """The ``[inject-error]`` sections of a blkdebug configuration, each a dict of its keys."""
+    rules = []
+    for line in text.splitlines():
+        if line.strip() == "[inject-error]":
+            rules.append({})
+        elif "=" in line:
+            k, _eq, v = line.partition("=")
+            rules[-1][k.strip()] = v.strip().strip('"')
+    return rules
+
+
+@settings(max_examples=200, deadline=None)
+@given(faulty_drives(), st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7e), min_size=1, max_size=12))
+def test_faulty_drive_args_round_trip(specs, dirname):
+    """An nbdkit drive is an NBD export on the unix socket its nbdkit serves the raw file on;
+    a drive with read errors is blkdebug over its raw file, whose configuration fails exactly
+    the sectors of its regions, reads only, every time."""
+    files = ["/tmp/%s/drive-%s.raw" % (dirname, d.serial) for d in specs]
+    argv = guests.drive_args(specs, files)
+    drv = [parse_opts(v) for f, v in zip(argv[::2], argv[1::2]) if f == "-drive"]
+    assert len(drv) == len(specs)
+    for d, path, o in zip(specs, files, drv):
+        assert (o["format"], o["werror"], o["rerror"]) == ("raw", "report", "report")
+        assert "file" not in o          # the source is the file.* options, never the raw file itself
+        if d.nbdkit:
+            assert (o["file.driver"], o["file.server.type"]) == ("nbd", "unix")
+            served = guests.nbdkit_args(path)
+            assert o["file.server.path"] == served[served.index("--unix") + 1] == guests.aux_path(path, "nbd")
+            assert "file=" + path in served and served.index("--filter=pause") < served.index("--filter=error")
+            continue
+        assert (o["file.driver"], o["file.image.filename"]) == ("blkdebug", path)
+        assert o["file.config"] == guests.aux_path(path, "blkdebug")
+        rules = blkdebug_rules(guests.blkdebug_config(d))
+        assert all((r["event"], r["iotype"], r["errno"], r["once"]) == ("read_aio", "read", "5", "off") for r in rules)
+        # one rule per 4 KiB: every 4 KiB block of a region, and no other, holds a rule's sector
+        failing = {int(r["sector"]) * 512 // 4096 for r in rules}
+        wanted = {b for off, length in d.read_errors for b in range(off // 4096, (off + length) // 4096)}
+        assert failing == wanted and len(rules) == sum(length // 4096 for _off, length in d.read_errors)
+
+
+@pytest.mark.parametrize("spec,field", [
+    (dict(kind="nvme", serial="A", nbdkit="yes"), "nbdkit"),
+    (dict(kind="nvme", serial="A", read_errors=[(0, 4096)]), "read_errors"),
+    (dict(kind="nvme", serial="A", read_errors=((0, 4096),), nbdkit=True), "read_errors"),
+    (dict(kind="nvme", serial="A", read_errors=((512, 4096),)), "read_errors"),
+    (dict(kind="nvme", serial="A", read_errors=((0, 1000),)), "read_errors"),
+    (dict(kind="nvme", serial="A", size=1 << 20, read_errors=((1 << 20, 4096),)), "read_errors"),
+    (dict(kind="nvme", serial="A", size=8 << 20, read_errors=((0, 8 << 20),)), "read_errors"),
+])
+def test_invalid_faulty_drive_refused_naming_the_field(spec, field):
+    with pytest.raises(ValueError, match="^" + field):
+        guests.check_drive(Drive(**spec))
 
 
 @pytest.mark.parametrize("spec,field", [
