@@ -368,10 +368,12 @@ def test_the_hung_host_ends_by_its_deadline_and_its_region_is_left(fault_runs):
     # docs/integrity.md, "A drive that hangs": SIGTERM at the deadline, SIGKILL KILL_GRACE_S later,
     # left to the kernel HUNG_GRACE_S after that, then the final status
     assert finished <= deadline + KILL_GRACE_S + HUNG_GRACE_S + STOP_SLOP_S, (deadline, finished)
-    # the controller's wait ended on that final status, not at its own limit (deadline + margin)
+    # the controller's wait ended on that final status, at a poll after it (a poll every 3 s, one
+    # SSH round trip to a TCG guest: seconds on a busy machine), not at its own limit (the
+    # deadline plus 120 s, 80 s after the final status)
     prog = progress(run.base, run.run_id, FAULT)
     seen_at = prog.get("updated", float("inf")) + run.evidence["skew"]        # on the guest's clock
-    assert prog.get("state") == "failed" and seen_at <= finished + 2 * POLL["fleetqual_progress_interval"] + 5, \
+    assert prog.get("state") == "failed" and seen_at <= finished + POLL["fleetqual_progress_interval"] + 30, \
         (prog, finished, run.evidence["skew"])
     assert "still running" not in " ".join(run.record(FAULT)["reasons"])
     # nothing more was asked of the hung drive: its region left for the next preflight, not zeroed
