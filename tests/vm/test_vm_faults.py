@@ -33,9 +33,9 @@ Run ``after``, both guests:
   and zeroes the device region it left written; PASS, with 0 kernel storage errors (the EIO
   guest's kernel lines are its own).
 
-What the product does not yet get right is ``xfail`` with what was seen: the killed job's
-record names its first status, not the workload it was killed in; the NVMe driver's own line
-for a failed read, as Debian's kernel prints it, is not read as a storage message.
+The killed job's record names the workload it was killed in (the status's rename is on disk
+too), and the NVMe driver's own line for a failed read, as Debian's kernel prints it
+(``I/O Cmd(0x2) @ LBA ...``), is read as a storage message.
 """
 import json
 import os
@@ -416,12 +416,6 @@ def test_the_next_run_reports_the_killed_job_and_zeroes_its_region(fault_runs):
     assert run.power_region_zero
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "the status a power loss leaves is the job's first, not its last: the preflight's record said 'index': 0, "
-    "'current': None, 'workload_started_epoch': None ('0 of 1 workloads measured') for a job killed while its "
-    "workload 1 (power-rndwr-t1@fqpwr01) wrote the device. write_json_atomic fsyncs the new status file but not "
-    "the directory its rename changed: ext4 commits that rename within 5 s, and the power went 2-3 s after it. "
-    "Not strict: a loss more than 5 s after the last status write keeps it"))
 def test_the_killed_jobs_record_names_the_workload_it_was_killed_in(fault_runs):
     killed = fault_runs("hang").seen["killed_status"]
     prev = fault_runs("after").record(POWER).get("previous_job") or {}
@@ -451,12 +445,6 @@ def test_a_region_that_fails_reads_fails_its_host_citing_offsets_and_its_kernel(
     assert not (other.get("kernel") or {}).get("counts"), other.get("kernel")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the NVMe driver's own line for the failed read, as Debian 12's kernel (6.1, without "
-    "CONFIG_NVME_VERBOSE_ERRORS) prints it, 'nvme1n1: I/O Cmd(0x2) @ LBA 16384, 256 blocks, I/O Error (sct 0x2 / "
-    "sc 0x81)', is not a storage message for the kernel log reader: its nvme_error pattern wants an opcode name "
-    "without '/' ('Read(0x2) @ LBA ...'); the block layer's 'critical medium error, dev nvme1n1, sector 16384' "
-    "line beside it is counted (kinds seen: medium_error only)"))
 def test_the_nvme_drivers_own_line_is_counted(fault_runs):
     run = fault_runs("after")
     assert re.search(r"nvme\d+n\d+: I/O Cmd\(0x2\) @ LBA \d+", run.dmesg), run.dmesg

@@ -74,7 +74,8 @@ _STORAGE_PATTERNS = (
     ("nvme_timeout", "warning", r"\bnvme (?P<ctrl>nvme\d+): I/O (?:tag )?\d+ .*?QID \d+ timeout"),
     ("nvme_reset", "warning", r"\bnvme (?P<ctrl>nvme\d+): (?:controller is down; will reset|resetting controller|"
                               r"Abort status|Device not ready; aborting reset|Removing after probe failure)"),
-    ("nvme_error", "error", r"\b(?P<dev>nvme\d+n\d+): [\w ]+\(0x[0-9a-f]+\) @ LBA \d+, \d+ blocks, "),
+    # "Read(0x2) @ LBA ..." with CONFIG_NVME_VERBOSE_ERRORS, "I/O Cmd(0x2) @ LBA ..." without
+    ("nvme_error", "error", r"\b(?P<dev>nvme\d+n\d+): [\w /]+\(0x[0-9a-f]+\) @ LBA \d+, \d+ blocks, "),
     ("csum_error", "error", r"BTRFS \w+ \(device (?P<dev>[^)\s]+?)\): csum failed"),
     ("fs_error", "error", r"EXT[234]-fs error \(device (?P<dev>[^)\s]+?)\)|"
                           r"XFS \((?P<dev2>[^)\s]+?)\): (?:metadata I/O error|Metadata corruption|Corruption detected|"

@@ -6,8 +6,10 @@
 A reader of the file sees the old content or the new one, never a half-written file: the
 text goes to a temporary file in the same directory (so the rename stays on one
 filesystem), which is given its mode and renamed over the path. ``fsync=True`` also
-flushes it to the disk first (the detached job's status, which must survive a crash of
-the host). Used by the job's status (module_utils/job/runner.py), the controller's progress
+flushes it to the disk first and the directory after the rename (the detached job's status,
+which must survive a crash or a power loss of the host: fsync(2), "Calling fsync() does not
+necessarily ensure that the entry in the directory containing the file has also reached
+disk"). Used by the job's status (module_utils/job/runner.py), the controller's progress
 files (action/job.py) and every report file (plugin_utils: run store, report writers)."""
 
 from __future__ import annotations
@@ -34,6 +36,13 @@ def write_atomic(path, text, mode=0o644, fsync=False):
                 os.fsync(f.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
+        if fsync:
+            # the rename too: until the directory is on disk a crash can bring back the old file
+            dfd = os.open(directory, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
     except BaseException:
         try:
             os.unlink(tmp)

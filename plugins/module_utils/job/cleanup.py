@@ -69,11 +69,14 @@ def cleanup_plan(test_dir, workloads, datasets):
     return [(d, n) for d, n in dirs.items() if n], sorted(devices.items())
 
 
+def _zero_argv(binary, device, size):
+    return [binary, "cleanup", "--device", device] + (["--size", str(size)] if size else [])
+
+
 def zero_device(binary, device, size, timeout=None):
     """``iobench cleanup --device`` over the region a device target's workloads used (iobench
     zeroes what it can have written). Returns a warning, or None."""
-    argv = [binary, "cleanup", "--device", device] + (["--size", str(size)] if size else [])
-    return _cleanup_command(argv, "on %s" % device, timeout)[0]
+    return _cleanup_command(_zero_argv(binary, device, size), "on %s" % device, timeout)[0]
 
 
 def clean_all(spec, hung=(), timeout=None):
@@ -99,9 +102,11 @@ def clean_all(spec, hung=(), timeout=None):
             left.append(_blockdev.region_label(device, size))
             warnings.append("%s not zeroed: the device stopped completing requests" % device)
             continue
-        warning = zero_device(spec["binary"], device, size, timeout)
+        warning, stuck = _cleanup_command(_zero_argv(spec["binary"], device, size), "on %s" % device, timeout)
         if warning:
             warnings.append(warning)
-        else:
+        if stuck:
+            left.append(_blockdev.region_label(device, size))
+        elif not warning:
             removed.append(_blockdev.region_label(device, size))
     return removed, left, warnings
