@@ -22,7 +22,7 @@ line carries it, ``vmimage.KEY_PARAM``); without it each guest makes a throwaway
 **Lifecycle.** ``start`` takes one of the machine's :data:`MAX_GUESTS` slots (:class:`Slot`; a guest
 waits for a free one),
 builds or reuses the cached image (``vmimage.build``), makes a qcow2 overlay of it and each
-drive's sparse raw file in the guest's directory (``/tmp/fqvm-<pid>-<name>``: short, for the
+drive's sparse raw file in the guest's directory (``<RUN_BASE>/fqvm-<pid>-<name>``: short, for the
 QMP socket's path), picks a free port and starts ``qemu-system-x86_64`` (TCG, at most
 :data:`MAX_MEM_MB` MiB) with the kernel and initrd of the image, the console to
 ``console.log`` and QMP on ``qmp.sock``. The process is started by one long-lived thread, so
@@ -81,6 +81,10 @@ fleetlib = vmimage.fleetlib
 
 # guests at a time on this machine (FLEETQUAL_VM_SLOTS lowers or raises it: 2 cores, 24 GiB)
 MAX_GUESTS = int(os.environ.get("FLEETQUAL_VM_SLOTS") or 4)
+# Each guest's overlay and drive files live in memory (/dev/shm where it can be written): the
+# guests' writes never reach the machine's disk, whose stalls the tests beside the VM tier
+# (loop devices, the fleet's hosts on the root disk) would otherwise measure as their own.
+RUN_BASE = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else "/tmp"
 MAX_MEM_MB = 1024
 SSH_TIMEOUT = 300
 BOOT_SLOT_TIMEOUT = 3600      # a background boot's wait for a slot (Boot); Boot.guest() bounds the test's own wait
@@ -393,7 +397,7 @@ class Guest:
             check_drive(d)
         if len({d.serial for d in self.drives}) != len(self.drives):
             raise ValueError("drives: serials must differ (they name the drives)")
-        self.dir = os.path.join(base or "/tmp", "fqvm-%d-%s" % (os.getpid(), name))
+        self.dir = os.path.join(base or RUN_BASE, "fqvm-%d-%s" % (os.getpid(), name))
         self.ssh_key = ssh_key
         self.addr, self.port, self.proc = "127.0.0.1", None, None
         self.boot_s, self.image = None, None
@@ -797,9 +801,17 @@ class Boot:
         return [g.stop() for g in self.guests.values()]
 
 
-def sweep_stale(base="/tmp"):
+def sweep_stale(base=None):
     """Remove what a dead test process left of its guests (``fqvm-<pid>-<name>`` whose PID is
-    gone; its QEMU processes died with it, ``PR_SET_PDEATHSIG``). Returns the directories."""
+    gone; its QEMU processes died with it, ``PR_SET_PDEATHSIG``), in ``base`` (default:
+    ``RUN_BASE`` and /tmp, where earlier versions put them). Returns the directories."""
+    done = []
+    for where in ([base] if base else list(dict.fromkeys([RUN_BASE, "/tmp"]))):
+        done += _sweep(where)
+    return done
+
+
+def _sweep(base):
     done = []
     for name in os.listdir(base):
         m = re.match(r"^fqvm-(\d+)-[a-z0-9-]+$", name)
