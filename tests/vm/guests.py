@@ -532,7 +532,7 @@ class Guest:
         ended); non-blocking, then :meth:`wait_ssh`. The console so far is kept as
         ``console.log.<boot>``."""
         if self.running():
-            raise GuestError("%s: still running (pid %d); power_off() first" % (self.name, self.pid))
+            raise GuestError("%s: still running (pid %s); power_off() first" % (self.name, self.pid))
         if self.proc is None or not os.path.isdir(self.dir):
             raise GuestError("%s: never started, or stopped (its files are gone)" % self.name)
         with _LOCK:
