@@ -45,7 +45,7 @@ def test_tipping_point_knee_where_iops_stop_growing(vm_run):
     tp = rec["diagnostics"]["tipping_point"]
     ev = tp["evidence"]
     assert [s["threads"] for s in ev["steps"]] == [1, 8, 64], tp
-    # 200 IOPS at one thread already: the knee is the first step
+    # the drive's rate at one thread already: the knee is the first step
     assert ev["saturation_threads"] == 1, tp["sentence"]
     assert ev["little_ok"] is True, (ev["little_ratio"], tp["sentence"])
 
