@@ -55,9 +55,10 @@ from ansible_collections.fleetqual.storage.plugins.module_utils.job.cleanup impo
 
 START_FILE = "array-start.json"
 TEST_CLOCK_ENV = "FLEETQUAL_TEST_CLOCK_OFFSET_S"
-# iobench is started this long before its step's warm-up (its setup: open the files, drop
-# their page cache, start the threads); arrays.STEP_GAP_S leaves room for it
-LAUNCH_LEAD_S = 1.0
+# iobench is started this long before its step's warm-up (the collectors' and iobench's
+# start, then iobench's setup: open the files, drop their page cache, start the threads;
+# the devices and probes are done before); arrays.STEP_GAP_S leaves room for it
+LAUNCH_LEAD_S = 1.5
 # per-interval counts for the aggregate over the common window
 REPORT_INTERVAL_S = 0.1
 # a step whose warm-up began later than this share of its time is not lock-step
@@ -401,15 +402,23 @@ class ArrayRun:
             e["error"] = ("not ready at the start: the host reached step %d %.3f s after its warm-up start"
                           % (step["index"], reached - warm_host))
             return e
-        self.job.stop.wait(max(0.0, warm_host - LAUNCH_LEAD_S - self.now()))
-        if self.job.stop.is_set():
-            e["error"] = "lost: the job was stopped (%s) before the step" % (self.job.reason or "stopped")
-            return e
         wl = step_workload(self.spec, step)
         timeout = int(LAUNCH_LEAD_S + step["warmup"] + step["time"] + 60)
         params = self.job.params_for(wl, timeout)
         params["start_at"] = round(warm_host - self.skew, 6)      # iobench sleeps on the real clock
-        result, failed, msg, warnings = _workload.run_workload(params, stop=self.job.stop)
+        # everything but the launch before the wait (resolving the devices, probing the
+        # collectors and iobench's options): on a loaded host they took much of the lead
+        errors, sizes, info, source, tools = _workload.prepare(params)
+        if not errors:
+            _workload.supports_devstat(params["binary"])
+        self.job.stop.wait(max(0.0, warm_host - LAUNCH_LEAD_S - self.now()))
+        if self.job.stop.is_set():
+            e["error"] = "lost: the job was stopped (%s) before the step" % (self.job.reason or "stopped")
+            return e
+        if errors:
+            result, failed, msg, warnings = ({"collector": info} if info else {}), True, errors[0], []
+        else:
+            result, failed, msg, warnings = _workload.run_workload(params, self.job.stop, sizes, info, source, tools)
         shift_epochs(result, self.skew)
         e["result"] = dict(result or {}, warnings=warnings) if warnings else result
         bench = (result or {}).get("bench") or {}
