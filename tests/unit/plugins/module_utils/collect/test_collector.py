@@ -5,6 +5,7 @@ import subprocess
 import tempfile
 import time
 
+import loopdev
 import pytest
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.collect.collector import (
@@ -164,25 +165,32 @@ def test_procfs_agrees_with_iostat_under_direct_writes():
     The two samplers are not in phase, so per-sample w/s differ; the sum of
     w/s * interval over all complete samples (writes the device completed while
     both ran) must agree, and both must see at least dd's writes.
+
+    On an ext4 of its own (a loop device nobody else writes): on the shared root disk,
+    gigabytes of other writers' requests made the samplers' phase, not their counting, the
+    difference.
     """
-    devs = _root_disks()
-    _src, _reason, tools = choose_source("sysstat")
-    a = Collector(devs, 1, "sysstat", dict(tools, vmstat=None))
-    b = Collector(devs, 1, "procfs")
-    d = tempfile.mkdtemp(prefix="fq-cmp-", dir="/var/tmp")
-    try:
-        b.start()
-        a.start()
-        time.sleep(1.3)
-        dd = subprocess.run(["dd", "if=/dev/zero", "of=%s/f" % d, "bs=16k", "count=4000", "oflag=direct"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
-        if dd.returncode != 0:
-            pytest.skip("dd oflag=direct refused on /var/tmp: %s" % dd.stderr)
-        time.sleep(2.6)
-    finally:
-        ra = a.stop()
-        rb = b.stop()
-        shutil.rmtree(d, ignore_errors=True)
+    why = loopdev.missing_tools()
+    if why:
+        pytest.skip(why)
+    with loopdev.loop_ext4(128, prefix="fq-cmp-") as loop:
+        devs = resolve_devices(loop["mnt"])["devices"]
+        assert devs == [loop["name"]], (devs, loop)
+        _src, _reason, tools = choose_source("sysstat")
+        a = Collector(devs, 1, "sysstat", dict(tools, vmstat=None))
+        b = Collector(devs, 1, "procfs")
+        try:
+            b.start()
+            a.start()
+            time.sleep(1.3)
+            dd = subprocess.run(["dd", "if=/dev/zero", "of=%s/f" % loop["mnt"], "bs=16k", "count=4000",
+                                 "oflag=direct"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+            if dd.returncode != 0:
+                pytest.skip("dd oflag=direct refused on the loop device's ext4: %s" % dd.stderr)
+            time.sleep(2.6)
+        finally:
+            ra = a.stop()
+            rb = b.stop()
     # both started within milliseconds, so report i of each covers the same second;
     # compare the reports both have (one may have squeezed in one more before stop)
     n = min(len(ra["iostat"]), len(rb["iostat"])) // len(devs)

@@ -1,7 +1,7 @@
 """The cache proof holds on a busy machine.
 
-The O_DIRECT over-cache random-read workload runs 20 times (short runs) through the module
-while CPU hogs (3 per core, started here, each bounded in time, ended by PID) load the
+The O_DIRECT over-cache random-read workload runs 8 times (short runs) through the module
+while CPU hogs (2 per core, started here, each bounded in time, ended by PID) load the
 machine. The test directory is on an ext4 in a loop device this test creates, so the only
 I/O on that device is the benchmark's. Each time, the workload record's metrics
 (``plugin_utils/metrics/workload.py``) and diagnostics (``plugin_utils/diagnostics/diagnose.py``) must never
@@ -24,7 +24,7 @@ from test_module_iobench import run_module
 iobench_binary = test_module_iobench.iobench_binary   # the session fixture that builds the binary
 
 pytestmark = pytest.mark.slow
-RUNS = 20
+RUNS = 8
 HOG_S = 600      # upper bound of every hog's life; they are killed by PID when the test ends
 
 
@@ -40,7 +40,7 @@ def loop_ext4():
 
 @pytest.fixture
 def cpu_hogs():
-    n = 3 * (os.cpu_count() or 1)
+    n = 2 * (os.cpu_count() or 1)
     code = "import time\nend = time.monotonic() + %d\nwhile time.monotonic() < end:\n    pass\n" % HOG_S
     hogs = [subprocess.Popen([sys.executable, "-c", code]) for _n in range(n)]
     try:
