@@ -92,10 +92,12 @@ def _boot(names):
     return _STATE["boot"]
 
 
-# the modules in the order that frees the guests' slots soonest: the guests of the first two
-# runs (drives, throttle, guests) stop after them, so the fault scenario's guests boot while
-# the compliance runs go on with vm-nvme alone
-MODULE_ORDER = ("test_vm_guests", "test_vm_drives", "test_vm_throttle", "test_vm_compliance", "test_vm_faults")
+# the modules in the order that frees the guests' slots soonest: vm-hdd and vm-throttle stop
+# after the first two runs' tests (drives, throttle), so the fault scenario's guests boot
+# while the compliance runs go on with vm-nvme (and an idle vm-crit). test_vm_guests comes
+# last: its exit-path tests start a guest of their own, which needs a slot the session's
+# guests have let go (first, it waited behind the four guests booted for the first run)
+MODULE_ORDER = ("test_vm_drives", "test_vm_throttle", "test_vm_compliance", "test_vm_faults", "test_vm_guests")
 
 
 def pytest_collection_modifyitems(session, config, items):
