@@ -70,6 +70,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -858,6 +859,11 @@ def _install_exit_handlers():
         close_all()
         if callable(previous):
             previous(signum, frame)
+        if "pytest" in sys.modules:
+            # pytest reports a SystemExit raised in a test as that test's failure and goes on
+            # with the next (whose guests are gone); KeyboardInterrupt ends the session, its
+            # fixtures torn down and its JUnit file written
+            raise KeyboardInterrupt("SIGTERM")
         raise SystemExit(128 + signum)
     signal.signal(signal.SIGTERM, on_term)
 
