@@ -12,21 +12,20 @@ PYTEST := $(VENV)/pytest -q -p no:cacheprovider
 # The parallel test run's JUnit files and pytest base directories (one per stream).
 STREAMS := $(CURDIR)/build/test-streams
 
-.PHONY: test test-c test-py test-fleet test-fleet-b test-rest test-rest-b checks lint docs-check changelog-lint docs-lint galaxy \
+.PHONY: test test-c test-py test-fleet test-rest checks lint docs-check changelog-lint docs-lint galaxy \
 	galaxy-import galaxy-import-release sanity molecule qualify clean
 
-# Every suite. The C tests first (the pytest suites use the build); then six streams at
-# once, since much of their time is spent waiting on workloads, sshd round trips, guests and
-# subprocesses rather than on the CPU: the fleet tests over SSH in two streams (one with
-# the modules that provoke kernel I/O errors, then every other such test), every other
-# pytest directory in two, the VM tier (its guests boot while the other streams run), and
-# the static checks. Each stream's output is printed whole when it ends (--output-sync), and
-# one closing line counts every pytest stream (tests/junit_summary.py).
+# Every suite. The C tests first (the pytest suites use the build); then four streams at
+# once, since most of their time is spent waiting on workloads, sshd round trips, guests and
+# subprocesses rather than on the CPU: the fleet tests over SSH, every other pytest
+# directory, the VM tier (its guests boot while the other streams run), and the static
+# checks. Each stream's output is printed whole when it ends (--output-sync), and one
+# closing line counts every pytest stream (tests/junit_summary.py).
 test: test-c
 	rm -rf $(STREAMS) && mkdir -p $(STREAMS)
-	$(MAKE) -j6 --output-sync=target test-vm test-fleet test-fleet-b test-rest test-rest-b checks; rc=$$?; \
-	$(VENV)/python tests/junit_summary.py $(STREAMS)/fleet.xml $(STREAMS)/fleet-b.xml $(STREAMS)/kernel.xml \
-	    $(STREAMS)/rest.xml $(STREAMS)/rest-b.xml $(STREAMS)/vm.xml || rc=1; \
+	$(MAKE) -j4 --output-sync=target test-vm test-fleet test-rest checks; rc=$$?; \
+	$(VENV)/python tests/junit_summary.py $(STREAMS)/fleet.xml $(STREAMS)/kernel.xml $(STREAMS)/rest.xml \
+	    $(STREAMS)/vm.xml || rc=1; \
 	[ $$rc -eq 0 ] && echo "make test: all suites passed"; exit $$rc
 
 test-c:
@@ -37,30 +36,17 @@ test-c:
 test-py:
 	$(PYTEST) tests
 
-# The fleet modules that provoke kernel I/O errors, with the others that use the same hosts
-# (a host's sshd lives in one pytest process: fq31-38, fq71-78, fq81-90), then every other
-# test that provokes them (marker kernel_errors: the kernel rate-limits its "I/O error, dev
-# ..." lines machine-wide, so two such tests at once could hide each other's lines).
-FLEET_A := tests/fleet/test_fleet_integrity.py tests/fleet/test_fleet_killed_device.py \
-	tests/fleet/test_fleet_detached.py tests/fleet/test_fleet_array.py tests/fleet/test_fleet_output.py
+# The fleet tests, then every other test that provokes kernel I/O errors (marker
+# kernel_errors: the kernel rate-limits its "I/O error, dev ..." lines machine-wide, so two
+# such tests at once could hide each other's lines).
 test-fleet:
-	$(PYTEST) --basetemp=$(STREAMS)/fleet-tmp --junitxml=$(STREAMS)/fleet.xml $(FLEET_A); rc=$$?; \
+	$(PYTEST) --basetemp=$(STREAMS)/fleet-tmp --junitxml=$(STREAMS)/fleet.xml tests/fleet; rc=$$?; \
 	$(PYTEST) --basetemp=$(STREAMS)/kernel-tmp --junitxml=$(STREAMS)/kernel.xml -m kernel_errors tests \
 	    --ignore=tests/fleet --ignore=$(VM_TESTS) || { e=$$?; [ $$e -eq 5 ] || rc=1; }; exit $$rc
 
-# Every other fleet module (none provokes kernel I/O errors).
-test-fleet-b:
-	$(PYTEST) --basetemp=$(STREAMS)/fleet-b-tmp --junitxml=$(STREAMS)/fleet-b.xml tests/fleet \
-	    $(addprefix --ignore=,$(FLEET_A))
-
-# The playbook and end-to-end directories, and the rest of the pytest tests.
-REST_A := tests/integration tests/unit/playbooks tests/unit/plugins/callback tests/browser tests/iobench
 test-rest:
-	$(PYTEST) --basetemp=$(STREAMS)/rest-tmp --junitxml=$(STREAMS)/rest.xml -m "not kernel_errors" $(REST_A)
-
-test-rest-b:
-	$(PYTEST) --basetemp=$(STREAMS)/rest-b-tmp --junitxml=$(STREAMS)/rest-b.xml -m "not kernel_errors" tests \
-	    --ignore=tests/fleet --ignore=$(VM_TESTS) $(addprefix --ignore=,$(REST_A))
+	$(PYTEST) --basetemp=$(STREAMS)/rest-tmp --junitxml=$(STREAMS)/rest.xml -m "not kernel_errors" tests \
+	    --ignore=tests/fleet --ignore=$(VM_TESTS)
 
 # The VM tier (tests/vm, docs/testing.md "The VM tier"): Debian 12 guests under QEMU, in a
 # pytest process of its own (its guests boot while its first tests are collected).
