@@ -324,6 +324,10 @@ def _install_exit_handlers():
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         def on_term(signum, frame):
             _kill_all()
+            if "pytest" in sys.modules:
+                # a SystemExit raised in a test is that test's failure and pytest goes on with
+                # the next; KeyboardInterrupt ends the session (fixtures torn down)
+                raise KeyboardInterrupt("SIGTERM")
             raise SystemExit(128 + signum)
         signal.signal(signal.SIGTERM, on_term)
 
