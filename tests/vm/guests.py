@@ -797,12 +797,24 @@ class Boot:
     def __init__(self, guests):
         self.guests = {g.name: g for g in guests}
         self.errors, self.threads = {}, {}
+        self.slotted = {g.name: threading.Event() for g in guests}
         self.t0 = None
 
-    def _boot(self, g):
+    def _boot(self, g, before):
         try:
-            # a guest named by later tests waits for the slots of the guests before it: those
-            # stop after their own last test, which may be many runs later
+            # The slots are taken in the boot's order: a guest waits until the one before it
+            # has its slot. A guest named by later tests waits for the slots of the guests
+            # before it, which stop after their own last test, possibly many runs later; when
+            # the threads raced for the slots, a later scenario's guest once took the slot
+            # the first run's vm-hdd needed, and the first run waited on it for good.
+            if before is not None:
+                before.wait()
+            try:
+                if g._slot.fh is None and g._slot.acquire(BOOT_SLOT_TIMEOUT) is None:
+                    raise GuestError("%s: no free guest slot (%d at most on this machine, %s) within %d s"
+                                     % (g.name, MAX_GUESTS, SLOTS_DIR, BOOT_SLOT_TIMEOUT))
+            finally:
+                self.slotted[g.name].set()
             g.start(slot_timeout=BOOT_SLOT_TIMEOUT)
             g.wait_ssh()
         except BaseException as e:  # noqa: BLE001 - re-raised by guest()
@@ -811,10 +823,12 @@ class Boot:
     def start(self):
         self.t0 = time.monotonic()
         _install_exit_handlers()
+        before = None
         for name, g in self.guests.items():
-            t = threading.Thread(target=self._boot, args=(g,), name="vm-boot-" + name, daemon=True)
+            t = threading.Thread(target=self._boot, args=(g, before), name="vm-boot-" + name, daemon=True)
             self.threads[name] = t
             t.start()
+            before = self.slotted[name]
         return self
 
     def guest(self, name, timeout=SSH_TIMEOUT + 1200):
