@@ -3,7 +3,7 @@ throttling is the ground truth.
 
 * First run (conftest.RUNS): ``vm-throttle`` qualifies FQTHR01, throttled to
   ``conftest.THROTTLE_IOPS`` requests/s, with a custom matrix (``fleetqual_matrix``): 16K
-  random reads at 1, 8 and 64 threads. Each step measures the drive's rate within 5 %, and
+  random reads at 4, 16 and 64 threads. Each step measures the drive's rate within 5 %, and
   the tipping-point diagnostic puts the knee at the first step (IOPS stop growing there).
 * Second run: FQBURST01, a bucket (``iops-total`` N, ``iops-total-max`` M for
   ``iops-total-max-length`` L seconds) read by 16 threads from the window's start (no
@@ -29,7 +29,7 @@ def test_throttled_drive_measures_its_rate_at_every_thread_count(vm_run):
     rec = vm_run("first").record(HOST)
     assert rec["verdict"] == "PASS", (rec["verdict"], rec.get("reasons"), rec.get("error"))
     ws = workloads(rec)
-    assert sorted(ws) == ["throttled-rndrd-t1", "throttled-rndrd-t64", "throttled-rndrd-t8"], sorted(ws)
+    assert sorted(ws) == ["throttled-rndrd-t16", "throttled-rndrd-t4", "throttled-rndrd-t64"], sorted(ws)
     iops = {wid: w["metrics"]["iops"] for wid, w in ws.items()}
     off = {wid: round(v / THROTTLE_IOPS - 1, 4) for wid, v in iops.items()}
     assert all(abs(x) <= TOLERANCE for x in off.values()), (iops, off)
@@ -44,9 +44,9 @@ def test_tipping_point_knee_where_iops_stop_growing(vm_run):
     rec = vm_run("first").record(HOST)
     tp = rec["diagnostics"]["tipping_point"]
     ev = tp["evidence"]
-    assert [s["threads"] for s in ev["steps"]] == [1, 8, 64], tp
-    # the drive's rate at one thread already: the knee is the first step
-    assert ev["saturation_threads"] == 1, tp["sentence"]
+    assert [s["threads"] for s in ev["steps"]] == [4, 16, 64], tp
+    # the drive's rate at the first step already: the knee is there
+    assert ev["saturation_threads"] == 4, tp["sentence"]
     assert ev["little_ok"] is True, (ev["little_ratio"], tp["sentence"])
 
 
