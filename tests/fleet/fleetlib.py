@@ -324,12 +324,18 @@ def _install_exit_handlers():
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         def on_term(signum, frame):
             _kill_all()
-            if "pytest" in sys.modules:
-                # a SystemExit raised in a test is that test's failure and pytest goes on with
-                # the next; KeyboardInterrupt ends the session (fixtures torn down)
-                raise KeyboardInterrupt("SIGTERM")
-            raise SystemExit(128 + signum)
+            end_on_signal(signum)
         signal.signal(signal.SIGTERM, on_term)
+
+
+def end_on_signal(signum):
+    """End the process for ``signum`` from its handler, after the handler's cleanup: under
+    pytest KeyboardInterrupt, which ends the session with its fixtures torn down and its JUnit
+    file written (a SystemExit raised in a test is only that test's failure, and pytest goes
+    on with the next); elsewhere SystemExit(128 + signum)."""
+    if "pytest" in sys.modules:
+        raise KeyboardInterrupt("signal %d" % signum)
+    raise SystemExit(128 + signum)
 
 
 def sshd_pids_below(pid_list):

@@ -70,7 +70,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 
@@ -451,6 +450,13 @@ class Guest:
         """The QOM path of ``drive``'s device (for ``qom-set`` / ``qom-get``)."""
         return "/machine/peripheral/" + device_id(drive, self.drives.index(drive) + 1)
 
+    def take_slot(self, timeout):
+        """Hold one of the machine's guest slots (:class:`Slot`; kept if already held), waiting
+        up to ``timeout`` s; GuestError when none came free."""
+        if self._slot.fh is None and self._slot.acquire(timeout) is None:
+            raise GuestError("%s: no free guest slot (%d at most on this machine, %s) within %d s"
+                             % (self.name, MAX_GUESTS, SLOTS_DIR, timeout))
+
     def start(self, slot_timeout=900):
         """Boot (non-blocking: :meth:`wait_ssh` waits). Raises ``vmimage.Unavailable`` when this
         machine cannot run guests."""
@@ -459,9 +465,7 @@ class Guest:
         why = vmimage.unavailable()
         if why:
             raise vmimage.Unavailable(why)
-        if self._slot.fh is None and self._slot.acquire(slot_timeout) is None:
-            raise GuestError("%s: no free guest slot (%d at most on this machine, %s) within %d s"
-                             % (self.name, MAX_GUESTS, SLOTS_DIR, slot_timeout))
+        self.take_slot(slot_timeout)
         _install_exit_handlers()
         with _LOCK:
             _LIVE.add(self)
@@ -810,9 +814,7 @@ class Boot:
             if before is not None:
                 before.wait()
             try:
-                if g._slot.fh is None and g._slot.acquire(BOOT_SLOT_TIMEOUT) is None:
-                    raise GuestError("%s: no free guest slot (%d at most on this machine, %s) within %d s"
-                                     % (g.name, MAX_GUESTS, SLOTS_DIR, BOOT_SLOT_TIMEOUT))
+                g.take_slot(BOOT_SLOT_TIMEOUT)
             finally:
                 self.slotted[g.name].set()
             g.start(slot_timeout=BOOT_SLOT_TIMEOUT)
@@ -890,12 +892,7 @@ def _install_exit_handlers():
         close_all()
         if callable(previous):
             previous(signum, frame)
-        if "pytest" in sys.modules:
-            # pytest reports a SystemExit raised in a test as that test's failure and goes on
-            # with the next (whose guests are gone); KeyboardInterrupt ends the session, its
-            # fixtures torn down and its JUnit file written
-            raise KeyboardInterrupt("SIGTERM")
-        raise SystemExit(128 + signum)
+        fleetlib.end_on_signal(signum)
     signal.signal(signal.SIGTERM, on_term)
 
 

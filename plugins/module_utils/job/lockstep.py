@@ -416,7 +416,7 @@ class ArrayRun:
             e["error"] = "lost: the job was stopped (%s) before the step" % (self.job.reason or "stopped")
             return e
         if errors:
-            result, failed, msg, warnings = ({"collector": info} if info else {}), True, errors[0], []
+            result, failed, msg, warnings = _workload.not_prepared(errors, info)
         else:
             result, failed, msg, warnings = _workload.run_workload(params, self.job.stop, sizes, info, source, tools)
         shift_epochs(result, self.skew)

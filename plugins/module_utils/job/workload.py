@@ -264,6 +264,11 @@ def prepare(p):
     return [], sizes, info, source, tools
 
 
+def not_prepared(errors, collector_info):
+    """:func:`run_workload`'s answer for a workload :func:`prepare` refused (its ``errors``)."""
+    return ({"collector": collector_info} if collector_info else {}), True, errors[0], []
+
+
 def run_workload(p, stop=None, sizes=None, collector_info=None, source=None, tools=None):
     """Run one workload (``p``: every parameter, validated or not).
 
@@ -278,8 +283,7 @@ def run_workload(p, stop=None, sizes=None, collector_info=None, source=None, too
     if collector_info is None:
         errors, sizes, collector_info, source, tools = prepare(p)
         if errors:
-            res = {"collector": collector_info} if collector_info else {}
-            return res, True, errors[0], []
+            return not_prepared(errors, collector_info)
     if not os.path.isfile(p["binary"]) or not os.access(p["binary"], os.X_OK):
         return ({"collector": collector_info}, True,
                 "iobench binary %s not found or not executable" % p["binary"], [])
