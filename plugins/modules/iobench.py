@@ -465,6 +465,17 @@ collector:
       description: Samples taken before selecting the window, per kind.
       type: dict
       sample: {iostat: 64, vmstat: 64}
+device_samples:
+  description:
+    - The disks' kernel block counters (C(/sys/block/<dev>/stat)) read every C(interval) seconds
+      beside the benchmark, kept only inside and next to the intervals of the benchmark's series
+      in which nothing completed, so that the judge can tell a stall of the device from a wait
+      behind other I/O or a pause of the host (docs/integrity.md, "Stalls"; docs/contracts.md).
+    - Each sample is C(e) (epoch) and C(d) (per device rd_ios, rd_sectors, rd_ticks, wr_ios,
+      wr_sectors, wr_ticks, io_ticks, in_flight).
+  returned: when the benchmark ran outside a compliance run, on disks whose counters could be read
+  type: dict
+  sample: {interval: 0.2, devices: [vda], samples: []}
 iostat:
   description:
     - Per-device iostat -x samples inside the measured window and their average.

@@ -57,6 +57,7 @@ from ansible_collections.fleetqual.storage.plugins.module_utils.collect.impact i
     preexec,
 )
 from ansible_collections.fleetqual.storage.plugins.module_utils.collect.cgroups import Cgroup
+from ansible_collections.fleetqual.storage.plugins.module_utils.plan.vocabulary import OPS
 
 
 # --------------------------------------------------------------------------- devices
@@ -80,8 +81,10 @@ def util_pct(a, b, secs):
 # --------------------------------------------------------------------------- sampling
 
 def _stat_subset(st):
-    """rd_ios, rd_sectors, rd_ticks, wr_ios, wr_sectors, wr_ticks, io_ticks."""
-    return [st[0], st[2], st[3], st[4], st[6], st[7], st[9]] if st and len(st) >= 10 else None
+    """rd_ios, rd_sectors, rd_ticks, wr_ios, wr_sectors, wr_ticks, io_ticks (counters) and
+    in_flight (a gauge: the requests the device holds at that instant); the kernel's
+    Documentation/admin-guide/iostats.rst, fields 1, 3, 4, 5, 7, 8, 10 and 9."""
+    return [st[0], st[2], st[3], st[4], st[6], st[7], st[9], st[8]] if st and len(st) >= 10 else None
 
 
 class LiveLog:
@@ -116,7 +119,7 @@ class LiveLog:
 
 
 def take_sample(devices, cgroup, live, line=None):
-    """One sample: ``{e: epoch, d: {dev: [7 counters]}, c: {dev: [4]} | None, l: [6], w: bool, r: run}``
+    """One sample: ``{e: epoch, d: {dev: [7 counters, in_flight]}, c: {dev: [4]} | None, l: [6], w: bool, r: run}``
     (``l``: iobench's live-log line: reads, read bytes, read latency ns, writes, ...)."""
     ln = live.poll() if live is not None else line
     s = {"e": round(time.time(), 4), "d": {d: _stat_subset(read_stat(d)) for d in devices}}
@@ -216,6 +219,40 @@ class Sampler(threading.Thread):
         self.done.set()
         self.join(30)
         return self.samples
+
+
+# --------------------------------------------------------------------------- silences
+
+# The device samples a workload outside a compliance run keeps (``device_samples``): read
+# this often, so that a silence of one second holds several of them.
+SILENCE_SAMPLE_S = 0.2
+
+
+def interval_completions(iv):
+    """The reads, writes and fsyncs completed in one interval of iobench's series."""
+    return sum(iv.get(op + "_ops") or 0 for op in OPS
+               if isinstance(iv.get(op + "_ops"), (int, float)) and not isinstance(iv.get(op + "_ops"), bool))
+
+
+def near_silences(samples, intervals, start_epoch):
+    """The samples read inside an interval of iobench's series in which nothing completed
+    (a silence; ``start_epoch``: the series' origin), and the one before and after each
+    stretch of them: what the stall rule reads a silence's device counters from, without
+    keeping every sample of a long run."""
+    if not isinstance(start_epoch, (int, float)):
+        return []
+    spans = []
+    for iv in intervals or []:
+        t, dur = iv.get("t"), iv.get("duration_s")
+        if not isinstance(t, (int, float)) or not isinstance(dur, (int, float)) or dur <= 0:
+            continue
+        if interval_completions(iv) == 0:
+            spans.append((start_epoch + t - dur, start_epoch + t))
+    keep = set()
+    for i, smp in enumerate(samples):
+        if any(a <= smp["e"] <= b for a, b in spans):
+            keep.update((i - 1, i, i + 1))
+    return [samples[i] for i in sorted(keep) if 0 <= i < len(samples)]
 
 
 def wait_quiet(devices, fopts, stop=None, progress=None):
@@ -436,5 +473,6 @@ def job_params(spec, params, started_epoch, wl=None, index=None):
     return p
 
 
-__all__ = ["read_stat", "util_pct", "LiveLog", "take_sample", "foreign_await", "Sampler", "wait_quiet",
+__all__ = ["read_stat", "util_pct", "LiveLog", "take_sample", "foreign_await", "Sampler", "SILENCE_SAMPLE_S",
+           "interval_completions", "near_silences", "wait_quiet",
            "supports_live_log", "Run", "job_params"]

@@ -193,7 +193,8 @@ EPOCH_PATHS = (("bench", "window", "start_epoch"), ("bench", "window", "end_epoc
 
 def shift_epochs(result, skew):
     """Express a run_workload result's real-clock epochs in the host's clock (``+ skew``):
-    iobench's windows and ``start_at``, the iostat / vmstat samples. In place; returns it."""
+    iobench's windows and ``start_at``, the iostat / vmstat samples, the device counters'
+    samples (``foreign``, ``device_samples``). In place; returns it."""
     if not skew or not isinstance(result, dict):
         return result
     for path in EPOCH_PATHS:
@@ -206,6 +207,11 @@ def shift_epochs(result, skew):
         for sample in ((result.get(section) or {}).get("samples") or []):
             if isinstance(sample.get("epoch"), (int, float)):
                 sample["epoch"] = round(sample["epoch"] + skew, 6)
+    # the device counters read inside the window (compared with iobench's series)
+    for section in ("foreign", "device_samples"):
+        for sample in ((result.get(section) or {}).get("samples") or []):
+            if isinstance(sample.get("e"), (int, float)):
+                sample["e"] = round(sample["e"] + skew, 4)
     return result
 
 

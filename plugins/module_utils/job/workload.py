@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 
 from ansible.module_utils.common.text.converters import to_native
@@ -322,6 +323,16 @@ def run_workload(p, stop=None, sizes=None, collector_info=None, source=None, too
             collector_info["source"] = "none"
             collector_info["reason"] = "; ".join(
                 [r for r in (collector_info["reason"], "could not start the %s collectors: %s" % (source, e)) if r])
+        # outside a compliance run (whose foreign-I/O sampler reads the same counters), the
+        # devices' counters a few times a second: whether a silence of the benchmark was the
+        # device's (docs/integrity.md, "Stalls")
+        silence = None
+        if fx is None:
+            readable = [d for d in collector_info["devices"] or [] if _foreign.read_stat(d) is not None]
+            if readable:
+                silence = _foreign.Sampler(readable, None, None, {"interval": _foreign.SILENCE_SAMPLE_S},
+                                           threading.Event())
+                silence.start()
         try:
             if fx is not None:
                 rc, out, err, timed_out, started, ended = run_bench(argv, p["timeout"], bench_stop, preexec_fn,
@@ -332,6 +343,7 @@ def run_workload(p, stop=None, sizes=None, collector_info=None, source=None, too
             collected = collector.stop()
             if fx is not None:
                 fx.finish()
+            device_samples = silence.finish() if silence is not None else None
         collector_info["commands"] = collected["commands"]
         collector_info["errors"] = collected["errors"]
         collector_info["samples_total"] = {"iostat": len(collected["iostat"]),
@@ -345,6 +357,11 @@ def run_workload(p, stop=None, sizes=None, collector_info=None, source=None, too
             except ValueError as e:
                 json_error = "iobench wrote unparsable JSON to %s: %s" % (output, e)
         result = dict(argv=argv, rc=rc, timed_out=timed_out, stderr=err[-4096:], collector=collector_info)
+        if device_samples is not None:
+            result["device_samples"] = {
+                "interval": _foreign.SILENCE_SAMPLE_S, "devices": silence.devices,
+                "samples": _foreign.near_silences(device_samples, bench.get("intervals"),
+                                                  (bench.get("window") or {}).get("start_epoch"))}
         if fx is not None:
             result["foreign"] = fx.section
             if fx.section["guard"]:

@@ -21,6 +21,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge.rules impo
     rule_name,
 )
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.device import DEVICE_FIELDS
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.stalls import silence_notes
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.workload import record_metrics
 
 
@@ -301,6 +302,9 @@ def workload_checks(checks, rules, matched, applicable, proof_failed, wid, rec, 
                     matched[ri] += 1
             return
     integrity = _integrity(rec, wid, metrics, answered_later)
+    if warnings is not None:
+        # silences that were not the device's: said, never judged (docs/integrity.md, "Stalls")
+        warnings.extend(silence_notes(wid, metrics.get("stall"), shared_judged=foreign is not None))
     if foreign is not None and metrics.get("foreign_guard"):
         # the guard stopped it: that is the foreign check's story, not an integrity error
         integrity = [c for c in integrity if c["rule"] not in ("interrupted", "timed_out")]

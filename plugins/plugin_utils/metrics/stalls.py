@@ -14,12 +14,17 @@ which not one request completed. docs/integrity.md, "Stalls", explains the rule:
   place in the run (seconds from the window's start) and the longest single request;
 * a workload paced so slowly (``rate_iops``) that fewer than ``MIN_EXPECTED`` completions
   are due in ``STALL_S`` is not judged (an empty interval is its cadence, not a stall);
-* a silence during which the device completed other requests (the foreign-I/O samples of a
-  shared window: the device's counters minus the job's own, read inside the silence) is
-  no stall of the device: the job's requests waited behind others'. It is kept with
-  ``others`` (the requests the device completed for others inside it) and counted in
-  ``starved``, never in ``stalls``. Without two samples inside a silence ``others`` is None
-  and a silence long enough is a stall.
+* a silence is read against the device's own counters read inside it (the result's
+  ``foreign`` samples in a compliance run, its ``device_samples`` otherwise: the devices'
+  ``/sys/block/<dev>/stat`` a few times a second). When the device completed at least
+  ``MIN_EXPECTED`` requests inside it (``others``: the device's completions less the job's
+  own, where a cgroup tells them apart; else every completion, the job's own writeback
+  included), the device did not stall: the job's requests waited behind that work. Such a
+  silence is counted in ``starved``, never in ``stalls``. When it completed fewer and held no
+  request at any sample inside it (``idle``: the in-flight gauge was 0), the job issued
+  nothing: the host did not run it (CPU starvation, a pause), which is not the device
+  either; counted in ``idle``. Without two samples spanning half of a silence (``others`` None) a silence long
+  enough is a stall, as it is when the device held requests and completed none.
 
 The interval series is iobench's own (``bench.intervals``: ``t`` is the interval's end in
 seconds from the window's start, ``duration_s``, ``read_ops``/``write_ops``/``fsync_ops`` and
@@ -28,6 +33,7 @@ seconds from the window's start, ``duration_s``, ``read_ops``/``write_ops``/``fs
 
 from __future__ import annotations
 
+from ansible_collections.fleetqual.storage.plugins.module_utils.collect.foreign import interval_completions
 from ansible_collections.fleetqual.storage.plugins.module_utils.common.numeric import fmt_num, is_number
 from ansible_collections.fleetqual.storage.plugins.module_utils.plan.vocabulary import OPS
 
@@ -35,33 +41,31 @@ STALL_S = 1.0
 MIN_EXPECTED = 3.0
 
 
-def _completed(iv):
-    return sum(iv.get(op + "_ops") or 0 for op in OPS if is_number(iv.get(op + "_ops")))
-
-
 def _max_us(iv):
     vals = [iv.get(op + "_max_us") for op in OPS]
     return max([v for v in vals if is_number(v)] or [0.0])
 
 
-def others_served(foreign, t0, t1):
-    """Requests the device completed for others between the epochs ``t0`` and ``t1``, from a
-    result's ``foreign`` section (its samples: the device counters ``d`` and the job's own,
-    ``c`` from its cgroup or ``l`` from iobench's live log, read at the same instants
-    ``e``), or None when fewer than two samples fall inside or their span is under half
-    the silence."""
-    if not isinstance(foreign, dict):
-        return None
-    inside = [x for x in foreign.get("samples") or []
+def device_inside(samples, t0, t1):
+    """What the device did between the epochs ``t0`` and ``t1``, from a result's ``foreign`` or
+    ``device_samples`` section (its samples: the device counters ``d``, and in a compliance
+    run the job's own, ``c`` from its cgroup or ``l`` from iobench's live log, read at the
+    same instants ``e``): ``(others, idle)``. ``others``: the requests it completed that are
+    not the job's; ``idle``: True when it held no request at any sample inside (the in-flight
+    gauge), None when the samples do not say. ``(None, None)`` when fewer than two samples
+    fall inside or their span is under half of it."""
+    if not isinstance(samples, dict):
+        return None, None
+    inside = [x for x in samples.get("samples") or []
               if isinstance(x, dict) and is_number(x.get("e")) and t0 <= x["e"] <= t1]
     if len(inside) < 2 or inside[-1]["e"] - inside[0]["e"] < (t1 - t0) / 2.0:
-        return None
+        return None, None
     a, b = inside[0], inside[-1]
     done = 0
     for name, cur in (b.get("d") or {}).items():
         prev = (a.get("d") or {}).get(name)
         if not (isinstance(cur, list) and isinstance(prev, list) and len(cur) > 3 and len(prev) > 3):
-            return None
+            return None, None
         done += (cur[0] - prev[0]) + (cur[3] - prev[3])
         mine_b, mine_a = (b.get("c") or {}).get(name), (a.get("c") or {}).get(name)
         if isinstance(mine_b, list) and isinstance(mine_a, list) and len(mine_b) > 2 and len(mine_a) > 2:
@@ -70,19 +74,24 @@ def others_served(foreign, t0, t1):
     if not (b.get("c") or a.get("c")) and isinstance(la, list) and isinstance(lb, list) and len(la) > 3 \
             and len(lb) > 3 and a.get("r") == b.get("r"):
         done -= (lb[0] - la[0]) + (lb[3] - la[3])
-    return max(0, int(done))
+    gauges = [d[7] for x in inside for d in (x.get("d") or {}).values()
+              if isinstance(d, list) and len(d) > 7 and is_number(d[7])]
+    per_sample = len(b.get("d") or {})
+    idle = (not any(gauges)) if per_sample and len(gauges) == per_sample * len(inside) else None
+    return max(0, int(done)), idle
 
 
-def stall_figures(intervals, rate_iops=None, foreign=None, start_epoch=None):
+def stall_figures(intervals, rate_iops=None, samples=None, start_epoch=None):
     """The silences of one run's interval series, or None without a series.
 
-    ``{"intervals", "silences": [{"from_s", "to_s", "seconds", "others"}], "longest_s",
-    "stalls", "starved", "max_request_ms", "max_request_at_s", "judged", "reason"}``:
-    ``stalls`` counts the silences of ``STALL_S`` or more in which the device did not
-    complete others' requests either, ``starved`` those in which it did (:func:`others_served`
-    from ``foreign``, the result's foreign-I/O section, with ``start_epoch`` the window's
-    start; ``others`` None: not known); ``judged`` is False (with ``reason``) for a run paced
-    below ``MIN_EXPECTED`` completions per ``STALL_S``."""
+    ``{"intervals", "silences": [{"from_s", "to_s", "seconds", "others", "idle"}], "longest_s",
+    "stalls", "starved", "idle", "max_request_ms", "max_request_at_s", "judged", "reason"}``:
+    ``stalls`` counts the silences of ``STALL_S`` or more in which the device completed no
+    other request either and held requests (or the samples do not say), ``starved`` those in
+    which it completed others, ``idle`` those in which it held none (:func:`device_inside`
+    over ``samples``, the result's ``foreign`` or ``device_samples`` section, with
+    ``start_epoch`` the window's start; ``others`` None: not known); ``judged`` is False
+    (with ``reason``) for a run paced below ``MIN_EXPECTED`` completions per ``STALL_S``."""
     ivs = [iv for iv in intervals or [] if isinstance(iv, dict) and is_number(iv.get("t"))
            and is_number(iv.get("duration_s"))]
     if not ivs:
@@ -90,7 +99,7 @@ def stall_figures(intervals, rate_iops=None, foreign=None, start_epoch=None):
     silences = []
     run = None
     for iv in ivs:
-        if _completed(iv) == 0 and iv["duration_s"] > 0:
+        if interval_completions(iv) == 0 and iv["duration_s"] > 0:
             start = iv["t"] - iv["duration_s"]
             if run is None:
                 run = [start, iv["t"]]
@@ -108,27 +117,66 @@ def stall_figures(intervals, rate_iops=None, foreign=None, start_epoch=None):
     out = []
     for a, b in silences:
         seconds = round(b - a, 3)
-        others = None
+        others = idle = None
         if seconds >= STALL_S - 1e-9 and is_number(start_epoch):
-            others = others_served(foreign, start_epoch + a, start_epoch + b)
-        out.append({"from_s": round(a, 3), "to_s": round(b, 3), "seconds": seconds, "others": others})
+            others, idle = device_inside(samples, start_epoch + a, start_epoch + b)
+        out.append({"from_s": round(a, 3), "to_s": round(b, 3), "seconds": seconds, "others": others,
+                    "idle": bool(idle) and not _served(others)})
     longest = max([s["seconds"] for s in out] or [0.0])
     long_ones = [s for s in out if s["seconds"] >= STALL_S - 1e-9] if judged else []
     return {"intervals": len(ivs), "silences": out, "longest_s": longest,
-            "stalls": sum(1 for s in long_ones if not s["others"]),
-            "starved": sum(1 for s in long_ones if s["others"]),
+            "stalls": sum(1 for s in long_ones if _stalled(s)),
+            "starved": sum(1 for s in long_ones if _served(s["others"])),
+            "idle": sum(1 for s in long_ones if s["idle"]),
             "max_request_ms": round(_max_us(worst) / 1000.0, 3), "max_request_at_s": worst["t"],
             "judged": judged, "reason": reason}
+
+
+def _served(others):
+    """The device answered others inside a silence: at least ``MIN_EXPECTED`` requests (a
+    journal commit's one or two writes while it otherwise held nothing are no work the job
+    waited behind)."""
+    return is_number(others) and others >= MIN_EXPECTED
+
+
+def _stalled(silence):
+    return silence["seconds"] >= STALL_S - 1e-9 and not _served(silence.get("others")) and not silence.get("idle")
 
 
 def stall_message(wid, figures):
     """The reason of a stalled workload, or None when it did not stall."""
     if not figures or not figures.get("stalls"):
         return None
-    stalls = [s for s in figures["silences"] if s["seconds"] >= STALL_S - 1e-9 and not s.get("others")]
+    stalls = [s for s in figures["silences"] if _stalled(s)]
     first = stalls[0]
     return ("%s: the device completed no request for %s s, %d time%s (first from %s s to %s s into the run, "
             "interval series; stall limit %s s); longest single request %s ms"
             % (wid, fmt_num(max(s["seconds"] for s in stalls)), len(stalls), "" if len(stalls) == 1 else "s",
                fmt_num(first["from_s"]), fmt_num(first["to_s"]), fmt_num(STALL_S),
                fmt_num(figures.get("max_request_ms"))))
+
+
+def silence_notes(wid, figures, shared_judged=False):
+    """Warnings for the long silences that were not the device's: ``starved`` ones (the device
+    went on completing other requests; left out when ``shared_judged``: a compliance run
+    judges a shared window by its foreign-I/O rules) and ``idle`` ones (the device held no
+    request: the job issued none)."""
+    if not figures or not figures.get("judged", True):
+        return []
+    notes = []
+    long_ones = [s for s in figures.get("silences") or [] if s["seconds"] >= STALL_S - 1e-9]
+    starved = [s for s in long_ones if _served(s.get("others"))]
+    if starved and not shared_judged:
+        s = max(starved, key=lambda x: x["seconds"])
+        notes.append("%s: no request of the job completed for %s s (from %s s to %s s into the run) while the "
+                     "device completed %s others (another process's, or the job's own writeback): the job's "
+                     "requests waited, the device did not stall" % (wid, fmt_num(s["seconds"]), fmt_num(s["from_s"]),
+                                                                  fmt_num(s["to_s"]), fmt_num(s["others"])))
+    idle = [s for s in long_ones if s.get("idle")]
+    if idle:
+        s = max(idle, key=lambda x: x["seconds"])
+        notes.append("%s: the job issued no request for %s s (from %s s to %s s into the run; the device held "
+                     "none and completed none): the host did not run the benchmark (CPU starvation, a pause), "
+                     "the device did not stall; the workload's rates count that time"
+                     % (wid, fmt_num(s["seconds"]), fmt_num(s["from_s"]), fmt_num(s["to_s"])))
+    return notes

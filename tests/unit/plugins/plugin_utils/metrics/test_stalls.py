@@ -15,7 +15,7 @@ def series(counts, dt=1.0, max_us=None):
 def test_a_two_second_silence_is_a_stall_with_its_place_and_longest_request():
     f = stalls.stall_figures(series([900, 880, 0, 0, 910, 905], max_us={4: 2_010_000.0}))
     assert f["stalls"] == 1 and f["longest_s"] == 2.0
-    assert f["silences"] == [{"from_s": 2.0, "to_s": 4.0, "seconds": 2.0, "others": None}]
+    assert f["silences"] == [{"from_s": 2.0, "to_s": 4.0, "seconds": 2.0, "others": None, "idle": False}]
     assert f["max_request_ms"] == 2010.0 and f["max_request_at_s"] == 5.0
     msg = stalls.stall_message("over_cache-rndrd-t4", f)
     assert msg.startswith("over_cache-rndrd-t4: the device completed no request for 2 s, 1 time (first from 2 s to 4 s")
@@ -86,13 +86,13 @@ def test_a_silence_in_which_the_device_served_others_is_no_stall():
     # while the device completed 300 requests that were not ours
     ivs = series([900, 880, 0, 0, 910])
     shared = foreign([(1001.0, 100, 90), (1002.2, 200, 180), (1003.2, 500, 180), (1004.5, 900, 400)])
-    f = stalls.stall_figures(ivs, foreign=shared, start_epoch=1000.0)
+    f = stalls.stall_figures(ivs, samples=shared, start_epoch=1000.0)
     assert f["stalls"] == 0 and f["starved"] == 1
     assert f["silences"][0]["others"] == 300
     assert stalls.stall_message("w", f) is None
     # the same silence with the device silent too is a stall of the device
     silent = foreign([(1001.0, 100, 90), (1002.2, 200, 180), (1003.2, 200, 180), (1004.5, 600, 400)])
-    f = stalls.stall_figures(ivs, foreign=silent, start_epoch=1000.0)
+    f = stalls.stall_figures(ivs, samples=silent, start_epoch=1000.0)
     assert f["stalls"] == 1 and f["starved"] == 0 and f["silences"][0]["others"] == 0
     assert stalls.stall_message("w", f).startswith("w: the device completed no request for 2 s")
 
@@ -100,18 +100,81 @@ def test_a_silence_in_which_the_device_served_others_is_no_stall():
 def test_without_two_samples_inside_a_silence_it_is_judged_a_stall():
     ivs = series([900, 880, 0, 0, 910])
     one = foreign([(1001.0, 100, 90), (1003.0, 500, 180), (1004.5, 900, 400)])
-    f = stalls.stall_figures(ivs, foreign=one, start_epoch=1000.0)
+    f = stalls.stall_figures(ivs, samples=one, start_epoch=1000.0)
     assert f["silences"][0]["others"] is None and f["stalls"] == 1
     assert stalls.stall_figures(ivs)["stalls"] == 1          # no foreign section at all
 
 
 @given(st.lists(st.tuples(st.integers(0, 500), st.integers(0, 500)), min_size=2, max_size=8))
-def test_others_served_is_the_device_count_less_the_jobs_own(steps):
+def test_device_inside_counts_the_device_less_the_jobs_own(steps):
     # cumulative counters sampled every 0.5 s from epoch 10; the job did `mine` of each step's `dev`
     samples, dev_total, mine_total = [], 0, 0
     for i, (dev, mine) in enumerate(steps):
         dev_total += dev + mine
         mine_total += mine
         samples.append((10.0 + 0.5 * i, dev_total, mine_total))
-    got = stalls.others_served(foreign(samples), 10.0, 10.0 + 0.5 * (len(steps) - 1))
+    got, idle = stalls.device_inside(foreign(samples), 10.0, 10.0 + 0.5 * (len(steps) - 1))
     assert got == sum(dev for dev, _mine in steps[1:])
+    assert idle is None      # samples without the in-flight gauge do not say
+
+
+def device_samples(samples):
+    """A result's device_samples section (outside a compliance run): (epoch, the device's
+    reads+writes so far, requests in flight at that instant)."""
+    return {"interval": 0.2, "devices": ["sdb"],
+            "samples": [{"e": e, "d": {"sdb": [done, 0, 0, 0, 0, 0, 0, held]}, "c": None} for e, done, held in samples]}
+
+
+def test_outside_compliance_the_devices_own_counters_tell_a_stall_from_a_wait_and_a_pause():
+    # the job completed nothing from 2 s to 4 s into the run (window from epoch 1000)
+    ivs = series([900, 880, 0, 0, 910])
+    inside = [1002.1, 1002.6, 1003.1, 1003.6, 1003.9]
+    # the device held 4 requests and completed none: the device stalled
+    held = device_samples([(1001.9, 5000, 4)] + [(e, 5000, 4) for e in inside] + [(1004.1, 5100, 2)])
+    f = stalls.stall_figures(ivs, samples=held, start_epoch=1000.0)
+    assert (f["stalls"], f["starved"], f["idle"]) == (1, 0, 0)
+    assert stalls.silence_notes("w", f) == []
+    # it completed 420 requests (someone else's, or the job's own writeback): a wait, no stall
+    busy = device_samples([(1001.9, 5000, 4)] + [(e, 5000 + 105 * i, 3) for i, e in enumerate(inside)])
+    f = stalls.stall_figures(ivs, samples=busy, start_epoch=1000.0)
+    assert (f["stalls"], f["starved"], f["idle"]) == (0, 1, 0) and f["silences"][0]["others"] == 420
+    note, = stalls.silence_notes("w", f)
+    assert note.startswith("w: no request of the job completed for 2 s (from 2 s to 4 s") and "420 others" in note
+    # a compliance run judges a shared window by its foreign-I/O rules: no note of its own
+    assert stalls.silence_notes("w", f, shared_judged=True) == []
+    # it held nothing and completed nothing: the job issued nothing (the host did not run it)
+    idle = device_samples([(e, 5000, 0) for e in inside])
+    f = stalls.stall_figures(ivs, samples=idle, start_epoch=1000.0)
+    assert (f["stalls"], f["starved"], f["idle"]) == (0, 0, 1) and f["silences"][0]["idle"] is True
+    note, = stalls.silence_notes("w", f)
+    assert "the job issued no request for 2 s" in note and "did not stall" in note
+    # two completions (a journal commit) while it held nothing: still idle, not a wait
+    commit = device_samples([(e, 5000 + (2 if i > 2 else 0), 0) for i, e in enumerate(inside)])
+    f = stalls.stall_figures(ivs, samples=commit, start_epoch=1000.0)
+    assert (f["stalls"], f["starved"], f["idle"]) == (0, 0, 1) and f["silences"][0]["others"] == 2
+    # one sample with a request held is enough to make it the device's
+    once = device_samples([(e, 5000, 1 if i == 2 else 0) for i, e in enumerate(inside)])
+    assert stalls.stall_figures(ivs, samples=once, start_epoch=1000.0)["stalls"] == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 4)), min_size=2, max_size=12))
+def test_a_silence_is_exactly_one_of_stall_wait_or_pause_by_the_device_counters(steps):
+    # samples every 0.2 s inside a 2 s silence: (requests completed since the last, held now)
+    ivs = series([900, 0, 0, 700])
+    done, rows = 0, []
+    for i, (n, held) in enumerate(steps):
+        done += n if i else 0
+        rows.append((1001.05 + 0.15 * i, done, held))
+    f = stalls.stall_figures(ivs, samples=device_samples(rows), start_epoch=1000.0)
+    s, = f["silences"]
+    spans = rows[-1][0] - rows[0][0] >= 1.0 and rows[-1][0] <= 1003.0
+    assert f["stalls"] + f["starved"] + f["idle"] == 1
+    if not spans:
+        assert f["stalls"] == 1 and s["others"] is None
+    elif done >= stalls.MIN_EXPECTED:
+        assert f["starved"] == 1 and s["others"] == done
+    elif not any(held for _n, held in steps):
+        assert f["idle"] == 1
+    else:
+        assert f["stalls"] == 1
