@@ -8,6 +8,8 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+# tests/unit's shared helpers (loopdev: a tmpfs or a loop device of a test's own), after ours
+sys.path.append(os.path.join(os.path.dirname(HERE), "unit"))
 
 import fleetlib  # noqa: E402
 import fleetrun  # noqa: E402

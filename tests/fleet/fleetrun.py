@@ -41,6 +41,14 @@ class FleetRun(playbook_run.Run):
         assert m, "no 'fleet: N/M hosts passed' line in the output:\n" + self.out[-3000:]
         return tuple(int(x) for x in m[-1])
 
+    def verdicts(self):
+        """{host: (verdict, its first three reasons)} from fleet.json (a failing assertion's
+        message: why a host did not get the verdict a test expected)."""
+        try:
+            return {h["host"]: (h.get("verdict"), (h.get("reasons") or [])[:3]) for h in self.fleet()["hosts"]}
+        except (OSError, ValueError, KeyError) as exc:
+            return "no fleet.json: %s" % exc
+
     def has_record(self, host):
         return os.path.exists(os.path.join(self.results_dir(), host + ".json"))
 

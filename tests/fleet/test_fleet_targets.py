@@ -29,6 +29,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 import fleetlib
+import loopdev
 from fleetrun import run_playbook
 
 pytestmark = [pytest.mark.fleet, pytest.mark.slow]
@@ -77,14 +78,18 @@ def loop_filesystems(tmp_path_factory):
         pytest.skip(fleetlib.loop_tools_missing())
     base = str(tmp_path_factory.mktemp("loopfs"))
     with contextlib.ExitStack() as stack:
+        # the images on a tmpfs: a loop device over a file on the machine's disk holds a flush
+        # as long as that disk takes (1.6 s measured on a loaded machine: a real stall of the
+        # loop device, which the judge fails), and these hosts are to pass
+        memory = stack.enter_context(loopdev.tmpfs(os.path.join(base, "memory"), 2 * 768 + 64 + 2 * 64 + 32))
         mounted = []
         for name in ("a", "b"):
             mnt = os.path.join(base, "mnt-" + name)
-            mounted.append((mnt, stack.enter_context(fleetlib.loop_device(os.path.join(base, name + ".img"), 768 << 20,
+            mounted.append((mnt, stack.enter_context(fleetlib.loop_device(os.path.join(memory, name + ".img"), 768 << 20,
                                                                           mount=mnt))))
-        img = os.path.join(base, "raw.img")
+        img = os.path.join(memory, "raw.img")
         raw = (stack.enter_context(fleetlib.loop_device(img, 64 << 20, mkfs=True)), img)
-        img = os.path.join(base, "blank.img")
+        img = os.path.join(memory, "blank.img")
         blank = (stack.enter_context(fleetlib.loop_device(img, 2 * BLANK_SIZE)), img)
         yield mounted, raw, blank
 
@@ -125,7 +130,7 @@ def targets_run(fleet, loop_filesystems, tmp_path_factory):
 def test_every_host_and_target_passes_but_the_refused_device(targets_run):
     # the verdict gate fails the run for fq44's ERROR only
     assert targets_run.rc == 2, targets_run.out[-5000:]
-    assert targets_run.summary() == (4, 5, 4, 0, 0, 1)
+    assert targets_run.summary() == (4, 5, 4, 0, 0, 1), targets_run.verdicts()
     fj = targets_run.fleet()
     assert sorted(h["host"] for h in fj["hosts"]) == HOSTS + [RAW_HOST, BLANK_HOST]
     assert {h["host"]: h["verdict"] for h in fj["hosts"]} == \

@@ -19,9 +19,15 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 
 import pytest
+
+from playbook_run import ROOT
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "unit"))
+import loopdev  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.kernel_errors]
 
@@ -42,28 +48,25 @@ def tmpfs_loop(file_mb, tmpfs_mb):
     if os.geteuid() != 0 or missing or not os.access("/dev/kmsg", os.R_OK):
         pytest.skip("needs root, /dev/kmsg and %s" % ", ".join(missing or ["losetup, mount"]))
     base = tempfile.mkdtemp(prefix="fq-tmpfs-")
-    backing = os.path.join(base, "tmpfs")
-    os.mkdir(backing)
     dev = None
-    p = _cmd(["mount", "-t", "tmpfs", "-o", "size=%dm,mode=0700" % tmpfs_mb, "fq-tmpfs", backing])
-    assert p.returncode == 0, p.stderr
     try:
-        image = os.path.join(backing, "disk.img")
-        with open(image, "wb") as fh:
-            fh.truncate(file_mb << 20)
-        p = _cmd(["losetup", "--find", "--show", image])
-        if p.returncode != 0:
-            pytest.skip("losetup failed: %s" % p.stderr.strip())
-        dev = p.stdout.strip()
-        yield dev, os.path.basename(dev), base
+        with loopdev.tmpfs(os.path.join(base, "tmpfs"), tmpfs_mb) as backing:
+            try:
+                image = os.path.join(backing, "disk.img")
+                with open(image, "wb") as fh:
+                    fh.truncate(file_mb << 20)
+                p = _cmd(["losetup", "--find", "--show", image])
+                if p.returncode != 0:
+                    pytest.skip("losetup failed: %s" % p.stderr.strip())
+                dev = p.stdout.strip()
+                yield dev, os.path.basename(dev), base
+            finally:
+                mnt = os.path.join(base, "mnt")
+                if os.path.ismount(mnt) and _cmd(["umount", mnt]).returncode != 0:
+                    _cmd(["umount", "-l", mnt])
+                if dev:
+                    _cmd(["losetup", "-d", dev])
     finally:
-        mnt = os.path.join(base, "mnt")
-        if os.path.ismount(mnt) and _cmd(["umount", mnt]).returncode != 0:
-            _cmd(["umount", "-l", mnt])
-        if dev:
-            _cmd(["losetup", "-d", dev])
-        if _cmd(["umount", backing]).returncode != 0:
-            _cmd(["umount", "-l", backing])
         shutil.rmtree(base, ignore_errors=True)
 
 

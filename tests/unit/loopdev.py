@@ -1,6 +1,8 @@
 """An ext4 on a loop device of its own over a file (``losetup --direct-io=on``), mounted,
-for tests and bench/ scripts that need a device no other work touches. The one place of
-that setup for tests/unit and bench/ (tests/iobench has its raw-device helper)."""
+for tests and bench/ scripts that need a device no other work touches, and a tmpfs of a
+bounded size for files whose latency must not depend on the machine's disk. The one place
+of that setup for tests/unit, tests/integration, tests/fleet and bench/ (tests/iobench has
+its raw-device helper)."""
 import contextlib
 import os
 import shutil
@@ -46,3 +48,17 @@ def loop_ext4(size_mb, prefix="fq-loop-", base=None, where="/var/tmp"):
         else:
             os.unlink(image)
             os.rmdir(mnt)
+
+
+@contextlib.contextmanager
+def tmpfs(path, size_mb):
+    """A tmpfs of ``size_mb`` MiB (mode 0700) mounted on ``path`` (a directory, created if
+    missing): files whose flushes and reads cost no disk I/O, so a loaded machine's other
+    writes do not decide their latency. Unmounted afterwards (lazily if busy)."""
+    os.makedirs(path, exist_ok=True)
+    run(["mount", "-t", "tmpfs", "-o", "size=%dm,mode=0700" % size_mb, "fq-tmpfs", path])
+    try:
+        yield path
+    finally:
+        if subprocess.run(["umount", path], check=False, capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", path], check=False)
