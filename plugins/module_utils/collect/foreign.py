@@ -37,6 +37,7 @@ workload runs, and how the workload keeps out of its way. Used by ``workload.run
   ``module_utils/collect/foreign_settings.py``.
 """
 
+import collections
 import json
 import os
 import threading
@@ -165,7 +166,7 @@ class Sampler(threading.Thread):
     """Samples while the benchmark runs; with a guard limit, sets ``stop`` (and ``reason``)
     when the foreign await stays above it."""
 
-    def __init__(self, devices, cgroup, live_path, fopts, stop):
+    def __init__(self, devices, cgroup, live_path, fopts, stop, keep=None):
         super().__init__(name="fleetqual-foreign-sampler")
         self.daemon = True
         self.devices = devices
@@ -174,7 +175,8 @@ class Sampler(threading.Thread):
         self.fopts = fopts
         self.stop_bench = stop
         self.done = threading.Event()
-        self.samples = []
+        # ``keep``: only the last so many samples (a bound on a long workload's memory)
+        self.samples = collections.deque(maxlen=keep) if keep else []
         self.guard = None
         self.over = 0
         self._t = 0.0
@@ -218,14 +220,16 @@ class Sampler(threading.Thread):
     def finish(self):
         self.done.set()
         self.join(30)
-        return self.samples
+        return list(self.samples)
 
 
 # --------------------------------------------------------------------------- silences
 
 # The device samples a workload outside a compliance run keeps (``device_samples``): read
-# this often, so that a silence of one second holds several of them.
+# this often, so that a silence of one second holds several of them, and at most the last
+# hour of them in memory (a silence earlier in a longer workload is judged without them).
 SILENCE_SAMPLE_S = 0.2
+SILENCE_KEEP = int(3600 / SILENCE_SAMPLE_S)
 
 
 def interval_completions(iv):
@@ -473,6 +477,6 @@ def job_params(spec, params, started_epoch, wl=None, index=None):
     return p
 
 
-__all__ = ["read_stat", "util_pct", "LiveLog", "take_sample", "foreign_await", "Sampler", "SILENCE_SAMPLE_S",
+__all__ = ["read_stat", "util_pct", "LiveLog", "take_sample", "foreign_await", "Sampler", "SILENCE_SAMPLE_S", "SILENCE_KEEP",
            "interval_completions", "near_silences", "wait_quiet",
            "supports_live_log", "Run", "job_params"]

@@ -331,7 +331,7 @@ def run_workload(p, stop=None, sizes=None, collector_info=None, source=None, too
             readable = [d for d in collector_info["devices"] or [] if _foreign.read_stat(d) is not None]
             if readable:
                 silence = _foreign.Sampler(readable, None, None, {"interval": _foreign.SILENCE_SAMPLE_S},
-                                           threading.Event())
+                                           threading.Event(), keep=_foreign.SILENCE_KEEP)
                 silence.start()
         try:
             if fx is not None:

@@ -178,3 +178,38 @@ def test_a_silence_is_exactly_one_of_stall_wait_or_pause_by_the_device_counters(
         assert f["idle"] == 1
     else:
         assert f["stalls"] == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 2), min_size=1, max_size=20), st.integers(1, 9))
+def test_the_job_keeps_exactly_the_device_samples_in_and_beside_empty_intervals(counts, per_interval):
+    from ansible_collections.fleetqual.storage.plugins.module_utils.collect import foreign
+    start = 5000.0
+    ivs = series(counts)
+    step = 1.0 / per_interval
+    samples = [{"e": start + step * (i + 0.5), "d": {}} for i in range(len(counts) * per_interval)]
+    kept = foreign.near_silences(samples, ivs, start)
+    empty = [(start + i, start + i + 1) for i, n in enumerate(counts) if n == 0]
+    inside = [i for i, x in enumerate(samples) if any(a <= x["e"] <= b for a, b in empty)]
+    want = sorted({j for i in inside for j in (i - 1, i, i + 1) if 0 <= j < len(samples)})
+    assert kept == [samples[j] for j in want]
+    # no empty interval, nothing kept; no window start, nothing kept
+    assert foreign.near_silences(samples, series([1] * len(counts)), start) == []
+    assert foreign.near_silences(samples, ivs, None) == []
+
+
+def test_a_bounded_sampler_keeps_only_its_last_samples():
+    import os
+    import threading
+    import time
+    from ansible_collections.fleetqual.storage.plugins.module_utils.collect import foreign
+    dev = next((d for d in sorted(os.listdir("/sys/block")) if foreign.read_stat(d)), None)
+    if dev is None:
+        import pytest
+        pytest.skip("no readable /sys/block/<dev>/stat here")
+    sampler = foreign.Sampler([dev], None, None, {"interval": 0.01}, threading.Event(), keep=3)
+    sampler.start()
+    time.sleep(0.5)
+    got = sampler.finish()
+    assert len(got) == 3 and got[0]["e"] <= got[1]["e"] <= got[2]["e"]
+    assert len(got[-1]["d"][dev]) == 8          # seven counters and the in-flight gauge
