@@ -170,8 +170,8 @@ def silence_notes(wid, figures, shared_judged=False):
         s = max(starved, key=lambda x: x["seconds"])
         notes.append("%s: no request of the job completed for %s s (from %s s to %s s into the run) while the "
                      "device completed %s others (another process's, or the job's own writeback): the job's "
-                     "requests waited, the device did not stall" % (wid, fmt_num(s["seconds"]), fmt_num(s["from_s"]),
-                                                                  fmt_num(s["to_s"]), fmt_num(s["others"])))
+                     "requests waited, the device did not stall"
+                     % (wid, fmt_num(s["seconds"]), fmt_num(s["from_s"]), fmt_num(s["to_s"]), fmt_num(s["others"])))
     idle = [s for s in long_ones if s.get("idle")]
     if idle:
         s = max(idle, key=lambda x: x["seconds"])
