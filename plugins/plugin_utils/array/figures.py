@@ -13,6 +13,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.common import hi
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import workload as _metrics
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.diagnostics.sweep import knee as _sweep_knee
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.common.plain import natural_key, rounded
+from ansible_collections.fleetqual.storage.plugins.module_utils.job.lockstep import LATE_SHARE
 from ansible_collections.fleetqual.storage.plugins.module_utils.plan.vocabulary import dig
 from ansible_collections.fleetqual.storage.plugins.module_utils.common.numeric import fmt_num
 from ansible_collections.fleetqual.storage.plugins.module_utils.plan.profiles import MIB
@@ -250,10 +251,20 @@ def step_figures(step, entries, expected, clock_offsets=None, rank_of=None):
         out["fairness"] = {"jain": rounded(jain(host_iops), 6), "min_share": rounded(low / med, 6) if med else None,
                            "min_share_pct": rounded(100.0 * low / med, 3) if med else None,
                            "min_iops": low, "median_iops": rounded(med, 3), "max_iops": max(host_iops)}
+    spread_s = start - earliest
+    step_time = as_number(step.get("time"))
     if overlap < MIN_OVERLAP_S:
         out["complete"] = False
         out["problem"] = ("the hosts' measured windows do not overlap (start spread %.0f ms)"
                           % (out["window"]["start_spread_ms"] or 0))
+    elif step_time and spread_s > LATE_SHARE * step_time:
+        # lock-step is the hosts' starts against each other: all late together (a shared
+        # disk that held every member's setup) is still one common window
+        first = min(windows, key=lambda h: (windows[h][0], natural_key(h)))
+        last = max(windows, key=lambda h: (windows[h][0], natural_key(h)))
+        out["complete"] = False
+        out["problem"] = ("not in lock-step: %s began its measured window %.0f ms after %s (over %d %% of the "
+                          "step's %s s)" % (last, spread_s * 1000.0, first, LATE_SHARE * 100, fmt_num(step_time)))
     if not out["complete"]:
         return out
     total_ops = sum(c[0] for c in counts.values())

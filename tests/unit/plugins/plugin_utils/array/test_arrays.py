@@ -306,6 +306,30 @@ def test_windows_that_only_touch_have_no_common_window():
     assert ok["complete"] and ok["window"]["overlap_s"] == pytest.approx(0.5)
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.floats(0.0, 2.0), st.lists(st.floats(0.0, 0.5), min_size=2, max_size=5))
+def test_lock_step_is_the_members_starts_against_each_other_not_the_schedule(common_late, offsets):
+    """A step of 2 s: its members are in lock-step when their measured windows began within
+    10 % of it (200 ms) of each other, however late they all were together."""
+    step = {"index": 1, "initiators": len(offsets), "threads": 1, "mode": "rndrd", "time": 2, "warmup": 1}
+    names = ["h%d" % (i + 1) for i in range(len(offsets))]
+    entries = {n: _synthetic_entry(100.0 + common_late + off, 20, 0.1, [100], [(500, 10)])
+               for n, off in zip(names, offsets)}
+    for n, off in zip(names, offsets):
+        entries[n]["start_late_ms"] = round((common_late + off) * 1000.0, 3)     # what iobench says
+    fig = arrays.step_figures(step, entries, names)
+    spread = max(offsets) - min(offsets)
+    if spread > 0.2 + 1e-9:
+        assert not fig["complete"] and fig["aggregate"]["iops"] is None
+        latest = [n for n, off in zip(names, offsets) if off == max(offsets)]
+        assert any(fig["problem"].startswith("not in lock-step: %s began its measured window" % n) for n in latest), \
+            fig["problem"]
+        assert "over 10 % of the step's 2 s" in fig["problem"]
+    elif spread < 0.2 - 1e-6:
+        assert fig["complete"] and fig["problem"] is None, fig["problem"]
+        assert fig["aggregate"]["iops"] is not None
+
+
 @settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
 @given(hosts_st)
 def test_aggregate_properties(hosts):
