@@ -9,6 +9,10 @@ from playbook_run import BIN, ROOT, tree_snapshot
 
 pytestmark = pytest.mark.slow
 
+# the quick profile's workloads shortened, for tests about something other than the
+# measurement itself (the gate, the build on the host, the package step)
+SHORT = {"fleetqual_workload_overrides": {"time": 2, "warmup": 1}}
+
 
 def test_quick_profile_passes_and_stores_results(playbook, tmp_path):
     textfile_dir = tmp_path / "textfile"
@@ -43,7 +47,7 @@ def test_quick_profile_passes_and_stores_results(playbook, tmp_path):
 
 
 def test_threshold_failure_makes_the_playbook_exit_non_zero(playbook):
-    run = playbook({"fleetqual_thresholds": [{"workload": "cache", "min_iops": 1e12}]})
+    run = playbook({"fleetqual_thresholds": [{"workload": "cache", "min_iops": 1e12}], **SHORT})
     assert run.rc != 0, run.out[-3000:]
     rec = run.record()
     assert rec["verdict"] == "FAIL", rec["reasons"]
@@ -84,7 +88,7 @@ def test_build_on_target_compiles_on_the_host_and_uses_no_controller_cache(playb
     cache = tmp_path / "unused-cache"
     src = tmp_path / "hostsrc"
     run = playbook({"fleetqual_build_on": "target", "fleetqual_src_dir": str(src),
-                    "fleetqual_build_cache_dir": str(cache)})
+                    "fleetqual_build_cache_dir": str(cache), **SHORT})
     assert run.rc == 0, run.out[-4000:]
     assert "Run make on the host" in run.out
     assert not cache.exists(), "the controller cache must not be used"
@@ -142,7 +146,7 @@ def test_a_host_without_iostat_installs_sysstat_and_starts_again(playbook, tmp_p
     apt = subprocess.run(["/usr/bin/python3", "-c", "import apt"], capture_output=True, check=False)
     assert apt.returncode == 0, "python3-apt (scripts/setup.sh --test) is needed by the package module"
     bin_dir = path_without("iostat", str(tmp_path / "path"))
-    run = playbook({"fleetqual_manage_packages": True},
+    run = playbook({"fleetqual_manage_packages": True, **SHORT},
                    env_extra={"PATH": BIN + os.pathsep + bin_dir})
     assert run.rc == 0, run.out[-4000:]
     assert "TASK [fleetqual.storage.qualify : Install sysstat for iostat and vmstat]" in run.out, run.out[-4000:]
