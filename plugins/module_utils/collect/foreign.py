@@ -37,6 +37,7 @@ workload runs, and how the workload keeps out of its way. Used by ``workload.run
   ``module_utils/collect/foreign_settings.py``.
 """
 
+import bisect
 import collections
 import json
 import os
@@ -240,9 +241,10 @@ def interval_completions(iv):
 
 def near_silences(samples, intervals, start_epoch):
     """The samples read inside an interval of iobench's series in which nothing completed
-    (a silence; ``start_epoch``: the series' origin), and the one before and after each
-    stretch of them: what the stall rule reads a silence's device counters from, without
-    keeping every sample of a long run."""
+    (a silence; ``start_epoch``: the series' origin), and the last one before and the first
+    one after each such interval (kept even when none fell inside: a gap in the samples is
+    the host not running the sampler): what the stall rule reads a silence's device counters
+    from, without keeping every sample of a long run."""
     if not isinstance(start_epoch, (int, float)):
         return []
     spans = []
@@ -252,10 +254,11 @@ def near_silences(samples, intervals, start_epoch):
             continue
         if interval_completions(iv) == 0:
             spans.append((start_epoch + t - dur, start_epoch + t))
+    epochs = [smp["e"] for smp in samples]      # in the order they were read
     keep = set()
-    for i, smp in enumerate(samples):
-        if any(a <= smp["e"] <= b for a, b in spans):
-            keep.update((i - 1, i, i + 1))
+    for a, b in spans:
+        lo, hi = bisect.bisect_left(epochs, a), bisect.bisect_right(epochs, b)
+        keep.update(range(lo - 1, hi + 1))
     return [samples[i] for i in sorted(keep) if 0 <= i < len(samples)]
 
 

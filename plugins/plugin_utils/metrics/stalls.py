@@ -23,7 +23,9 @@ which not one request completed. docs/integrity.md, "Stalls", explains the rule:
   silence is counted in ``starved``, never in ``stalls``. When it completed fewer and held no
   request at any sample inside it (``idle``: the in-flight gauge was 0), the job issued
   nothing: the host did not run it (CPU starvation, a pause), which is not the device
-  either; counted in ``idle``. Without two samples spanning half of a silence (``others`` None) a silence long
+  either; counted in ``idle``. When the sampler itself (a thread reading sysfs at a steady
+  cadence) did not run through nearly the whole silence, missing its cadence by ``STALL_S``
+  or more, the host ran none of the job's processes (:func:`sampler_gap`): ``paused``. Without two samples spanning half of a silence (``others`` None) a silence long
   enough is a stall, as it is when the device held requests and completed none.
 
 The interval series is iobench's own (``bench.intervals``: ``t`` is the interval's end in
@@ -81,6 +83,33 @@ def device_inside(samples, t0, t1):
     return max(0, int(done)), idle
 
 
+def sampler_gap(samples, t0, t1):
+    """``(gap, covered)``: of two consecutive device samples of a result's ``foreign`` or
+    ``device_samples`` section, the pair whose gap covers most of ``[t0, t1]`` (epochs): the
+    whole gap in seconds and the part of ``[t0, t1]`` inside it; None without a sample on
+    each side. The sampler is a thread that reads sysfs at a steady cadence; a gap far
+    longer than that cadence is the host not running it (the job's processes were not
+    scheduled), whatever the device did."""
+    if not isinstance(samples, dict):
+        return None
+    es = sorted(x["e"] for x in samples.get("samples") or [] if isinstance(x, dict) and is_number(x.get("e")))
+    if not es or es[0] > t0 or es[-1] < t1:
+        return None
+    pairs = [(b - a, min(b, t1) - max(a, t0)) for a, b in zip(es, es[1:]) if b > t0 and a < t1]
+    return max(pairs, key=lambda p: p[1]) if pairs else None
+
+
+def _sample_interval(samples):
+    """The interval the samples were meant to be read at (``device_samples.interval``, the
+    foreign-I/O settings' ``interval``), or None."""
+    if not isinstance(samples, dict):
+        return None
+    for v in (samples.get("interval"), (samples.get("settings") or {}).get("interval")):
+        if is_number(v) and v > 0:
+            return float(v)
+    return None
+
+
 def stall_figures(intervals, rate_iops=None, samples=None, start_epoch=None):
     """The silences of one run's interval series, or None without a series.
 
@@ -115,19 +144,26 @@ def stall_figures(intervals, rate_iops=None, samples=None, start_epoch=None):
     if is_number(rate_iops) and 0 < rate_iops * STALL_S < MIN_EXPECTED:
         judged, reason = False, "paced at %s requests/s: an empty interval is its cadence" % fmt_num(rate_iops)
     out = []
+    every = _sample_interval(samples)
     for a, b in silences:
         seconds = round(b - a, 3)
-        others = idle = None
+        others = idle = gap = None
         if seconds >= STALL_S - 1e-9 and is_number(start_epoch):
             others, idle = device_inside(samples, start_epoch + a, start_epoch + b)
+            gap = sampler_gap(samples, start_epoch + a, start_epoch + b)
+        # the sampler missed its cadence by a stall's length or more, over (nearly) the whole
+        # silence: the host did not run the job's processes
+        paused = bool(every and gap and gap[0] >= every + STALL_S and gap[1] >= seconds - every)
         out.append({"from_s": round(a, 3), "to_s": round(b, 3), "seconds": seconds, "others": others,
-                    "idle": bool(idle) and not _served(others)})
+                    "idle": bool(idle) and not _served(others) and not paused,
+                    "paused": paused and not _served(others)})
     longest = max([s["seconds"] for s in out] or [0.0])
     long_ones = [s for s in out if s["seconds"] >= STALL_S - 1e-9] if judged else []
     return {"intervals": len(ivs), "silences": out, "longest_s": longest,
             "stalls": sum(1 for s in long_ones if _stalled(s)),
             "starved": sum(1 for s in long_ones if _served(s["others"])),
             "idle": sum(1 for s in long_ones if s["idle"]),
+            "paused": sum(1 for s in long_ones if s["paused"]),
             "max_request_ms": round(_max_us(worst) / 1000.0, 3), "max_request_at_s": worst["t"],
             "judged": judged, "reason": reason}
 
@@ -140,7 +176,8 @@ def _served(others):
 
 
 def _stalled(silence):
-    return silence["seconds"] >= STALL_S - 1e-9 and not _served(silence.get("others")) and not silence.get("idle")
+    return (silence["seconds"] >= STALL_S - 1e-9 and not _served(silence.get("others")) and not silence.get("idle")
+            and not silence.get("paused"))
 
 
 def stall_message(wid, figures):
@@ -172,6 +209,13 @@ def silence_notes(wid, figures, shared_judged=False):
                      "device completed %s others (another process's, or the job's own writeback): the job's "
                      "requests waited, the device did not stall"
                      % (wid, fmt_num(s["seconds"]), fmt_num(s["from_s"]), fmt_num(s["to_s"]), fmt_num(s["others"])))
+    paused = [s for s in long_ones if s.get("paused")]
+    if paused:
+        s = max(paused, key=lambda x: x["seconds"])
+        notes.append("%s: no request of the job completed for %s s (from %s s to %s s into the run) while the "
+                     "host did not run the job's processes (its device sampler, due every few tenths of a "
+                     "second, did not run either): the host paused, the device did not stall"
+                     % (wid, fmt_num(s["seconds"]), fmt_num(s["from_s"]), fmt_num(s["to_s"])))
     idle = [s for s in long_ones if s.get("idle")]
     if idle:
         s = max(idle, key=lambda x: x["seconds"])

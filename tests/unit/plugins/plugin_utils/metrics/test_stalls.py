@@ -15,7 +15,8 @@ def series(counts, dt=1.0, max_us=None):
 def test_a_two_second_silence_is_a_stall_with_its_place_and_longest_request():
     f = stalls.stall_figures(series([900, 880, 0, 0, 910, 905], max_us={4: 2_010_000.0}))
     assert f["stalls"] == 1 and f["longest_s"] == 2.0
-    assert f["silences"] == [{"from_s": 2.0, "to_s": 4.0, "seconds": 2.0, "others": None, "idle": False}]
+    assert f["silences"] == [{"from_s": 2.0, "to_s": 4.0, "seconds": 2.0, "others": None, "idle": False,
+                             "paused": False}]
     assert f["max_request_ms"] == 2010.0 and f["max_request_at_s"] == 5.0
     msg = stalls.stall_message("over_cache-rndrd-t4", f)
     assert msg.startswith("over_cache-rndrd-t4: the device completed no request for 2 s, 1 time (first from 2 s to 4 s")
@@ -181,18 +182,22 @@ def test_a_silence_is_exactly_one_of_stall_wait_or_pause_by_the_device_counters(
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(0, 2), min_size=1, max_size=20), st.integers(1, 9))
-def test_the_job_keeps_exactly_the_device_samples_in_and_beside_empty_intervals(counts, per_interval):
+@given(st.lists(st.integers(0, 2), min_size=1, max_size=20),
+       st.lists(st.floats(0.0, 20.0, allow_nan=False), min_size=1, max_size=80, unique=True))
+def test_the_job_keeps_exactly_the_device_samples_in_and_beside_empty_intervals(counts, offsets):
     from ansible_collections.fleetqual.storage.plugins.module_utils.collect import foreign
     start = 5000.0
     ivs = series(counts)
-    step = 1.0 / per_interval
-    samples = [{"e": start + step * (i + 0.5), "d": {}} for i in range(len(counts) * per_interval)]
+    samples = [{"e": start + off, "d": {}} for off in sorted(offsets)]   # irregular: a paused sampler's gaps
     kept = foreign.near_silences(samples, ivs, start)
     empty = [(start + i, start + i + 1) for i, n in enumerate(counts) if n == 0]
-    inside = [i for i, x in enumerate(samples) if any(a <= x["e"] <= b for a, b in empty)]
-    want = sorted({j for i in inside for j in (i - 1, i, i + 1) if 0 <= j < len(samples)})
-    assert kept == [samples[j] for j in want]
+    want = set()
+    for a, b in empty:
+        want.update(j for j, x in enumerate(samples) if a <= x["e"] <= b)
+        before = [j for j, x in enumerate(samples) if x["e"] < a]
+        after = [j for j, x in enumerate(samples) if x["e"] > b]
+        want.update(before[-1:] + after[:1])
+    assert kept == [samples[j] for j in sorted(want)]
     # no empty interval, nothing kept; no window start, nothing kept
     assert foreign.near_silences(samples, series([1] * len(counts)), start) == []
     assert foreign.near_silences(samples, ivs, None) == []
@@ -213,3 +218,22 @@ def test_a_bounded_sampler_keeps_only_its_last_samples():
     got = sampler.finish()
     assert len(got) == 3 and got[0]["e"] <= got[1]["e"] <= got[2]["e"]
     assert len(got[-1]["d"][dev]) == 8          # seven counters and the in-flight gauge
+
+
+def test_a_silence_the_hosts_own_sampler_did_not_run_through_is_a_paused_host():
+    # the job completed nothing from 2 s to 3 s (window from epoch 1000); the sampler, due
+    # every 0.2 s, read the device at 1001.9 and next at 1004.4: the host ran none of the
+    # job's threads for 2.5 s (a whole-machine pause seen in a loaded CI run)
+    ivs = series([900, 880, 0, 910, 905])
+    gap = device_samples([(1001.7, 5000, 2), (1001.9, 5100, 3), (1004.4, 5200, 3), (1004.6, 5300, 2)])
+    f = stalls.stall_figures(ivs, samples=gap, start_epoch=1000.0)
+    assert (f["stalls"], f["paused"]) == (0, 1) and f["silences"][0]["paused"] is True
+    note, = stalls.silence_notes("w", f)
+    assert "the host did not run the job's processes" in note and "did not stall" in note
+    # the same silence with the sampler on time and the device holding requests: a stall
+    steady = device_samples([(1001.9 + 0.2 * i, 5100, 3) for i in range(8)])
+    f = stalls.stall_figures(ivs, samples=steady, start_epoch=1000.0)
+    assert (f["stalls"], f["paused"]) == (1, 0)
+    # a gap of half the silence is not a pause of the whole of it
+    half = device_samples([(1001.9, 5100, 3), (1002.0, 5100, 3), (1002.5, 5100, 3), (1003.1, 5100, 3)])
+    assert stalls.stall_figures(ivs, samples=half, start_epoch=1000.0)["stalls"] == 1
