@@ -25,8 +25,9 @@ which not one request completed. docs/integrity.md, "Stalls", explains the rule:
   nothing: the host did not run it (CPU starvation, a pause), which is not the device
   either; counted in ``idle``. When the sampler itself (a thread reading sysfs at a steady
   cadence) did not run through nearly the whole silence, missing its cadence by ``STALL_S``
-  or more, the host ran none of the job's processes (:func:`sampler_gap`): ``paused``. Without two samples spanning half of a silence (``others`` None) a silence long
-  enough is a stall, as it is when the device held requests and completed none.
+  or more, the host ran none of the job's processes (:func:`sampler_gap`): ``paused``.
+  Without two samples spanning half of a silence (``others`` None) a silence long enough
+  is a stall, as it is when the device held requests and completed none.
 
 The interval series is iobench's own (``bench.intervals``: ``t`` is the interval's end in
 seconds from the window's start, ``duration_s``, ``read_ops``/``write_ops``/``fsync_ops`` and
