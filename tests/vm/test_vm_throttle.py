@@ -3,7 +3,8 @@ throttling is the ground truth.
 
 * First run (conftest.RUNS): ``vm-throttle`` qualifies FQTHR01, throttled to
   ``conftest.THROTTLE_IOPS`` requests/s, with a custom matrix (``fleetqual_matrix``): 16K
-  random reads at 4, 16 and 64 threads. Each step measures the drive's rate within 5 %, and
+  random reads at 4, 16 and 64 threads. Each step measures the drive's rate within 5 % in its
+  median second, never above it, its count agreeing with the guest's own counters, and
   the tipping-point diagnostic puts the knee at the first step (IOPS stop growing there).
 * Second run: FQBURST01, a bucket (``iops-total`` N, ``iops-total-max`` M for
   ``iops-total-max-length`` L seconds) read by 16 threads from the window's start (no
@@ -31,13 +32,19 @@ def test_throttled_drive_measures_its_rate_at_every_thread_count(vm_run):
     ws = workloads(rec)
     assert sorted(ws) == ["throttled-rndrd-t16", "throttled-rndrd-t4", "throttled-rndrd-t64"], sorted(ws)
     iops = {wid: w["metrics"]["iops"] for wid, w in ws.items()}
-    off = {wid: round(v / THROTTLE_IOPS - 1, 4) for wid, v in iops.items()}
-    assert all(abs(x) <= TOLERANCE for x in off.values()), (iops, off)
-    # the device's own counters agree with iobench's count
     for wid, w in ws.items():
         assert w["metrics"]["errors"] == 0, wid
+        # iobench counts what the drive did: the guest's own device counters agree
         dev = w["metrics"].get("dev_r_s")
-        assert dev and abs(dev / THROTTLE_IOPS - 1) <= TOLERANCE, (wid, dev)
+        assert dev and abs(dev / iops[wid] - 1) <= 0.02, (wid, dev, iops[wid])
+        # never faster than the throttle (no cache, no miscount) ...
+        assert iops[wid] <= THROTTLE_IOPS * (1 + TOLERANCE), (wid, iops[wid])
+        # ... and at its rate in most seconds: the throttle is a ceiling, which QEMU keeps
+        # only while the machine runs it (on a loaded CI machine the first 4 s of a run once
+        # got 28-36 requests/s, the guest's counters agreeing), so the median second is judged
+        full = [iv["read_ops"] / iv["duration_s"] for iv in w["result"]["bench"]["intervals"] if iv["duration_s"] >= 0.5]
+        median = sorted(full)[len(full) // 2]
+        assert abs(median / THROTTLE_IOPS - 1) <= TOLERANCE, (wid, full)
 
 
 def test_tipping_point_knee_where_iops_stop_growing(vm_run):
