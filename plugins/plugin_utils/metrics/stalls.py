@@ -195,33 +195,33 @@ def stall_message(wid, figures):
 
 
 def silence_notes(wid, figures, shared_judged=False):
-    """Warnings for the long silences that were not the device's: ``starved`` ones (the device
-    went on completing other requests; left out when ``shared_judged``: a compliance run
-    judges a shared window by its foreign-I/O rules) and ``idle`` ones (the device held no
-    request: the job issued none)."""
+    """Warnings for the long silences that were not the device's, one per kind (its longest
+    silence): ``starved`` ones (the device went on completing other requests; left out when
+    ``shared_judged``: a compliance run judges a shared window by its foreign-I/O rules),
+    ``paused`` ones (the job's own sampler did not run either) and ``idle`` ones (the device
+    held no request: the job issued none)."""
     if not figures or not figures.get("judged", True):
         return []
-    notes = []
     long_ones = [s for s in figures.get("silences") or [] if s["seconds"] >= STALL_S - 1e-9]
-    starved = [s for s in long_ones if _served(s.get("others"))]
-    if starved and not shared_judged:
-        s = max(starved, key=lambda x: x["seconds"])
-        notes.append("%s: no request of the job completed for %s s (from %s s to %s s into the run) while the "
-                     "device completed %s others (another process's, or the job's own writeback): the job's "
-                     "requests waited, the device did not stall"
-                     % (wid, fmt_num(s["seconds"]), fmt_num(s["from_s"]), fmt_num(s["to_s"]), fmt_num(s["others"])))
-    paused = [s for s in long_ones if s.get("paused")]
-    if paused:
-        s = max(paused, key=lambda x: x["seconds"])
-        notes.append("%s: no request of the job completed for %s s (from %s s to %s s into the run) while the "
-                     "host did not run the job's processes (its device sampler, due every few tenths of a "
-                     "second, did not run either): the host paused, the device did not stall"
-                     % (wid, fmt_num(s["seconds"]), fmt_num(s["from_s"]), fmt_num(s["to_s"])))
-    idle = [s for s in long_ones if s.get("idle")]
-    if idle:
-        s = max(idle, key=lambda x: x["seconds"])
-        notes.append("%s: the job issued no request for %s s (from %s s to %s s into the run; the device held "
-                     "none and completed none): the host did not run the benchmark (CPU starvation, a pause), "
-                     "the device did not stall; the workload's rates count that time"
-                     % (wid, fmt_num(s["seconds"]), fmt_num(s["from_s"]), fmt_num(s["to_s"])))
+    kinds = (
+        (not shared_judged and (lambda s: _served(s.get("others"))),
+         "no request of the job completed for {secs} s ({place}) while the device completed {others} others "
+         "(another process's, or the job's own writeback): the job's requests waited, the device did not stall"),
+        (lambda s: s.get("paused"),
+         "no request of the job completed for {secs} s ({place}) while the host did not run the job's processes "
+         "(its device sampler, due every few tenths of a second, did not run either): the host paused, the "
+         "device did not stall"),
+        (lambda s: s.get("idle"),
+         "the job issued no request for {secs} s ({place}; the device held none and completed none): the host did "
+         "not run the benchmark (CPU starvation, a pause), the device did not stall; the workload's rates count "
+         "that time"),
+    )
+    notes = []
+    for match, text in kinds:
+        mine = [s for s in long_ones if match and match(s)]
+        if mine:
+            s = max(mine, key=lambda x: x["seconds"])
+            place = "from %s s to %s s into the run" % (fmt_num(s["from_s"]), fmt_num(s["to_s"]))
+            notes.append("%s: %s" % (wid, text.format(secs=fmt_num(s["seconds"]), place=place,
+                                                      others=fmt_num(s.get("others")))))
     return notes
