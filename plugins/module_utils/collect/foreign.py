@@ -59,6 +59,7 @@ from ansible_collections.fleetqual.storage.plugins.module_utils.collect.impact i
     preexec,
 )
 from ansible_collections.fleetqual.storage.plugins.module_utils.collect.cgroups import Cgroup
+from ansible_collections.fleetqual.storage.plugins.module_utils.common.numeric import is_number
 from ansible_collections.fleetqual.storage.plugins.module_utils.plan.vocabulary import OPS
 
 
@@ -71,6 +72,11 @@ def read_stat(dev):
             return [int(x) for x in fh.read().split()]
     except (OSError, ValueError):
         return None
+
+
+def readable_devices(devices):
+    """The devices whose ``/sys/block/<dev>/stat`` can be read (the ones a sampler can watch)."""
+    return [d for d in devices or [] if read_stat(d) is not None]
 
 
 def util_pct(a, b, secs):
@@ -235,8 +241,7 @@ SILENCE_KEEP = int(3600 / SILENCE_SAMPLE_S)
 
 def interval_completions(iv):
     """The reads, writes and fsyncs completed in one interval of iobench's series."""
-    return sum(iv.get(op + "_ops") or 0 for op in OPS
-               if isinstance(iv.get(op + "_ops"), (int, float)) and not isinstance(iv.get(op + "_ops"), bool))
+    return sum(iv.get(op + "_ops") or 0 for op in OPS if is_number(iv.get(op + "_ops")))
 
 
 def near_silences(samples, intervals, start_epoch):
@@ -314,7 +319,7 @@ class Run:
         if not self.errors:
             self.errors = validate(self.fopts, self.iopts)
         self.enabled = bool(params.get("foreign_io") is not None or params.get("impact") is not None)
-        self.devices = [d for d in devices or [] if read_stat(d) is not None]
+        self.devices = readable_devices(devices)
         self.stop = stop
         self.label = params.get("run_id")       # the run id, in the name of a systemd unit
         self.bench_stop = threading.Event()
@@ -480,6 +485,6 @@ def job_params(spec, params, started_epoch, wl=None, index=None):
     return p
 
 
-__all__ = ["read_stat", "util_pct", "LiveLog", "take_sample", "foreign_await", "Sampler", "SILENCE_SAMPLE_S", "SILENCE_KEEP",
+__all__ = ["read_stat", "readable_devices", "util_pct", "LiveLog", "take_sample", "foreign_await", "Sampler", "SILENCE_SAMPLE_S", "SILENCE_KEEP",
            "interval_completions", "near_silences", "wait_quiet",
            "supports_live_log", "Run", "job_params"]

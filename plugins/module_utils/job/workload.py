@@ -328,7 +328,7 @@ def run_workload(p, stop=None, sizes=None, collector_info=None, source=None, too
         # device's (docs/integrity.md, "Stalls")
         silence = None
         if fx is None:
-            readable = [d for d in collector_info["devices"] or [] if _foreign.read_stat(d) is not None]
+            readable = _foreign.readable_devices(collector_info["devices"])
             if readable:
                 silence = _foreign.Sampler(readable, None, None, {"interval": _foreign.SILENCE_SAMPLE_S},
                                            threading.Event(), keep=_foreign.SILENCE_KEEP)
