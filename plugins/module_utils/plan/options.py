@@ -144,6 +144,9 @@ OPTIONS = (
          doc="With verify, after a workload that writes: read the whole working set back and check it (outside the window)."),
     dict(name="verify_map_max", type="raw", default=None, flag="--verify-map-max", how="size",
          doc="Memory for verify's per-block generation map (binary default 256M); larger working sets get no stale detection."),
+    # set by the durability runner, not by a workload nor the module (docs/durability.md)
+    dict(name="witness", type="path", default=None, flag="--witness", how="value", plan=False, module=False,
+         doc="A new file in shared memory in which every write acknowledged as durable is recorded."),
     dict(name="max_errors", type="int", default=None, flag="--max-errors", how="value", min=1, max=1000000000,
          doc="The workload stops at this many I/O errors in total (binary default 64); an error does not stop its thread."),
 )

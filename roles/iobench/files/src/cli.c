@@ -137,6 +137,10 @@ static const optdef_t opts[] = {
      "block); a larger working set is verified without stale (lost write) detection", 0},
     {"max_errors", "max-errors", NULL, T_U64, OFF(max_errors), "64", 1, 1e9, NULL, NULL, "max_errors", NULL,
      G_NONE, 0, "N", "stop the workload at N I/O errors in total (an error does not stop its thread)", 0},
+    {"witness", "witness", NULL, T_PATH, OFF(witness), NULL, 0, 0, NULL, NULL, "witness", NULL, G_NONE, 0,
+     "FILE", "run only, with --verify: record every write acknowledged as durable (block, generation, time, "
+     "sequence number) in FILE, a new file in shared memory, for a power-cut test (iobench witness-check reads "
+     "the blocks back); needs --engine sync and --open-flags dsync or sync, or --fsync-all", 0},
     {"debug_offsets_hash", "debug-offsets-hash", NULL, T_BOOL, OFF(debug_offsets_hash), "off", 0, 0, NULL, NULL,
      NULL, NULL, G_NONE, 1, NULL, "hash the offset sequence per thread", 0},
     /* latency-bounded maximum search */
@@ -391,7 +395,8 @@ void usage(FILE *f)
 "usage: iobench prepare|run|cleanup [options]\n"
 "       iobench run --prepare --cleanup [options]   (all three in one call)\n"
 "       iobench precondition --dir DIR [--passes N] [--block-size 128K] [options]\n"
-"       iobench options [--format json|text]          (this table)\n");
+"       iobench options [--format json|text]          (this table)\n"
+"       iobench witness-check --witness FILE (--dir DIR | --device DEV) [--output FILE]\n");
     int group = -1;
     for (size_t i = 0; i < NOPTS; i++) {
         const optdef_t *d = &opts[i];
@@ -566,6 +571,7 @@ int cli_parse(int argc, char **argv, options_t *o)
 
     if (argc < 2) { usage(stderr); die_usage("missing command (prepare, run or cleanup)"); }
     if (!strcmp(argv[1], "options")) options_command(argc, argv);
+    if (!strcmp(argv[1], "witness-check")) exit(witness_check_command(argc, argv));
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); exit(0); }
         if (!strcmp(argv[i], "--version")) { printf("iobench %s\n", IOBENCH_VERSION); exit(0); }

@@ -110,6 +110,18 @@ void cli_rules(options_t *o, const char *const group_flag[G_N])
         die_usage("%s is only valid with the run command", option_given(o, "start_at") ? "--start-at" : "--live-log");
     if (o->live_log && !(o->report_interval_s > 0))
         die_usage("--live-log needs --report-interval greater than 0 (a line per interval)");
+    if (o->witness) {
+        if (o->command != CMD_RUN) die_usage("--witness is only valid with the run command");
+        if (!o->verify) die_usage("--witness needs --verify (the witness records the generations --verify stamps)");
+        if (o->mode == MODE_SEQRD || o->mode == MODE_RNDRD || o->mode == MODE_DBPATTERN)
+            die_usage("--witness needs a mode that writes blocks of its own (seqwr, seqrewr, rndwr, rndrw), got %s",
+                      mode_name(o->mode));
+        if (o->engine != ENGINE_SYNC) die_usage("--witness needs --engine sync");
+        if (o->search || o->steady_state) die_usage("--witness cannot be combined with %s", o->search ? "--search" : "--steady-state");
+        if (!o->open_sync && !o->open_dsync && !o->fsync_all)
+            die_usage("--witness: every write must be durable when it is acknowledged: add --open-flags dsync "
+                      "(O_DSYNC; FUA on a raw device that offers it) or sync, or --fsync-all");
+    }
     if (!have_time) o->time_s = o->requests ? 0 : 10;
     if (o->command == CMD_PRECONDITION) o->time_s = 0;
     if (o->time_s == 0 && o->requests == 0 && o->command == CMD_RUN)

@@ -48,7 +48,7 @@ static inline __attribute__((always_inline)) void *sync_loop(thread_t *t, const 
         int fd = b->fds[fi];
         ssize_t r;
         uint64_t t0, t1;
-        uint32_t gen = 0;
+        uint32_t gen = 0, seq = 0;
         if (kind == OP_READ) {
             t0 = now_ns();
             r = pread(fd, buf, bs, (off_t)off);
@@ -57,6 +57,7 @@ static inline __attribute__((always_inline)) void *sync_loop(thread_t *t, const 
             unsigned char *wb = write_buffer(t, off);
             if (vfy) {
                 gen = verify_next_gen(t, vmap, verify_blk(b, fi, off));
+                if (g_wit.ent) witness_stamp(wb, bs, seq = atomic_fetch_add(&g_wit.seq, 1) + 1);
                 verify_stamp(wb, bs, (uint32_t)fi, off, gen);
             }
             t0 = now_ns();
@@ -75,7 +76,8 @@ static inline __attribute__((always_inline)) void *sync_loop(thread_t *t, const 
         record_op(t, kind, t0, t1, bs);
         if (kind == OP_WRITE) {
             if (vfy) verify_written(vmap, verify_blk(b, fi, off), gen, 1);
-            after_write(t, (int)fi, t0);
+            /* --witness: the write is durable once O_DSYNC returned, or its fsync (--fsync-all) */
+            if (after_write(t, (int)fi, t0) == 0 && vfy && g_wit.ent) witness_ack(verify_blk(b, fi, off), gen, seq);
         } else if (vfy) {
             verify_check(&t->vc, VOP_READ, o, vmap, (int)fi, off, buf, bs);
         }

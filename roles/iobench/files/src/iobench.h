@@ -106,6 +106,7 @@ typedef struct options {
     int verify_pass;
     uint64_t verify_map_max;  /* bytes of the per-block generation map at most */
     uint64_t max_errors;      /* the workload stops at this many I/O errors in total */
+    const char *witness;      /* --witness FILE: acknowledged writes recorded for a power-cut test (witness.c) */
     unsigned char given[OPT_MAX];   /* cli.c: option i of the table was on the command line */
 } options_t;
 
@@ -434,6 +435,7 @@ extern verify_state_t g_vf;
 extern errlog_t g_el;
 int verify_setup(options_t *o, int prepare_here);   /* after the target's setup; exit code */
 void verify_stamp(unsigned char *buf, uint64_t len, uint32_t target, uint64_t off, uint32_t gen);
+uint32_t verify_chunk_crc(const unsigned char *chunk);   /* the CRC-32C a 4 KiB carries at byte 28 */
 int verify_check(vctx_t *vc, int op, const options_t *o, const uint32_t *map, int fi, uint64_t off,
                  const unsigned char *buf, uint64_t len);   /* VK_* of the block */
 void verify_fold(bench_t *b);          /* run_bench, after the join: threads' counts into g_vf, g_el */
@@ -461,6 +463,21 @@ static inline void verify_written(uint32_t *map, uint64_t blk, uint32_t gen, int
     if (map) map[blk] = ok ? gen : gen | 0x80000000u;
 }
 
+/* ---- witness.c: --witness, iobench witness-check (docs/durability.md) ---- */
+typedef struct witness {
+    void *map;                 /* the shared mapping of --witness FILE (NULL = no witness) */
+    size_t len;
+    struct wentry *ent;        /* one per block of the working set */
+    uint64_t blocks, epoch_ms;
+    _Atomic uint32_t seq;      /* sequence number of the last write issued */
+} witness_t;
+extern witness_t g_wit;
+int witness_open(const options_t *o, uint64_t blocks, uint64_t bpf);   /* exit code */
+void witness_close(void);
+void witness_stamp(unsigned char *buf, uint64_t len, uint32_t seq);   /* before verify_stamp (under the CRC) */
+void witness_ack(uint64_t blk, uint32_t gen, uint32_t seq);           /* the write is durable */
+int witness_check_command(int argc, char **argv);                     /* iobench witness-check; exit code */
+
 /* ---- workload.c ---- */
 int run_bench(bench_t *b);
 void record_op(thread_t *t, int kind, uint64_t t0, uint64_t t1, uint64_t bytes);
@@ -468,7 +485,7 @@ void record_error(thread_t *t, int kind, int fileidx, uint64_t off, const char *
 void pick_op(thread_t *t, int *kind, uint64_t *fileidx, uint64_t *off);
 unsigned char *write_buffer(thread_t *t, uint64_t off);
 int fsync_file(thread_t *t, int fileidx, int measure);
-void after_write(thread_t *t, int fileidx, uint64_t t0);
+int after_write(thread_t *t, int fileidx, uint64_t t0);   /* -1: its fsync failed */
 int commit_measured(const options_t *o);    /* ops.commit present: the workload fsyncs its writes */
 const char *commit_op(const options_t *o);  /* "commit" | "write" (O_SYNC/O_DSYNC) | NULL */
 void fsync_end_all(thread_t *t);

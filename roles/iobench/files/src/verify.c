@@ -100,6 +100,10 @@ int verify_setup(options_t *o, int prepare_here)
     uint64_t x = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^ ((uint64_t)getpid() << 40) ^ o->seed;
     g_vf.run_id = splitmix64(&x);
     int rc = verify_decide(o, prepare_here);
+    if (!rc && o->witness && o->command == CMD_RUN && !g_wit.ent) {
+        err_msg("--witness needs --verify in effect, and it is off: %s", g_vf.reason[0] ? g_vf.reason : g_vf.map_reason);
+        return EXIT_USAGE;
+    }
     int writes = o->command == CMD_PRECONDITION ||
                  (o->command == CMD_RUN && o->mode != MODE_SEQRD && o->mode != MODE_RNDRD);
     if (!rc && !o->verify_on && writes && !o->device) rc = unstamp_marker(o);
@@ -141,6 +145,12 @@ static int verify_decide(options_t *o, int prepare_here)
         g_vf.map_bytes = 0;
         return 0;
     }
+    if (o->witness && g_vf.map_bytes > o->verify_map_max) {
+        err_msg("--witness needs the generation map: %llu blocks need %llu bytes, more than --verify-map-max %llu "
+                "(a smaller --size / --total-size or a larger --verify-map-max)", (unsigned long long)blocks,
+                (unsigned long long)g_vf.map_bytes, (unsigned long long)o->verify_map_max);
+        return EXIT_USAGE;
+    }
     if (g_vf.map_bytes > o->verify_map_max) {
         snprintf(g_vf.map_reason, sizeof g_vf.map_reason,
                  "%llu blocks need %llu bytes of generation map, more than --verify-map-max %llu: no stale detection",
@@ -156,7 +166,7 @@ static int verify_decide(options_t *o, int prepare_here)
         return 0;
     }
     g_vf.tracked = 1;
-    return 0;
+    return o->witness ? witness_open(o, blocks, bpf) : 0;
 }
 
 static inline void put32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
@@ -167,6 +177,11 @@ static inline uint64_t get64(const unsigned char *p) { uint64_t v; memcpy(&v, p,
 static inline uint32_t chunk_crc(const unsigned char *c)
 {
     return crc32c(crc32c(0, c, 28), c + VERIFY_HDR, VERIFY_CHUNK - VERIFY_HDR);
+}
+
+uint32_t verify_chunk_crc(const unsigned char *chunk)
+{
+    return chunk_crc(chunk);
 }
 
 void verify_stamp(unsigned char *buf, uint64_t len, uint32_t target, uint64_t off, uint32_t gen)

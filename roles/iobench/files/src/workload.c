@@ -175,17 +175,19 @@ const char *commit_op(const options_t *o)
     return NULL;
 }
 
-/* after a successful write that started at t0 (submission): --fsync-all / --fsync-freq */
-void after_write(thread_t *t, int fileidx, uint64_t t0)
+/* after a successful write that started at t0 (submission): --fsync-all / --fsync-freq;
+ * -1 when the fsync this write asked for failed */
+int after_write(thread_t *t, int fileidx, uint64_t t0)
 {
     const options_t *o = t->b->o;
     t->dirty[fileidx] = 1;
     if (!t->wstart[fileidx] || t0 < t->wstart[fileidx]) t->wstart[fileidx] = t0 ? t0 : 1;
-    if (o->fsync_all) { fsync_file(t, fileidx, 1); return; }
+    if (o->fsync_all) return fsync_file(t, fileidx, 1);
     if (o->fsync_freq && ++t->fsync_ctr[fileidx] >= o->fsync_freq) {
         t->fsync_ctr[fileidx] = 0;
-        fsync_file(t, fileidx, 1);
+        return fsync_file(t, fileidx, 1);
     }
+    return 0;
 }
 
 void fsync_end_all(thread_t *t)
