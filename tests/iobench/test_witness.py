@@ -127,6 +127,22 @@ def test_writes_the_drive_lost_are_counted_with_when_they_were_acknowledged(iobe
     assert s["acked_gen"] == entries(w)[s["block"]][0] and s["acked_seq"] == entries(w)[s["block"]][2]
 
 
+def test_a_block_the_drive_never_wrote_is_lost_not_torn(iobench, stamped, shm):
+    """Zeros (a drive that kept nothing, not even the prepared data) carry no header: older
+    data, so the block is lost; a header whose CRC fails is what makes a block torn."""
+    w = os.path.join(shm, "w")
+    write(iobench, stamped, w)
+    blk = max(acked_blocks(w))
+    fd = os.open(os.path.join(stamped, "test_file.1"), os.O_RDWR)
+    try:
+        os.pwrite(fd, b"\0" * 4096, (blk - 512) * 4096)
+    finally:
+        os.close(fd)
+    r, j = check(iobench, w, "--dir", stamped)
+    assert r.rc == 4 and (j["lost"], j["torn"]) == (1, 0), j
+    assert j["samples"][0]["block"] == blk and j["samples"][0]["found_gen"] is None
+
+
 def test_torn_and_misplaced_blocks(iobench, tmp_path, shm):
     d = tmp_path / "bench"
     d.mkdir()

@@ -16,9 +16,10 @@
  *
  * `iobench witness-check --witness COPY (--dir DIR | --device DEV)` reads back every block
  * the copy says was acknowledged and classifies it: intact (every 4 KiB of it holds this run's
- * data of that generation or a later one), lost (every 4 KiB holds older data), torn (its
- * 4 KiB pieces disagree, or one fails its CRC: half old, half new) or misplaced (the data of
- * another place). A write still in flight at the cut may leave a later generation or, on a
+ * data of that generation or a later one), lost (every 4 KiB holds older data: an earlier
+ * generation, another run's, or no verify header at all, as zeros never written), torn (its
+ * 4 KiB pieces disagree, or one carries a header whose CRC fails: half old, half new) or
+ * misplaced (the data of another place). A write still in flight at the cut may leave a later generation or, on a
  * drive whose atomic write unit is smaller than the block, a torn block; the test writes
  * blocks of the drive's atomic unit, and the report says which blocks had a write acknowledged
  * within its last second. */
@@ -288,7 +289,11 @@ int witness_check_command(int argc, char **argv)
             memcpy(&gen, c + 24, 4);
             memcpy(&stored, c + 28, 4);
             memcpy(&seq, c + 32, 8);
-            if (magic != VERIFY_MAGIC || stored != verify_chunk_crc(c)) { bad++; continue; }
+            /* no header at all: what the drive held before this data (zeros, another
+             * program's bytes) is older data; a header whose CRC fails is a 4 KiB half
+             * written (half old, half new) */
+            if (magic != VERIFY_MAGIC) { older++; continue; }
+            if (stored != verify_chunk_crc(c)) { bad++; continue; }
             if (hoff != off + p || tgt != (device ? 0 : (uint32_t)fi)) { wrong++; continue; }
             if (!fvalid) { fvalid = 1; fgen = gen; fseq = (uint32_t)seq; frun = hrun; }
             if (hrun == run_id && gen >= e->gen) newer++;
