@@ -53,10 +53,17 @@ QMP ``quit``, then SIGKILL by the PID of the process this object started and has
   resumes a paused drive before it stops QEMU, and ends the nbdkit process it started (by
   its Popen, never by name).
 
+* ``nbdkit=True, cache="writeback"|"unsafe"|"writethrough"``: nbdkit's ``cache`` filter
+  under the others, a volatile write cache in nbdkit's own memory-backed file:
+  ``writeback`` holds writes until a flush or FUA (an honest cache), ``unsafe`` acknowledges
+  flushes it never does (a cache that lies), ``writethrough`` writes through at once.
+
 **Power loss**: ``g.power_off()`` SIGKILLs the QEMU process this object started (no shutdown,
 no flush: what the guest had not written to its disks is lost) and keeps the guest's files,
-slot and nbdkit processes; ``g.restart()`` boots it again on the same overlay and drive files
-(a new port; the previous console is kept as ``console.log.<n>``), then ``g.wait_ssh()``.
+slot and nbdkit processes; ``g.power_cut()`` also SIGKILLs the drives' nbdkit processes (what
+their caches held is gone); ``g.restart()`` serves such drives again and boots the guest on
+the same overlay and drive files (a new port; the previous console is kept as
+``console.log.<n>``), then ``g.wait_ssh()``.
 """
 import atexit
 import base64
@@ -105,6 +112,9 @@ VENDOR_MAX, PRODUCT_MAX = 8, 16
 THROTTLE_KEYS = ("iops-total", "iops-total-max", "iops-total-max-length", "iops-read", "iops-write",
                  "bps-total", "bps-total-max", "bps-total-max-length", "iops-size")
 BLKDEBUG_MAX_RULES = 1024             # read_errors: 4 MiB of failing reads in all
+# nbdkit's cache filter (nbdkit-cache-filter(1)): writeback holds writes until a flush or FUA,
+# unsafe acknowledges flushes it never does (a drive that lies), writethrough writes at once
+CACHE_MODES = ("writeback", "unsafe", "writethrough")
 SAFE = re.compile(r"^[\x21-\x7e]+$")        # printable ASCII, no space
 SSH_OPTS = fleetlib.SSH_ARGS.split() + ["-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=15"]
 
@@ -137,6 +147,7 @@ class Drive:
     throttle: dict = field(default_factory=dict)     # throttling.<key>=<int> on the -drive
     read_errors: tuple = ()             # ((offset, length), ...) bytes whose reads fail with EIO (blkdebug)
     nbdkit: bool = False                # served by nbdkit over a unix socket, pausable (module doc)
+    cache: str = None                   # nbdkit: its cache filter's mode, a volatile write cache (module doc)
 
 
 def check_drive(d):
@@ -175,6 +186,8 @@ def check_drive(d):
         raise ValueError("throttle.iops-total-max: below iops-total")
     if not isinstance(d.nbdkit, bool):
         raise ValueError("nbdkit: %r must be true or false" % (d.nbdkit,))
+    if d.cache is not None and (d.cache not in CACHE_MODES or not d.nbdkit):
+        raise ValueError("cache: %r must be one of %s, on an nbdkit drive" % (d.cache, ", ".join(CACHE_MODES)))
     if not isinstance(d.read_errors, tuple):
         raise ValueError("read_errors: %r must be a tuple of (offset, length) pairs" % (d.read_errors,))
     if d.read_errors and d.nbdkit:
@@ -269,16 +282,18 @@ def drive_args(drives, files):
     return argv
 
 
-def nbdkit_args(raw_file):
+def nbdkit_args(raw_file, cache=None):
     """argv of the nbdkit process that serves ``raw_file`` (a drive with ``nbdkit``): the
     ``file`` plugin under the ``pause`` filter (outermost: it holds the requests) and the
     ``error`` filter (EIO for every request while the file ``aux_path(raw_file, "fail")``
-    exists), on a unix socket beside it (:func:`aux_path`), in the foreground, gone with its
-    parent."""
-    return ["nbdkit", "--foreground", "--exit-with-parent", "--unix", aux_path(raw_file, "nbd"),
-            "--filter=pause", "--filter=error", "file", "file=" + raw_file,
-            "pause-control=" + aux_path(raw_file, "pause"),
-            "error=EIO", "error-rate=100%", "error-file=" + aux_path(raw_file, "fail")]
+    exists), with ``cache`` the ``cache`` filter in that mode between them and the file (its
+    cache is a file of nbdkit's own, gone with the process: a volatile write cache), on a unix
+    socket beside it (:func:`aux_path`), in the foreground, gone with its parent."""
+    return (["nbdkit", "--foreground", "--exit-with-parent", "--unix", aux_path(raw_file, "nbd"),
+             "--filter=pause", "--filter=error"] + (["--filter=cache"] if cache else [])
+            + ["file", "file=" + raw_file, "pause-control=" + aux_path(raw_file, "pause"),
+               "error=EIO", "error-rate=100%", "error-file=" + aux_path(raw_file, "fail")]
+            + (["cache=" + cache] if cache else []))
 
 
 def guest_args(paths, overlay, port, qmp_sock, console, mem_mb, smp, pubkey, accel="tcg"):
@@ -501,9 +516,15 @@ class Guest:
 
     def _serve(self, drive, raw_file, timeout=30):
         """Start the nbdkit of ``drive`` and wait for its socket (bounded)."""
+        for what in ("nbd", "pause"):           # a killed nbdkit's sockets (ours: beside the drive)
+            if os.path.exists(aux_path(raw_file, what)):
+                os.unlink(aux_path(raw_file, what))
+        # the cache filter's file in the guest's directory (memory, not the machine's disk)
+        env = dict(os.environ, TMPDIR=self.dir)
         with open(self.path("nbdkit-%s.log" % drive.serial), "a") as log:
-            proc = self.nbdkit[drive.serial] = _LAUNCHER.popen(nbdkit_args(raw_file), stdin=subprocess.DEVNULL,
-                                                               stdout=log, stderr=log)
+            proc = self.nbdkit[drive.serial] = _LAUNCHER.popen(nbdkit_args(raw_file, drive.cache),
+                                                               stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                                               env=env)
         deadline = time.monotonic() + timeout
         while not (os.path.exists(aux_path(raw_file, "nbd")) and os.path.exists(aux_path(raw_file, "pause"))):
             if proc.poll() is not None or time.monotonic() > deadline:
@@ -559,6 +580,18 @@ class Guest:
         self.proc.wait(timeout=30)
         return pid
 
+    def power_cut(self):
+        """A power loss of the machine and of its drives: :meth:`power_off`, then SIGKILL every
+        nbdkit this object started (what a drive's ``cache`` held and had not written is gone,
+        as a volatile write cache's content is); :meth:`restart` serves them again. Returns
+        the QEMU PID."""
+        pid = self.power_off()
+        for proc in self.nbdkit.values():
+            if proc.poll() is None:
+                proc.kill()             # ours and not reaped: the PID is still this process
+                proc.wait(timeout=30)
+        return pid
+
     def restart(self):
         """Boot again on the same overlay and drive files after :meth:`power_off` (or after QEMU
         ended); non-blocking, then :meth:`wait_ssh`. The console so far is kept as
@@ -573,6 +606,9 @@ class Guest:
             if os.path.exists(self.path(name)):
                 os.replace(self.path(name), self.path("%s.%d" % (name, self.boots)))
         self.boot_s = None
+        for d, path in zip(self.drives, self._files):
+            if d.nbdkit and self.nbdkit[d.serial].poll() is not None:     # after power_cut
+                self._serve(d, path)
         self._respawn()
         return self
 
