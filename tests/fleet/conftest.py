@@ -1,8 +1,12 @@
 """Fixtures of the fleet tests: the session-scoped fleet of loopback sshd hosts
-(fleetlib.py). The playbook runner is fleetrun.py (imported by the test modules; a plain
-module rather than this conftest, whose name other test directories share)."""
+(fleetlib.py) and the filesystem of its hosts' directories. The playbook runner is
+fleetrun.py (imported by the test modules; a plain module rather than this conftest, whose
+name other test directories share)."""
+import contextlib
 import os
+import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -13,25 +17,60 @@ sys.path.append(os.path.join(os.path.dirname(HERE), "unit"))
 
 import fleetlib  # noqa: E402
 import fleetrun  # noqa: E402
+import loopdev  # noqa: E402
 
 REASON = fleetlib.available()
+# The hosts' default directories (Fleet.dirs_base): an ext4 of their own on a loop device over
+# a sparse image on a tmpfs, mounted -o discard, so a file the benchmark deletes gives its
+# memory back. Memory is used only as written: the ext4's metadata (131 MiB at 4 GiB) plus
+# what the hosts hold at once (the whole of tests/fleet peaked at 511 MiB on the ext4, 638 MiB
+# of tmpfs; 4 GiB leaves room for a test with larger working sets and bounds the memory).
+HOSTDIRS_MB = 4096
+
+
+@contextlib.contextmanager
+def hostdirs_filesystem(where):
+    """Yield the directory the fleet's hosts keep their directories under: a filesystem that
+    does not touch the machine's disk, whose stalls would otherwise be judged as the hosts'
+    (the fleet tests are about fleet scale and output, not about this machine's disk). None
+    when no loop device can be made here (then <inventory>/hostdirs, as before). Unmounted
+    (lazily if busy) and detached afterwards."""
+    if loopdev.missing_tools():
+        yield None
+        return
+    with contextlib.ExitStack() as stack:
+        try:
+            memory = stack.enter_context(loopdev.tmpfs(os.path.join(where, "memory"), HOSTDIRS_MB + 16))
+            loop = stack.enter_context(loopdev.loop_ext4(HOSTDIRS_MB, base=memory, discard=True))
+        except (subprocess.CalledProcessError, OSError) as exc:
+            stack.close()
+            warnings.warn("fleet host directories on the machine's disk: no loop device of their own (%s)" % exc)
+            loop = None
+        yield loop and loop["mnt"]
 
 
 @pytest.fixture(scope="session")
 def fleet(tmp_path_factory):
-    """The session's fleet. Hosts are started on first use (fleet.host(11) -> fq11).
-    Skips, with the reason, when this machine cannot run it (not root, no sshd)."""
+    """The session's fleet. Hosts are started on first use (fleet.host(11) -> fq11); their
+    default directories are on hostdirs_filesystem (fleet.dirs_base). Skips, with the
+    reason, when this machine cannot run it (not root, no sshd)."""
     if REASON:
         pytest.skip(REASON)
     fleetrun._BUILD_CACHE.append(str(tmp_path_factory.mktemp("fleet-build-cache")))
     f = fleetlib.Fleet(str(tmp_path_factory.mktemp("fleet")))
+    started = []
     try:
-        yield f
+        with hostdirs_filesystem(str(tmp_path_factory.mktemp("fleet-hostdirs"))) as f.dirs_base:
+            try:
+                yield f
+            finally:
+                # every sshd, and what runs below it, killed before the hosts' filesystem is unmounted
+                started = [i.pid for i in f.instances.values() if i.pid]
+                f.close()
     finally:
-        started = [i.pid for i in f.instances.values() if i.pid]
-        f.close()
-        left = fleetlib.sshd_pids_below(started)
-        assert not left, "sshd still running after teardown: %s" % left
+        f.close()       # again (it is idempotent): also when that filesystem could not be made
+    left = fleetlib.sshd_pids_below(started)
+    assert not left, "sshd still running after teardown: %s" % left
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,11 @@ Process hygiene (no sshd may outlive the tests):
 
 Inventory: ``Fleet.inventory(dir, hosts)`` writes ``hosts.yml`` plus ``host_vars/`` and
 ``group_vars/`` files; every host gets its own ``fleetqual_test_dir`` and
-``fleetqual_bin_dir``.
+``fleetqual_bin_dir``, under ``dirs_root`` when given, else under
+``Fleet.default_dirs_root(dir)``: ``<dir>/hostdirs``, or, when ``Fleet.dirs_base`` is set,
+that inventory's own directory on the filesystem ``dirs_base`` lies on (the fleet tests'
+session fixture, tests/fleet/conftest.py, sets it to an ext4 of their own on a loop device
+over a tmpfs: the hosts' measurements never land on the machine's own disk).
 
 Loop devices: :func:`loop_device` (a blank device, an unmounted ext4 or a mounted one over a
 file of its own), the one shape of that setup for the fleet tests (tests/unit/loopdev.py is
@@ -25,6 +29,7 @@ the unit tests' and bench/'s mounted-ext4 one).
 import atexit
 import contextlib
 import ctypes
+import hashlib
 import json
 import os
 import shutil
@@ -210,6 +215,10 @@ class SshdInstance:
 class Fleet:
     """Hosts named fq<N> on 127.0.0.<N>, N from 11 up."""
 
+    # a directory below which inventories written without a dirs_root keep their hosts'
+    # directories (default_dirs_root); None: in the inventory's directory
+    dirs_base = None
+
     def __init__(self, base, python=None, pipelining=True):
         self.base = base
         self.pipelining = pipelining
@@ -254,6 +263,19 @@ class Fleet:
         return {"fleetqual_test_dir": os.path.join(root, name, "test"),
                 "fleetqual_bin_dir": os.path.join(root, name, "bin")}
 
+    def default_dirs_root(self, path):
+        """The root of the host directories of ``inventory(path, ...)`` without a ``dirs_root``:
+        ``<path>/hostdirs``; with ``dirs_base`` set, ``<dirs_base>/<path relative to the
+        directory holding the fleet's base>/hostdirs`` (a digest of the path when it is not
+        below it), so each inventory has its own and a test can name it before or after."""
+        if not self.dirs_base:
+            return os.path.join(path, "hostdirs")
+        path = os.path.abspath(path)
+        rel = os.path.relpath(path, os.path.dirname(os.path.abspath(self.base)))
+        if rel == "." or rel.startswith(".."):
+            rel = hashlib.sha256(path.encode()).hexdigest()[:16]
+        return os.path.join(self.dirs_base, rel, "hostdirs")
+
     def connection_vars(self, inst=None, addr=None, port=None):
         return {
             "ansible_host": inst.addr if inst else addr,
@@ -268,10 +290,11 @@ class Fleet:
 
     def inventory(self, path, hosts, group_vars=None, dirs_root=None):
         """Write an inventory directory. hosts: list of dicts with keys name, group (default
-        'db'), inst (SshdInstance) or addr/port, vars (extra host_vars). Returns hosts.yml."""
+        'db'), inst (SshdInstance) or addr/port, vars (extra host_vars); the hosts' directories
+        under dirs_root, else default_dirs_root(path). Returns hosts.yml."""
         os.makedirs(os.path.join(path, "host_vars"), exist_ok=True)
         os.makedirs(os.path.join(path, "group_vars"), exist_ok=True)
-        dirs_root = dirs_root or os.path.join(path, "hostdirs")
+        dirs_root = dirs_root or self.default_dirs_root(path)
         groups = {}
         for h in hosts:
             groups.setdefault(h.get("group", "db"), {})[h["name"]] = None

@@ -132,7 +132,7 @@ def array_run(fleet, shared_loop, tmp_path_factory):
     group = {"fleetqual_array": "san1", "fleetqual_arrays": {"san1": ARRAY}, "fleetqual_matrix": TINY,
              "_fleetqual_test_clock": True, "fleetqual_progress_interval": 2}
     inv = fleet.inventory(os.path.join(base, "inventory"), hosts, group_vars={"arr": group})
-    killed_dirs = fleet.host_dirs(KILLED, os.path.join(base, "inventory", "hostdirs"))
+    killed_dirs = fleet.host_dirs(KILLED, fleet.default_dirs_root(os.path.join(base, "inventory")))
     test_dir = os.path.join(mnt, KILLED, "test")
     killer = Killer(os.path.join(test_dir, ".fleetqual-job", "status.json"),
                     os.path.join(killed_dirs["fleetqual_bin_dir"], "iobench"), os.path.join(test_dir, "array-san1"))

@@ -79,7 +79,7 @@ def test_eight_hosts_at_two_forks_complete_with_one_line_per_round(fleet, tmp_pa
     assert run.out.count("Workload 1/3: %s" % ids[0]) == 1, run.out[-3000:]
     # nothing is left on the hosts
     for host in HOSTS:
-        assert not os.path.exists(fleet.host_dirs(host, os.path.join(base, "inventory", "hostdirs"))["fleetqual_test_dir"])
+        assert not os.path.exists(fleet.host_dirs(host, fleet.default_dirs_root(os.path.join(base, "inventory")))["fleetqual_test_dir"])
 
 
 def _processes_naming(text):
@@ -105,7 +105,7 @@ def test_killed_controller_leaves_nothing_running_after_the_deadline(fleet, tmp_
     # planned 3 x 7 s + 15 s after each job's start
     names = HOSTS[:4]
     inv = inventory(fleet, base, 6, {"fleetqual_workload_timeout_slack": 15}, names=names)
-    tdirs = {h: fleet.host_dirs(h, os.path.join(base, "inventory", "hostdirs"))["fleetqual_test_dir"] for h in names}
+    tdirs = {h: fleet.host_dirs(h, fleet.default_dirs_root(os.path.join(base, "inventory")))["fleetqual_test_dir"] for h in names}
     ev = {"fleetqual_results_dir": os.path.join(base, "results"),
           "fleetqual_build_cache_dir": fleetrun.build_cache_dir(), "fleetqual_run_id": "killed"}
     env = fleetrun.playbook_run.ansible_env(fleet.ansible_env())
@@ -159,7 +159,7 @@ def test_a_running_job_makes_preflight_refuse(fleet, tmp_path_factory):
     base = str(tmp_path_factory.mktemp("busy"))
     inv = inventory(fleet, base, 30)
     name = HOSTS[0]
-    tdir = fleet.host_dirs(name, os.path.join(base, "inventory", "hostdirs"))["fleetqual_test_dir"]
+    tdir = fleet.host_dirs(name, fleet.default_dirs_root(os.path.join(base, "inventory")))["fleetqual_test_dir"]
     # a live process stands in for another run's job: the status names it
     os.makedirs(os.path.join(tdir, ".fleetqual-job"), mode=0o700)
     with open(os.path.join(tdir, ".fleetqual-storage"), "w") as fh:

@@ -181,7 +181,7 @@ def sha_mtime(root):
 @pytest.fixture(scope="module")
 def chaos(fleet, tmp_path_factory):
     base = str(tmp_path_factory.mktemp("chaos"))
-    hostdirs = os.path.join(base, "inventory", "hostdirs")
+    hostdirs = fleet.default_dirs_root(os.path.join(base, "inventory"))
     mounts = Mounts()
     ctx = {"base": base}
     try:

@@ -104,7 +104,7 @@ def integrity_run(fleet, tmp_path_factory):
         inv = fleet.inventory(os.path.join(base, "inventory"), hosts, group_vars={"peers": quick, "faults": quick})
         for name, rules in FAULTS.items():
             drives[name].set(rules)
-        dirs = {h: fleet.host_dirs(h, os.path.join(base, "inventory", "hostdirs"))["fleetqual_test_dir"]
+        dirs = {h: fleet.host_dirs(h, fleet.default_dirs_root(os.path.join(base, "inventory")))["fleetqual_test_dir"]
                 for h in (VANISH, "fq85")}
         watcher = threading.Thread(target=_vanish_when_measuring, args=(drives[VANISH], dirs[VANISH], dirs["fq85"], stop),
                                    daemon=True)

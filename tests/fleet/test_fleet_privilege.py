@@ -242,7 +242,7 @@ def mixed(fleet, users, tmp_path_factory):
         vars_of[h] = dict(common, ansible_user=users.sudo.pw_name, **ARRAY)
     hosts = [{"name": h, "inst": fleet.host(n), "vars": vars_of[h]} for h, n in HOSTS.items()]
     inv = fleet.inventory(inv_dir, hosts, group_vars={"all": {"fleetqual_matrix": MATRIX, "fleetqual_progress_interval": 2}})
-    test_dirs = {h: hv.get("fleetqual_test_dir") or fleet.host_dirs(h, os.path.join(inv_dir, "hostdirs"))["fleetqual_test_dir"]
+    test_dirs = {h: hv.get("fleetqual_test_dir") or fleet.host_dirs(h, fleet.default_dirs_root(inv_dir))["fleetqual_test_dir"]
                  for h, hv in vars_of.items()}
     stale = _plant_payload(users.plain, base, PAYLOAD_STALE_AGE_S)
     fresh = _plant_payload(users.plain, base, 0)

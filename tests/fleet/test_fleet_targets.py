@@ -122,7 +122,7 @@ def targets_run(fleet, loop_filesystems, tmp_path_factory):
     run = run_playbook(fleet, inv, base, "targets", args=["--forks", "2"])
     run.targets = {h["name"]: h["vars"]["fleetqual_targets"] for h in hosts}
     run.raw = {"device": raw_dev, "same": sha256(raw_img) == raw_before,
-               "test_dir": fleet.host_dirs(RAW_HOST, os.path.join(base, "inventory", "hostdirs"))["fleetqual_test_dir"]}
+               "test_dir": fleet.host_dirs(RAW_HOST, fleet.default_dirs_root(os.path.join(base, "inventory")))["fleetqual_test_dir"]}
     run.blank = {"device": blank_dev, "zeros": all_zeros(blank_img)}
     return run
 

@@ -22,10 +22,12 @@ def run(argv):
 
 
 @contextlib.contextmanager
-def loop_ext4(size_mb, prefix="fq-loop-", base=None, where="/var/tmp"):
+def loop_ext4(size_mb, prefix="fq-loop-", base=None, where="/var/tmp", discard=False):
     """Yield ``{dev, name, mnt, base, image}``: an ext4 made with its inode tables and journal
     initialised at once (no ext4lazyinit writing in the background of a measurement), on a
-    loop device over ``<base>/disk.img``; unmounted, detached and removed afterwards."""
+    loop device over ``<base>/disk.img``; unmounted (lazily if busy), detached and removed
+    afterwards. ``discard``: mounted ``-o discard``, so the blocks of a deleted file are
+    punched out of the image file at once (an image on a tmpfs gives their memory back)."""
     made = base is None
     base = base or tempfile.mkdtemp(prefix=prefix, dir=where)
     image, mnt = os.path.join(base, "disk-%d.img" % size_mb), os.path.join(base, "mnt-%d" % size_mb)
@@ -36,12 +38,12 @@ def loop_ext4(size_mb, prefix="fq-loop-", base=None, where="/var/tmp"):
     mounted = False
     try:
         run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", dev])
-        run(["mount", dev, mnt])
+        run(["mount"] + (["-o", "discard"] if discard else []) + [dev, mnt])
         mounted = True
         yield {"dev": dev, "name": os.path.basename(dev), "mnt": mnt, "base": base, "image": image}
     finally:
-        if mounted:
-            subprocess.run(["umount", mnt], check=False)
+        if mounted and subprocess.run(["umount", mnt], check=False, capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", mnt], check=False)
         subprocess.run(["losetup", "-d", dev], check=False)
         if made:
             shutil.rmtree(base, ignore_errors=True)
