@@ -23,16 +23,30 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.validate.inputs import validate_inputs
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.validate import durability as _durability
 
 
-def host_problems(validator, inputs, defaults):
+def host_problems(validator, inputs, defaults, host=None, connection=None):
     """The problems of one host's ``inputs`` ({variable: value} it sets): the argument
     specification's first (a value of the wrong type or no valid choice is not checked
-    further), else the collection's validators over ``defaults`` updated with ``inputs``."""
+    further), else the collection's validators over ``defaults`` updated with ``inputs``,
+    and for a host the power-cut test would cut, every reason it must not be cut
+    (``connection``: how the controller reaches it, ``(ansible_connection, address, port)``)."""
     errors = validator.validate(inputs).error_messages
     if errors:
         return list(errors)
-    return validate_inputs(dict(defaults, **inputs))
+    merged = dict(defaults, **inputs)
+    problems = validate_inputs(merged)
+    if _durability.power_cut_wanted(merged):
+        conn, address, port = connection or (None, host, None)
+        problems += _durability.power_cut_refusals(merged, host, conn, address, port,
+                                                   merged.get("fleetqual_profile_safety"))
+        problems += _durability.durability_settings(merged.get(_durability.DURABILITY_VAR), host)[1]
+        problems += _durability.power_tools_missing(merged.get(_durability.POWER_VAR), host)
+    elif merged.get(_durability.POWER_VAR) or merged.get(_durability.DURABILITY_VAR):
+        problems += _durability.validate_power(merged.get(_durability.POWER_VAR), host)
+        problems += _durability.durability_settings(merged.get(_durability.DURABILITY_VAR), host)[1]
+    return problems
 
 
 class ActionModule(ActionBase):
@@ -65,7 +79,8 @@ class ActionModule(ActionBase):
                 hv = {}
             mine = {name: hv[name] for name in spec if name in hv}
             inputs[host] = mine
-            found = host_problems(validator, mine, defaults)
+            conn = (hv.get("ansible_connection"), hv.get("ansible_host", host), hv.get("ansible_port"))
+            found = host_problems(validator, mine, defaults, host, conn)
             if found:
                 problems.append("%s: %s" % (host, "; ".join(found)))
         if problems:

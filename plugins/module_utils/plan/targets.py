@@ -130,10 +130,17 @@ def _check_one_target(entry, where, errors):
         errors.extend(problems)
         if not problems:
             out["path"] = _norm_path(path)
-        for key in ("destroy_data", "serial", "size"):
+        for key in ("serial", "size"):
             if key in entry:
                 errors.append("%s.%s: only for a device target; a directory target is sized by the profile "
                               "(remove %s, or use device: instead of path:)" % (where, key, key))
+        # on a directory target, destroy_data opts its filesystem in to the power-cut test
+        # (docs/durability.md): nothing else reads it there
+        if "destroy_data" in entry:
+            if entry["destroy_data"] is not True:
+                errors.append("%s.destroy_data: true or absent on a directory target (it opts the filesystem in to "
+                              "the power-cut test), got %r" % (where, entry["destroy_data"]))
+            out["destroy_data"] = entry["destroy_data"] is True
     else:
         dev = entry["device"]
         out["kind"] = "device"

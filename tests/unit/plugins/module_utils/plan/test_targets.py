@@ -97,9 +97,12 @@ def test_device_needs_literal_true_destroy_data_and_says_there_is_no_global_swit
     ({"path": "data"}, "host db01: fleetqual_targets[0].path: must be an absolute path, got 'data'"),
     ({"path": "/etc"}, "host db01: fleetqual_targets[0].path: '/etc' is a system directory; use a directory of its "
                        "own such as /var/tmp/fleetqual"),
-    ({"path": "/data1", "destroy_data": True},
-     "host db01: fleetqual_targets[0].destroy_data: only for a device target; a directory target is sized by the "
-     "profile (remove destroy_data, or use device: instead of path:)"),
+    ({"path": "/data1", "destroy_data": "yes"},
+     "host db01: fleetqual_targets[0].destroy_data: true or absent on a directory target (it opts the filesystem in "
+     "to the power-cut test), got 'yes'"),
+    ({"path": "/data1", "size": "1G"},
+     "host db01: fleetqual_targets[0].size: only for a device target; a directory target is sized by the "
+     "profile (remove size, or use device: instead of path:)"),
     ({"path": "/data1", "name": "data 1"},
      "host db01: fleetqual_targets[0].name: must be letters, digits, '_', '.' or '-' (it names the report's rows and "
      "files), got 'data 1'; for example data_1"),
