@@ -31,6 +31,7 @@ from ansible.utils.display import Display
 from ansible_collections.fleetqual.storage.plugins.module_utils.common.atomic import write_atomic
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.report import brief as _brief
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import record as _record
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge.durability import merge_into_record
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.validate.inputs import effective_safety
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.filters.table import FILTERS
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.array_start import member_spec
@@ -153,7 +154,8 @@ class ActionModule(JobAction):
     TRANSFERS_FILES = False   # a temporary directory only when the build must be transferred
     _VALID_ARGS = frozenset(START_ARGS + ("state", "build", "progress_dir", "array", "arrays", "foreign_io", "impact",
                                           "profile_safety", "started", "record", "thresholds", "latency_bound_ms",
-                                          "textfile_dir", "error", "interval", "stored", "kernel_log"))
+                                          "textfile_dir", "error", "interval", "stored", "kernel_log",
+                                          "durability"))
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
@@ -319,7 +321,8 @@ class ActionModule(JobAction):
                                    kernel=kernel)
             # who the run was on the host (docs/privileges.md); null when the start did not get that far
             rec["identity"] = started.get("identity") if started else None
-            return rec
+            # the power-cut test, when the host ran it (docs/durability.md)
+            return merge_into_record(rec, args.get("durability"))
 
         record = judge(error)
         if started.get("created") and not self._task.check_mode:

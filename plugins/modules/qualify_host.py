@@ -174,6 +174,12 @@ options:
       - Action - O(state=finished) and O(state=failed) - the record's inputs C({run_id, profile, groups, test_dir,
         results_dir, drift, retention}).
     type: dict
+  durability:
+    description:
+      - Action - O(state=finished) and O(state=failed) - the power-cut test's verdict (the filter
+        C(fleetqual.storage.durability_verdict), docs/durability.md), kept in the record as C(durability); the record's
+        verdict is the worse of the two, the test's reasons first.
+    type: dict
   thresholds:
     description: Action - C(fleetqual_thresholds), the rules the host is judged by.
     type: list
@@ -338,6 +344,7 @@ def main():
             started=dict(type="dict"),
             record=dict(type="dict"),
             thresholds=dict(type="list", elements="raw"),
+            durability=dict(type="dict"),
             latency_bound_ms=dict(type="float"),
             error=dict(type="dict"),
             stored=dict(type="dict"),

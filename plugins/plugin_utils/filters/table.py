@@ -15,6 +15,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.report import pr
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import host as _judge
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import workload as _metrics
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import rules as _rules
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import durability as _durability
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.validate import inputs as _validate
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.validate import arrays as _array_inputs
 from ansible_collections.fleetqual.storage.plugins.module_utils.plan import profiles as _plan
@@ -57,6 +58,8 @@ _TABLE = {
     "first_failing_rule": _judge.first_failing_rule,
     "human_size": _human_size,
     "host_prometheus": _host_prometheus,
+    "durability_plan": _durability.durability_plan,
+    "durability_verdict": _durability.judge_durability,
 }
 
 FILTERS = {name: filter_errors(name, func) for name, func in _TABLE.items()}

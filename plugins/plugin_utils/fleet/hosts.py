@@ -7,6 +7,7 @@ two shapes: full detail (``attach_detail``) or the compact summary (``compact_ho
 
 from __future__ import annotations
 
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge.durability import durability_summary
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.diagnostics import diagnose as diagmod
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet import drive_consistency
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.history import drift as historymod
@@ -119,6 +120,8 @@ def build_host(name, record, play=None, inventory_groups=None, keep_detail=True,
     # what verdict.final_verdict needs again once the fleet judgements are known
     entry["_record"] = None if record is None else {
         "verdict": record.get("verdict"), "reasons": list(record.get("reasons") or []), "workloads": bool(workloads)}
+    # the power-cut test's summary (docs/durability.md); null when the host did not run it
+    entry["durability"] = durability_summary(record.get("durability")) if record else None
     run = record.get("array_run") if record else None
     if isinstance(run, dict) and run.get("name"):
         entry["array"] = str(run["name"])     # array mode: arrays.fleet_arrays_of judges it

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime
 import os
 
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge.durability import durability_summary
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.report.arrays import add_array_prometheus
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet.fleet_json import utc_now
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.history.drift import (
@@ -106,6 +107,31 @@ def _fleet_integrity_rows(fleet):
                sum(w.get("errors") or 0 for w in rows))
 
 
+DURABILITY_LOST = "fleetqual_durability_lost_writes"
+DURABILITY_LOST_HELP = ("Writes the drive had acknowledged as durable and did not hold after a power cut (lost, torn, "
+                        "misplaced or unreadable), over the last run's power cuts (docs/durability.md).")
+DURABILITY_ACKED = "fleetqual_durability_acknowledged_writes"
+DURABILITY_ACKED_HELP = "Writes acknowledged as durable before the last run's power cuts, read back after them."
+
+
+def add_durability(reg, rows, labels):
+    """The power-cut test's series of ``rows`` (``(label values, its durability summary)``,
+    fleet.json's ``durability``: per target, the writes acknowledged and those not held);
+    a host that did not run it has no series."""
+    from prometheus_client import Gauge  # pylint: disable=import-outside-toplevel
+
+    rows = [(lab, d) for lab, d in rows if isinstance(d, dict) and d.get("targets")]
+    if rows:
+        lost = Gauge(DURABILITY_LOST, DURABILITY_LOST_HELP, labels + ["target", "serial"], registry=reg)
+        acked = Gauge(DURABILITY_ACKED, DURABILITY_ACKED_HELP, labels + ["target", "serial"], registry=reg)
+        for lab, d in rows:
+            for name, t in d["targets"].items():
+                tl = dict(lab, target=name, serial=t.get("serial") or "")
+                lost.labels(**tl).set(sum(t.get(k) or 0 for k in ("lost", "torn", "misplaced", "read_errors")))
+                acked.labels(**tl).set(t.get("acked") or 0)
+    return reg
+
+
 def prometheus_registry(fleet):
     """The controller's textfile: the fleet summary only (a host's own series belong in
     that host's node_exporter textfile directory).  Names follow the Prometheus naming
@@ -136,6 +162,8 @@ def prometheus_registry(fleet):
     add_history_prometheus(reg, fleet["hosts"])     # drift, wear, INCONCLUSIVE in a row (docs/compliance.md)
     add_foreign_share(reg, _fleet_foreign_rows(fleet), ["host", "group", "workload", "mode", "threads"])
     add_integrity(reg, _fleet_integrity_rows(fleet), ["host", "group"], "host")    # docs/integrity.md
+    add_durability(reg, (({"host": h["host"], "group": h.get("group") or ""}, h.get("durability"))
+                         for h in fleet["hosts"]), ["host", "group"])      # docs/durability.md
     ts = Gauge("fleetqual_last_run_timestamp_seconds", "When the fleet report was generated.", registry=reg)
     try:
         ts.set(datetime.datetime.strptime(fleet["generated_at"], "%Y-%m-%dT%H:%M:%SZ").replace(
@@ -190,6 +218,7 @@ def host_prometheus_registry(record, now=None):
           registry=reg).set((now or utc_now()).timestamp())
     add_foreign_share(reg, shares, labels)      # foreign I/O in the window
     add_integrity(reg, integrity, labels, "workload")     # bad blocks, I/O errors (docs/integrity.md)
+    add_durability(reg, [({}, durability_summary(record.get("durability")))], [])   # docs/durability.md
     return add_host_history_prometheus(reg, record)     # against its own history
 
 

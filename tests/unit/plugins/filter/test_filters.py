@@ -21,7 +21,8 @@ FIX = os.path.join(ROOT, "tests", "unit", "fixtures", "controller")
 BIN = os.path.dirname(sys.executable)
 FILTERS = ["plan", "plan_summary", "largest_working_set", "required_space", "expected_duration_s", "iobench_args",
            "validate_profile", "validate_rules", "validate_inputs", "workload_metrics", "workload_record", "judge",
-           "first_failing_rule", "human_size", "diagnostics", "host_prometheus", "validate_arrays"]
+           "first_failing_rule", "human_size", "diagnostics", "host_prometheus", "validate_arrays",
+           "durability_plan", "durability_verdict"]
 
 
 def load(name):
@@ -101,7 +102,7 @@ def test_plan_filters_through_templar(render, profiles):
 def test_validation_filters_through_templar(render, profiles):
     errs = render("{{ fleetqual_profiles | fleetqual.storage.validate_profile('stnadard') }}",
                   fleetqual_profiles=profiles)
-    assert errs == ["fleetqual_profile: unknown profile 'stnadard'; known: burnin, compliance, quick, san, standard"]
+    assert errs == ["fleetqual_profile: unknown profile 'stnadard'; known: burnin, compliance, durability, quick, san, standard"]
     errs = render("{{ fleetqual_profiles | fleetqual.storage.validate_profile('quick', matrix=m) }}",
                   fleetqual_profiles=profiles, m=[{"workload": "c", "mode": "rndrd", "working_set": "cache",
                                                    "threads": 0}])
