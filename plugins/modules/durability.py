@@ -57,8 +57,13 @@ options:
     description: The test's settings (C(fleetqual_durability) with its defaults; C(size), C(block_size) in bytes, C(threads)).
     type: dict
     default: {}
+  controller_boot_id:
+    description:
+      - With O(state=start), the controller's kernel boot id; a host that runs on that very kernel (the controller
+        itself, a container or chroot of it, a second sshd of it) is refused.
+    type: str
   witnesses:
-    description: With O(state=check), target name -> the witness bytes (base64) O(state=snapshot) returned.
+    description: With O(state=check), the C(witnesses) O(state=snapshot) returned (target name -> its entry, or the witness bytes in base64).
     type: dict
     default: {}
 author:
@@ -103,7 +108,7 @@ witnesses:
   description: With O(state=snapshot), target name -> {witness (base64), acked, writer_running}.
   returned: state=snapshot
   type: dict
-results:
+read_back:
   description: With O(state=check), target name -> the output of C(iobench witness-check) and the drive's identity.
   returned: state=check
   type: dict
@@ -129,17 +134,19 @@ def main():
             targets=dict(type="list", elements="dict", required=True),
             settings=dict(type="dict", default={}),
             witnesses=dict(type="dict", default={}),
+            controller_boot_id=dict(type="str"),
         ),
         supports_check_mode=False,
     )
     p = module.params
     try:
         if p["state"] == "start":
-            result = dict(_ops.start(p["binary"], p["run_id"], p["cycle"], p["targets"], p["settings"]), changed=True)
+            result = dict(_ops.start(p["binary"], p["run_id"], p["cycle"], p["targets"], p["settings"],
+                                     controller_boot_id=p["controller_boot_id"]), changed=True)
         elif p["state"] == "snapshot":
             result = dict(_ops.snapshot(p["targets"]), changed=False)
         elif p["state"] == "check":
-            result = dict(results=_ops.check(p["binary"], p["run_id"], p["cycle"], p["targets"], p["witnesses"]),
+            result = dict(read_back=_ops.check(p["binary"], p["run_id"], p["cycle"], p["targets"], p["witnesses"]),
                           changed=False)
         else:
             result = dict(_ops.cleanup(p["binary"], p["run_id"], p["targets"]), changed=True)

@@ -33,6 +33,9 @@ HDD = {"vendor": "FQDISK", "product": "FQ-HDD-7200", "rotation_rate": 7200}
 THROTTLE_IOPS = 40
 BURST = {"iops-total": 100, "iops-total-max": 300, "iops-total-max-length": 4}
 
+# the power-cut test's drives: nbdkit's cache filter in each mode (test_vm_durability.py)
+DUR_CACHES = {"FQDURWB1": "writeback", "FQDURUS1": "unsafe", "FQDURWT1": "writethrough"}
+
 # guest -> its drives (the root disk, virtio, comes with every guest)
 GUESTS = {
     "vm-nvme": [Drive("nvme", "FQNVME01"), Drive("nvme", "FQNVME02")],
@@ -40,6 +43,7 @@ GUESTS = {
     "vm-hdd": [Drive("scsi", "FQHDD01", write_cache=False, **HDD), Drive("scsi", "FQHDD02", write_cache=True, **HDD)],
     "vm-throttle": [Drive("nvme", "FQTHR01", throttle={"iops-total": THROTTLE_IOPS}),
                     Drive("nvme", "FQBURST01", throttle=BURST)],
+    "vm-dur": [Drive("nvme", serial, size=32 << 20, nbdkit=True, cache=mode) for serial, mode in DUR_CACHES.items()],
 }
 
 QUICK = {"fleetqual_profile": "quick"}
@@ -76,14 +80,18 @@ def guests_of(item):
 
 
 def wanted_guests(items):
-    """The guests the selected tests need, in GUESTS order."""
-    names = set()
+    """The guests the selected tests need, in the order the tests (sorted by
+    :data:`MODULE_ORDER`) first name them, in GUESTS order within a test: the guests boot in
+    that order as slots come free."""
+    names = []
     for item in items:
-        names |= guests_of(item)
-    unknown = names - set(GUESTS)
+        for n in sorted(guests_of(item), key=lambda g: list(GUESTS).index(g) if g in GUESTS else len(GUESTS)):
+            if n not in names:
+                names.append(n)
+    unknown = set(names) - set(GUESTS)
     if unknown:
         raise ValueError("pytest.mark.vm names unknown guests %s; known: %s" % (sorted(unknown), ", ".join(GUESTS)))
-    return tuple(n for n in GUESTS if n in names)
+    return tuple(names)
 
 
 def _boot(names):
@@ -98,7 +106,8 @@ def _boot(names):
 # while the compliance runs go on with vm-nvme (and an idle vm-crit). test_vm_guests comes
 # last: its exit-path tests start a guest of their own, which needs a slot the session's
 # guests have let go (first, it waited behind the four guests booted for the first run)
-MODULE_ORDER = ("test_vm_drives", "test_vm_throttle", "test_vm_compliance", "test_vm_faults", "test_vm_guests")
+MODULE_ORDER = ("test_vm_drives", "test_vm_throttle", "test_vm_compliance", "test_vm_faults", "test_vm_durability",
+                "test_vm_guests")
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -213,7 +222,8 @@ def pytest_terminal_summary(terminalreporter):
         lines.append("image %s: %s" % (image.get("key"), "built in %s s %s" % (image.get("build_s"), image.get("steps"))
                                        if image.get("built_now") else "cached (built in %s s)" % image.get("build_s")))
     for name, g in boot.guests.items():
-        lines.append("guest %s: %s" % (name, "SSH after %s s" % g.boot_s if g.boot_s else
+        boots = " (%d boots: power cuts)" % g.boots if g.boots > 1 else ""
+        lines.append("guest %s: %s" % (name, "SSH after %s s%s" % (g.first_boot_s, boots) if g.first_boot_s else
                                        "did not boot: %s" % str(boot.errors.get(name))[:200]))
     lines += ["%s: %.0f s" % (k, v) for k, v in TIMES.items()]
     terminalreporter.write_sep("-", "VM tier timings")

@@ -62,7 +62,7 @@ QMP ``quit``, then SIGKILL by the PID of the process this object started and has
 no flush: what the guest had not written to its disks is lost) and keeps the guest's files,
 slot and nbdkit processes; ``g.power_cut()`` also SIGKILLs the drives' nbdkit processes (what
 their caches held is gone); ``g.restart()`` serves such drives again and boots the guest on
-the same overlay and drive files (a new port; the previous console is kept as
+the same overlay and drive files (the same port when it is free; the previous console is kept as
 ``console.log.<n>``), then ``g.wait_ssh()``.
 """
 import atexit
@@ -443,6 +443,7 @@ class Guest:
         self.ssh_key = ssh_key
         self.addr, self.port, self.proc = "127.0.0.1", None, None
         self.boot_s, self.image = None, None
+        self.first_boot_s = None    # boot_s of the first boot (boot_s is the last one's; None while booting)
         self.nbdkit = {}            # serial -> the nbdkit Popen serving that drive
         self._hangs = []            # Hang objects started on this guest
         self.boots = 0              # QEMU processes started on these disk files
@@ -593,8 +594,9 @@ class Guest:
         return pid
 
     def restart(self):
-        """Boot again on the same overlay and drive files after :meth:`power_off` (or after QEMU
-        ended); non-blocking, then :meth:`wait_ssh`. The console so far is kept as
+        """Boot again on the same overlay and drive files after :meth:`power_off` or
+        :meth:`power_cut` (or after QEMU ended), on the same port when it is free; non-blocking,
+        then :meth:`wait_ssh`. The console so far is kept as
         ``console.log.<boot>``."""
         if self.running():
             raise GuestError("%s: still running (pid %s); power_off() first" % (self.name, self.pid))
@@ -609,12 +611,14 @@ class Guest:
         for d, path in zip(self.drives, self._files):
             if d.nbdkit and self.nbdkit[d.serial].poll() is not None:     # after power_cut
                 self._serve(d, path)
-        self._respawn()
+        # the same port when it is free (an inventory names it), else a new one
+        self._spawn(self._paths, self.path("overlay.qcow2"), self._files, self._pubkey,
+                    port=self.port if not fleetlib.port_open(self.addr, self.port) else None)
         return self
 
-    def _spawn(self, paths, overlay, files, pubkey):
+    def _spawn(self, paths, overlay, files, pubkey, port=None):
         self._paths, self._files, self._pubkey = paths, files, pubkey
-        self.port = fleetlib.free_port(self.addr)
+        self.port = port or fleetlib.free_port(self.addr)
         self.argv = guest_args(paths, overlay, self.port, self.path("qmp.sock"), self.path("console.log"),
                                self.mem_mb, self.smp, pubkey, self.accel) + drive_args(self.drives, files)
         self.t0 = time.monotonic()
@@ -653,6 +657,7 @@ class Guest:
             r = subprocess.run(p, capture_output=True, text=True, timeout=60, check=False, stdin=subprocess.DEVNULL)
             if r.returncode == 0:
                 self.boot_s = round(time.monotonic() - self.t0, 1)
+                self.first_boot_s = self.first_boot_s or self.boot_s
                 self.ssh(NOWATCH, timeout=120)
                 return self
             if time.monotonic() > deadline:

@@ -61,7 +61,7 @@ def target_dir(target):
     return os.path.join(marked_dir(target), DATASET)
 
 
-def target_args(target, settings):
+def writer_target_args(target, settings):
     if target["kind"] == "device":
         return ["--device", target["device"], "--size", str(settings["size"])]
     return ["--dir", target_dir(target), "--file-num", "1", "--total-size", str(settings["size"])]
@@ -153,10 +153,28 @@ def _writer_alive(pid, witness):
     return witness.encode() in cmd and state != "Z"
 
 
-def start(binary, run_id, cycle, targets, settings, sysfs_root="/sys", dev_root="/dev", root=WITNESS_ROOT):
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+
+
+def boot_id(path=BOOT_ID):
+    try:
+        with open(path) as fh:
+            return fh.read().strip()
+    except OSError:
+        return None
+
+
+def start(binary, run_id, cycle, targets, settings, sysfs_root="/sys", dev_root="/dev", root=WITNESS_ROOT,
+          controller_boot_id=None):
     """Check, identify, prepare (first cycle) and start one writer per target; returns
     ``{witness_dir, targets: [{name, kind, device|path, drive, witness, pid}]}`` once every
-    writer has had a write acknowledged."""
+    writer has had a write acknowledged. ``controller_boot_id``: the controller's kernel boot
+    id; a host running on that very kernel (the controller itself, a container or chroot of
+    it) is refused: cutting its power would cut the controller's."""
+    mine = boot_id()
+    if controller_boot_id and mine == controller_boot_id:
+        raise DurabilityError("this host runs on the controller's own kernel (boot id %s): cutting its power would "
+                              "cut the controller's; run the power-cut test from another machine" % mine)
     for t in targets:
         preflight(t, settings, sysfs_root, dev_root)
     wdir = os.path.join(witness_dir(run_id, root), "cycle-%d" % cycle)
@@ -169,7 +187,7 @@ def start(binary, run_id, cycle, targets, settings, sysfs_root="/sys", dev_root=
             bench_dir.prepare(marked_dir(t), binary=binary, datasets=[DATASET], required_bytes=settings["size"],
                               margin_pct=10, direct=True)
         if cycle == 1:
-            cmd = ([binary, "prepare"] + target_args(t, settings)
+            cmd = ([binary, "prepare"] + writer_target_args(t, settings)
                    + ["--block-size", str(settings["block_size"]), "--verify", "--format", "json"])
             rc, _o, err = _run(cmd)
             if rc != 0:
@@ -177,7 +195,7 @@ def start(binary, run_id, cycle, targets, settings, sysfs_root="/sys", dev_root=
         entry["witness"] = os.path.join(wdir, "%s.witness" % t["name"])
         if os.path.lexists(entry["witness"]):
             os.unlink(entry["witness"])       # ours: this run's, this cycle's (a start again)
-        argv = ([binary, "run"] + target_args(t, settings)
+        argv = ([binary, "run"] + writer_target_args(t, settings)
                 + ["--block-size", str(settings["block_size"]), "--mode", "rndwr", "--verify",
                    "--open-flags", "dsync" if t["kind"] == "device" else "dsync,direct",
                    "--threads", str(settings["threads"]), "--time", str(HOLD_S), "--report-interval", "0",
@@ -229,7 +247,8 @@ def check(binary, run_id, cycle, targets, witnesses, root=WITNESS_ROOT):
     for t in targets:
         copy = os.path.join(wdir, "%s.witness" % t["name"])
         with open(copy, "wb") as fh:
-            fh.write(base64.b64decode(witnesses[t["name"]]))
+            w = witnesses[t["name"]]
+            fh.write(base64.b64decode(w["witness"] if isinstance(w, dict) else w))   # snapshot's entry, or its bytes
         where = ["--device", t["device"]] if t["kind"] == "device" else ["--dir", target_dir(t)]
         rc, out, err = _run([binary, "witness-check", "--witness", copy] + where)
         if rc not in (0, 4):

@@ -36,12 +36,18 @@ def devices(tmp_path):
         with open(image, "wb") as fh:
             fh.truncate(8 << 20)
         raw = loopdev.run(["losetup", "--find", "--show", image])
+        started = set(dur._PROCS)
         try:
             with loopdev.loop_ext4(112, base=mem) as fs:
                 path = os.path.join(fs["mnt"], "fq")
                 os.mkdir(path)
                 yield {"raw": raw, "image": image, "fs": fs, "path": path, "shm": os.path.join(mem, "shm")}
         finally:
+            # a test that failed half way leaves no writer running (ours: started by this process)
+            for pid, proc in list(dur._PROCS.items()):
+                if pid not in started and proc.poll() is None:
+                    proc.kill()
+                    proc.wait(timeout=30)
             subprocess.run(["losetup", "-d", raw], check=False)
 
 
@@ -120,3 +126,11 @@ def test_refusals(iobench_binary, devices, tmp_path):
             dur.start(iobench_binary, "run3", 1, [target], SETTINGS, root=devices["shm"])
         assert text in str(e.value) and target["name"] in str(e.value), e.value
     assert not os.path.exists(dur.witness_dir("run3", devices["shm"]))
+
+
+def test_a_host_on_the_controllers_own_kernel_is_refused(iobench_binary, devices):
+    with pytest.raises(dur.DurabilityError) as e:
+        dur.start(iobench_binary, "run4", 1, targets(devices)[:1], SETTINGS, root=devices["shm"],
+                  controller_boot_id=dur.boot_id())
+    assert "controller's own kernel" in str(e.value)
+    assert not os.path.exists(dur.witness_dir("run4", devices["shm"]))

@@ -42,8 +42,8 @@ def check_shape(p):
 
 # --------------------------------------------------------------------------- shipped profiles
 
-def test_profiles_file_has_the_five_profiles(profiles):
-    assert set(profiles) == {"quick", "standard", "san", "compliance", "burnin"}
+def test_profiles_file_has_the_six_profiles(profiles):
+    assert set(profiles) == {"quick", "standard", "san", "compliance", "burnin", "durability"}
     # burnin's hours are fleetqual_burnin_time, templated by Ansible before the plan sees them
     assert profiles["burnin"]["burnin"] == {"hours": "{{ fleetqual_burnin_time }}"}
     templated = dict(profiles, burnin=dict(profiles["burnin"], burnin={"hours": 24}))
@@ -301,8 +301,8 @@ def errors_for(matrix=None, profile="quick", profiles=None, **kw):
 
 def test_unknown_profile_lists_known_ones(profiles):
     assert V.validate_profile(profiles, "stnadard") == [
-        "fleetqual_profile: unknown profile 'stnadard'; known: burnin, compliance, quick, san, standard"]
-    with pytest.raises(P.PlanError, match="known: burnin, compliance, quick, san, standard"):
+        "fleetqual_profile: unknown profile 'stnadard'; known: burnin, compliance, durability, quick, san, standard"]
+    with pytest.raises(P.PlanError, match="known: burnin, compliance, durability, quick, san, standard"):
         P.plan("nope", profiles=profiles)
 
 
@@ -435,7 +435,7 @@ def test_validate_inputs_combines_every_check(profiles):
     bad = dict(good, fleetqual_profile="stnadard", fleetqual_cache_size="1X", fleetqual_test_dir="tmp/fq",
                fleetqual_thresholds=[{"max_raed_p99_ms": 2}], fleetqual_seed=-1)
     errs = V.validate_inputs(bad)
-    assert "fleetqual_profile: unknown profile 'stnadard'; known: burnin, compliance, quick, san, standard" in errs
+    assert "fleetqual_profile: unknown profile 'stnadard'; known: burnin, compliance, durability, quick, san, standard" in errs
     assert any(e.startswith("fleetqual_cache_size: unknown size suffix 'X'") for e in errs)
     assert "fleetqual_seed: must be an integer >= 0, got -1" in errs
     assert "fleetqual_test_dir: must be an absolute path, got 'tmp/fq'" in errs
@@ -567,7 +567,7 @@ def test_rule_matching_on_some_hosts_is_refused_for_the_others(profiles):
     # a plan that does not build is reported as such, not as rules that match nothing
     broken = dict(hosts["ci1"], fleetqual_profile="stnadard")
     assert V.validate_inputs(broken) == [
-        "fleetqual_profile: unknown profile 'stnadard'; known: burnin, compliance, quick, san, standard"]
+        "fleetqual_profile: unknown profile 'stnadard'; known: burnin, compliance, durability, quick, san, standard"]
 
 
 # ------------------------------------------------ per-workload overrides, steady state (10.4)
