@@ -59,16 +59,15 @@ def fleet(tmp_path_factory):
     fleetrun._BUILD_CACHE.append(str(tmp_path_factory.mktemp("fleet-build-cache")))
     f = fleetlib.Fleet(str(tmp_path_factory.mktemp("fleet")))
     started = []
+    filesystem = contextlib.ExitStack()
     try:
-        with hostdirs_filesystem(str(tmp_path_factory.mktemp("fleet-hostdirs"))) as f.dirs_base:
-            try:
-                yield f
-            finally:
-                # every sshd, and what runs below it, killed before the hosts' filesystem is unmounted
-                started = [i.pid for i in f.instances.values() if i.pid]
-                f.close()
+        f.dirs_base = filesystem.enter_context(hostdirs_filesystem(str(tmp_path_factory.mktemp("fleet-hostdirs"))))
+        yield f
     finally:
-        f.close()       # again (it is idempotent): also when that filesystem could not be made
+        # every sshd, and what runs below it, killed before the hosts' filesystem is unmounted
+        started = [i.pid for i in f.instances.values() if i.pid]
+        f.close()
+        filesystem.close()
     left = fleetlib.sshd_pids_below(started)
     assert not left, "sshd still running after teardown: %s" % left
 

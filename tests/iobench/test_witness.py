@@ -103,7 +103,7 @@ def test_every_acknowledged_write_is_found_and_copies_taken_while_writing_hold(i
             fh.write(c)
         if len(c) < HDR or not c.startswith(b'{"format": "iobench-witness"'):
             continue            # taken before the header was written
-        _, cj = check(iobench, cp, "--dir", stamped)
+        _r, cj = check(iobench, cp, "--dir", stamped)
         assert (cj["lost"], cj["torn"], cj["misplaced"], cj["read_errors"]) == (0, 0, 0, 0), cj
         assert cj["acked"] <= fj["acked"] and cj["unreadable_entries"] <= 3, cj
 
@@ -181,7 +181,7 @@ def test_an_entry_copied_in_the_middle_of_its_update_is_never_read_as_acknowledg
         gen, ms, seq, chk = struct.unpack("<4I", fh.read(16))
         fh.seek(HDR + 16 * blk)
         fh.write(struct.pack("<4I", gen + 1, ms, seq, chk))
-    _, j = check(iobench, w, "--dir", stamped)
+    _r, j = check(iobench, w, "--dir", stamped)
     assert j["unreadable_entries"] == 1 and j["lost"] == 0 and j["acked"] == len(acked_blocks(w)) - 1, j
 
 
@@ -192,7 +192,7 @@ def test_on_a_raw_device(iobench, shm):
         r = run(iobench, "run", "--device", dev, "--size", "4M", "--block-size", "4K", *WRITER, "--time", 1,
                 "--prepare", "--witness", w)
         assert r.rc == 0, r
-        _, j = check(iobench, w, "--device", dev)
+        _r, j = check(iobench, w, "--device", dev)
         assert j["acked"] == len(acked_blocks(w)) > 0 and j["intact"] == j["acked"], j
         r = run(iobench, "witness-check", "--witness", w, "--dir", shm)
         assert r.rc == 2 and "give --device" in r.err, r
@@ -279,5 +279,5 @@ def test_a_writer_stopped_by_sigterm_leaves_its_witness_whole(iobench, stamped, 
         p.terminate()
         out, err = p.communicate(timeout=60)
     assert p.returncode == 5, err
-    _, j = check(iobench, w, "--dir", stamped)
+    _r, j = check(iobench, w, "--dir", stamped)
     assert j["acked"] == len(acked_blocks(w)) > 0 and j["intact"] == j["acked"], j
