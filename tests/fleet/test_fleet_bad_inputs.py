@@ -8,7 +8,7 @@ of a two-host fleet (fq11, fq12, both with a live sshd). Each must:
 * open no SSH session: neither sshd logged an "Accepted publickey" during the run,
 * create nothing: no binary directory, no test directory, no results.
 
-11 cases (tests/integration covers the other kinds on localhost via extra vars: unknown
+16 cases (tests/integration covers the other kinds on localhost via extra vars: unknown
 profile name, unparsable fleetqual_cache_size, relative test dir, misspelt threshold key):
 
  1. negative fleetqual_cache_size (group_vars)
@@ -23,6 +23,9 @@ profile name, unparsable fleetqual_cache_size, relative test dir, misspelt thres
 10. a JMESPath threshold rule that does not parse (group_vars)
 11. a JMESPath ``metric`` that parses but names a metric no record has
     (``metrics.no_such_metric``; group_vars; run against dead addresses, so it costs seconds)
+12-16. the power-cut test's refusals (docs/durability.md "Safety"): no power action, the
+    controller itself (``ansible_connection: local``), a profile with production safety, a
+    target not opted in, a system top directory
 """
 import os
 
@@ -40,6 +43,11 @@ def wl(**kw):
     return [spec]
 
 
+# a host the power-cut test would cut, with everything in place (each durability case breaks one thing)
+DURABLE = {"fleetqual_profile": "durability",
+           "fleetqual_power": {"method": "command", "off": ["true"], "on": ["true"]},
+           "fleetqual_targets": [{"device": "/dev/disk/by-id/nvme-X", "destroy_data": True}]}
+
 # (id, where: 'group' | host name, variables, text the message must contain)
 CASES = [
     ("negative-cache-size", "group", {"fleetqual_cache_size": "-1G"}, "fleetqual_cache_size: size must not be negative"),
@@ -53,6 +61,18 @@ CASES = [
     ("dotdot-test-dir", "fq11", {"fleetqual_test_dir": "/var/tmp/../etc/fleetqual"}, "fleetqual_test_dir: must not contain '..' components"),
     ("jmespath-parse", "group", {"fleetqual_thresholds": [{"metric": "metrics.iops[", "min": 1}]},
      "fleetqual_thresholds[0].metric: JMESPath 'metrics.iops[' does not parse"),
+    # the power-cut test's refusals (docs/durability.md "Safety"), one each
+    ("durability-no-power", "fq12", dict(DURABLE, fleetqual_power={}),
+     "host fq12: fleetqual_power: the durability test cuts this host's power and needs a power action"),
+    ("durability-the-controller", "fq11", dict(DURABLE, ansible_connection="local"),
+     "host fq11: ansible_host: this host is the controller itself"),
+    ("durability-production", "group", dict(DURABLE, fleetqual_profile="burnin",
+                                            fleetqual_profile_safety={"burnin": {"impact": {"ioprio": "idle"}}}),
+     "fleetqual_profile: profile burnin runs on production hosts"),
+    ("durability-not-opted-in", "group", dict(DURABLE, fleetqual_targets=[{"device": "/dev/disk/by-id/nvme-X"}]),
+     "fleetqual_targets[0].destroy_data"),
+    ("durability-system-dir", "group", dict(DURABLE, fleetqual_targets=[{"path": "/var/tmp", "destroy_data": True}]),
+     "fleetqual_targets[0].path: /var/tmp is a top directory of the system's own filesystem"),
 ]
 
 
