@@ -40,6 +40,13 @@ BECOME_ALLOWED = {
     ("roles/qualify/tasks/start.yml", "Check, deploy, plan, preflight and start the measurement job (one module run)"),
     ("roles/qualify/tasks/main.yml", "Wait for the measurement job, then judge, clean up and store (one module run after the polls)"),
     ("roles/qualify/tasks/main.yml", "Record the failure as this host's error, remove what the run created, store it"),
+    # the power-cut test (docs/durability.md) writes the opted-in targets and /dev/shm, as the
+    # measuring path does, with the same escalation (fleetqual_become)
+    ("roles/qualify/tasks/durability_cycle.yml", "Start the writers, cycle {{ _fleetqual_cycle }}"),
+    ("roles/qualify/tasks/durability_cycle.yml",
+     "Copy every witness of what was acknowledged, for the controller to keep, cycle {{ _fleetqual_cycle }}"),
+    ("roles/qualify/tasks/durability_cycle.yml", "Read every acknowledged write back, cycle {{ _fleetqual_cycle }}"),
+    ("roles/qualify/tasks/durability.yml", "Remove what the power-cut test created (witnesses, a directory target's files)"),
 }
 
 

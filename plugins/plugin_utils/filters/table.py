@@ -18,6 +18,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import rul
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import durability as _durability
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.validate import inputs as _validate
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.validate import arrays as _array_inputs
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.validate import durability as _durability_inputs
 from ansible_collections.fleetqual.storage.plugins.module_utils.plan import profiles as _plan
 from ansible_collections.fleetqual.storage.plugins.module_utils.plan import summary
 from ansible_collections.fleetqual.storage.plugins.module_utils.common.size import human_size as _human_size
@@ -58,7 +59,7 @@ _TABLE = {
     "first_failing_rule": _judge.first_failing_rule,
     "human_size": _human_size,
     "host_prometheus": _host_prometheus,
-    "durability_plan": _durability.durability_plan,
+    "durability_plan": _durability_inputs.durability_plan,
     "durability_verdict": _durability.judge_durability,
 }
 

@@ -3,7 +3,6 @@
 """The power-cut test's verdict (docs/durability.md): what the drive acknowledged as durable
 and did not hold after the power came back.
 
-:func:`durability_plan` settles a host's settings and the targets the test writes on;
 :func:`judge_durability` turns the cycles' read-backs (``iobench witness-check`` per target,
 with the cut's time) into ``{verdict, reasons, ...}``: PASS when no acknowledged write was
 lost, torn, misplaced or unreadable over every cycle, FAIL citing the counts, the time
@@ -11,22 +10,8 @@ before the cut the lost writes had been acknowledged, the drive's serial and its
 setting; :func:`merge_into_record` puts it into the host record (the worse verdict, its
 reasons first)."""
 
-from ansible_collections.fleetqual.storage.plugins.module_utils.plan.targets import resolve_targets
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.validate.durability import durability_settings
-
-KINDS = ("lost", "torn", "misplaced", "read_errors")
+NOT_HELD = ("lost", "torn", "misplaced", "read_errors")     # what an acknowledged block may be after a cut
 ORDER = {"PASS": 0, "INCONCLUSIVE": 1, "FAIL": 2, "ERROR": 3}
-
-
-def durability_plan(settings, targets, host=None):
-    """``{settings, targets}``: the settings with their defaults and the resolved targets;
-    ValueError with every problem (validation refused them before any host was contacted)."""
-    out, problems = durability_settings(settings, host)
-    resolved, errors = resolve_targets(targets or [], host=host)
-    problems += errors
-    if problems:
-        raise ValueError("; ".join(problems))
-    return {"settings": out, "targets": resolved}
 
 
 def _drive_text(drive):
@@ -56,8 +41,8 @@ def judge_durability(cycles, settings=None):
             t["cycles"] += 1
             t["acked"] += res.get("acked") or 0
             t["unreadable_entries"] += res.get("unreadable_entries") or 0
-            bad = sum(res.get(k) or 0 for k in KINDS)
-            for k in KINDS:
+            bad = sum(res.get(k) or 0 for k in NOT_HELD)
+            for k in NOT_HELD:
                 t[k] += res.get(k) or 0
             window = None
             first = (res.get("lost_acked_ms") or {}).get("first")
@@ -93,7 +78,7 @@ def judge_durability(cycles, settings=None):
         verdict = "ERROR"
     else:
         verdict = "FAIL" if reasons else "PASS"
-    totals = {k: sum(t[k] for t in targets.values()) for k in ("acked",) + KINDS}
+    totals = {k: sum(t[k] for t in targets.values()) for k in ("acked",) + NOT_HELD}
     return dict(verdict=verdict, reasons=reasons, cycles=len(per_cycle), planned_cycles=planned, per_cycle=per_cycle,
                 targets={n: {k: v for k, v in t.items() if k != "acked_in_bad"} for n, t in targets.items()}, **totals)
 
@@ -117,15 +102,15 @@ def durability_summary(durability):
     window before the cut (no samples, no cycles)."""
     if not isinstance(durability, dict):
         return None
-    keep = ("verdict", "cycles", "planned_cycles", "acked") + KINDS
+    keep = ("verdict", "cycles", "planned_cycles", "acked") + NOT_HELD
     out = {k: durability.get(k) for k in keep}
     out["targets"] = {}
     for name, t in sorted((durability.get("targets") or {}).items()):
         drive = t.get("drive") or {}
-        out["targets"][name] = dict({k: t.get(k) for k in ("acked",) + KINDS + ("lost_window_ms",)},
+        out["targets"][name] = dict({k: t.get(k) for k in ("acked",) + NOT_HELD + ("lost_window_ms",)},
                                     serial=drive.get("serial"), model=drive.get("model"),
                                     write_cache=drive.get("write_cache"), fua=drive.get("fua"))
     return out
 
 
-__all__ = ["durability_plan", "judge_durability", "merge_into_record", "durability_summary"]
+__all__ = ["judge_durability", "merge_into_record", "durability_summary"]

@@ -5,7 +5,8 @@
 (how the controller cuts and restores the host's power) and the refusals that keep a power
 cut away from what must never lose it.
 
-:func:`durability_settings` returns the settings with their defaults, or the problems;
+:func:`durability_settings` returns the settings with their defaults, or the problems
+(:func:`durability_plan`: with the targets resolved, for the role);
 :func:`validate_power` checks a power action; :func:`power_cut_refusals` says why a host
 must not be power-cut: no power action, the controller itself, a production host (its
 profile carries production safety, as the compliance profile does), no target named, a
@@ -17,6 +18,7 @@ import difflib
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.common.numeric import is_int, is_number
 from ansible_collections.fleetqual.storage.plugins.module_utils.common.size import parse_size
+from ansible_collections.fleetqual.storage.plugins.module_utils.plan.targets import resolve_targets
 from ansible_collections.fleetqual.storage.plugins.module_utils.plan.vocabulary import type_name
 
 DURABILITY_VAR = "fleetqual_durability"
@@ -46,11 +48,11 @@ LOCAL_NAMES = ("localhost", "127.0.0.1", "::1", "localhost.localdomain")
 SYSTEM_TOPS = ("/", "/tmp", "/var", "/var/tmp", "/home", "/root", "/opt", "/srv", "/usr", "/etc", "/boot")
 
 
-def _where(host, path):
+def _labelled(host, path):
     return "%s%s" % ("host %s: " % host if host else "", path)
 
 
-def _close(word, choices):
+def _did_you_mean(word, choices):
     found = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.5)
     return " (did you mean %s?)" % found[0] if found else ""
 
@@ -72,18 +74,18 @@ def durability_settings(value, host=None):
     if value in (None, {}):
         value = {}
     if not isinstance(value, dict):
-        return out, ["%s: must be a mapping such as {cycles: 3}, got %s" % (_where(host, DURABILITY_VAR), type_name(value))]
+        return out, ["%s: must be a mapping such as {cycles: 3}, got %s" % (_labelled(host, DURABILITY_VAR), type_name(value))]
     problems = []
     for key in value:
         if key not in DURABILITY_KEYS:
-            where = _where(host, "%s.%s" % (DURABILITY_VAR, key))
-            problems.append("%s: unknown key%s; known: %s" % (where, _close(key, DURABILITY_KEYS), ", ".join(DURABILITY_KEYS)))
+            where = _labelled(host, "%s.%s" % (DURABILITY_VAR, key))
+            problems.append("%s: unknown key%s; known: %s" % (where, _did_you_mean(key, DURABILITY_KEYS), ", ".join(DURABILITY_KEYS)))
     for key, (default, kind, low, high, what) in DURABILITY_KEYS.items():
         if key not in value:
             continue
         raw = value[key]
         n = _number(raw, kind)
-        path = _where(host, "%s.%s" % (DURABILITY_VAR, key))
+        path = _labelled(host, "%s.%s" % (DURABILITY_VAR, key))
         if n is None or isinstance(raw, bool):
             problems.append("%s: must be %s (%s), got %r" % (
                 path, {"int": "a whole number", "number": "a number", "size": "a size such as 64M"}[kind], what, raw))
@@ -101,7 +103,7 @@ def durability_settings(value, host=None):
     if not problems and out["size"] < out["block_size"] * out["threads"]:
         problems.append("%s: %d bytes hold fewer blocks of %d bytes than the %d writer threads (each thread writes "
                         "blocks of its own); closest valid: %s" % (
-                            _where(host, DURABILITY_VAR + ".size"), out["size"], out["block_size"], out["threads"],
+                            _labelled(host, DURABILITY_VAR + ".size"), out["size"], out["block_size"], out["threads"],
                             "%dK" % (out["block_size"] * out["threads"] // 1024)))
     return out, problems
 
@@ -112,35 +114,37 @@ def validate_power(value, host=None):
         return []
     if not isinstance(value, dict):
         return ["%s: must be a mapping such as {method: redfish, baseuri: bmc.example.com, username: ..., "
-                "password: ...}, got %s" % (_where(host, POWER_VAR), type_name(value))]
+                "password: ...}, got %s" % (_labelled(host, POWER_VAR), type_name(value))]
     method = value.get("method")
     if method not in POWER_METHODS:
-        where = _where(host, POWER_VAR + ".method")
-        return ["%s: must be one of %s, got %r%s" % (where, ", ".join(POWER_METHODS), method, _close(method, POWER_METHODS))]
+        where = _labelled(host, POWER_VAR + ".method")
+        return ["%s: must be one of %s, got %r%s" % (where, ", ".join(POWER_METHODS), method, _did_you_mean(method, POWER_METHODS))]
     required, optional = POWER_METHODS[method]
     problems = []
     for key in value:
         if key != "method" and key not in required and key not in optional:
             problems.append("%s: not a key of method %s%s; its keys: %s" % (
-                _where(host, "%s.%s" % (POWER_VAR, key)), method, _close(key, required + tuple(optional)),
+                _labelled(host, "%s.%s" % (POWER_VAR, key)), method, _did_you_mean(key, required + tuple(optional)),
                 ", ".join(required + tuple(optional))))
     for key in required:
         v = value.get(key)
-        if method == "command" and isinstance(v, list) and v and all(isinstance(x, str) and x for x in v):
-            continue
-        if not isinstance(v, str) or not v.strip():
-            problems.append("%s: required for method %s, %s" % (
-                _where(host, "%s.%s" % (POWER_VAR, key)), method,
-                "a command run on the controller (a string or an argv list)" if method == "command"
-                else "a non-empty string (a vault variable for a secret)"))
+        if method == "command":
+            # an argv list, run without a shell (nothing of it is ever parsed as shell syntax)
+            if not (isinstance(v, list) and v and all(isinstance(x, str) and x for x in v)):
+                problems.append("%s: required for method command, the command run on the controller as an argv "
+                                "list such as [virsh, destroy, db17], got %r" % (
+                                    _labelled(host, "%s.%s" % (POWER_VAR, key)), v))
+        elif not isinstance(v, str) or not v.strip():
+            problems.append("%s: required for method %s, a non-empty string (a vault variable for a secret)" % (
+                _labelled(host, "%s.%s" % (POWER_VAR, key)), method))
     if "timeout" in value and (not is_number(value["timeout"]) or isinstance(value["timeout"], bool)
                                or not 1 <= value["timeout"] <= 3600):
-        where = _where(host, POWER_VAR + ".timeout")
+        where = _labelled(host, POWER_VAR + ".timeout")
         problems.append("%s: must be seconds between 1 and 3600, got %r" % (where, value["timeout"]))
     if method == "ipmi" and "port" in value and (not is_int(value["port"]) or not 1 <= value["port"] <= 65535):
-        problems.append("%s: must be a port number (1-65535), got %r" % (_where(host, POWER_VAR + ".port"), value["port"]))
+        problems.append("%s: must be a port number (1-65535), got %r" % (_labelled(host, POWER_VAR + ".port"), value["port"]))
     if method == "redfish" and "validate_certs" in value and not isinstance(value["validate_certs"], bool):
-        problems.append("%s: must be true or false, got %r" % (_where(host, POWER_VAR + ".validate_certs"),
+        problems.append("%s: must be true or false, got %r" % (_labelled(host, POWER_VAR + ".validate_certs"),
                                                                value["validate_certs"]))
     return problems
 
@@ -179,10 +183,10 @@ def power_tools_missing(power, host=None, find_module=None, find_library=None):
     if not find_module(module):
         problems.append("%s: method %s runs %s on the controller, which is not installed there: install the "
                         "collection community.general (ansible-galaxy collection install community.general)" % (
-                            _where(host, POWER_VAR + ".method"), method, module))
+                            _labelled(host, POWER_VAR + ".method"), method, module))
     if library and not find_library(library):
         problems.append("%s: method %s needs the Python library %s on the controller: pip install %s" % (
-            _where(host, POWER_VAR + ".method"), method, library, library))
+            _labelled(host, POWER_VAR + ".method"), method, library, library))
     return problems
 
 
@@ -210,29 +214,29 @@ def power_cut_refusals(inputs, host=None, connection=None, address=None, port=No
     if power in (None, {}):
         problems.append("%s: the durability test cuts this host's power and needs a power action: set %s to "
                         "{method: redfish, baseuri: <BMC address>, username: ..., password: ...} (or method ipmi "
-                        "or command; docs/durability.md)" % (_where(host, POWER_VAR), POWER_VAR))
+                        "or command; docs/durability.md)" % (_labelled(host, POWER_VAR), POWER_VAR))
     else:
         problems.extend(validate_power(power, host))
     if is_controller(connection, address, port):
         problems.append("%s: this host is the controller itself (connection %s, address %s): the playbook would cut "
                         "its own power; run the durability test from another machine" % (
-                            _where(host, "ansible_host"), connection or "ssh", address))
+                            _labelled(host, "ansible_host"), connection or "ssh", address))
     if isinstance(safety, dict) and profile in safety:
         problems.append("%s: profile %s runs on production hosts (it has production safety in "
                         "fleetqual_profile_safety): a production host is never power-cut; qualify it with the "
                         "durability profile before it holds production data" % (
-                            _where(host, "fleetqual_profile"), profile))
+                            _labelled(host, "fleetqual_profile"), profile))
     targets = inputs.get("fleetqual_targets")
     if not targets:
         problems.append("%s: the durability test writes only on targets opted in by name: list them, each with "
                         "destroy_data: true ({device: /dev/disk/by-id/..., destroy_data: true} or {path: /mnt/data/"
                         "fleetqual, destroy_data: true}); a power cut may damage what else the drive holds" % (
-                            _where(host, "fleetqual_targets")))
+                            _labelled(host, "fleetqual_targets")))
     elif isinstance(targets, list):
         for i, t in enumerate(targets):
             if not isinstance(t, dict):
                 continue            # resolve_targets says what is wrong with it
-            where = _where(host, "fleetqual_targets[%d]" % i)
+            where = _labelled(host, "fleetqual_targets[%d]" % i)
             if t.get("destroy_data") is not True:
                 problems.append("%s.destroy_data: a power cut may damage what the drive under this target holds: "
                                 "opt it in with destroy_data: true, got %s" % (
@@ -244,5 +248,18 @@ def power_cut_refusals(inputs, host=None, connection=None, address=None, port=No
     return problems
 
 
+def durability_plan(settings, targets, host=None):
+    """``{settings, targets}``: the settings with their defaults and the resolved targets;
+    ValueError with every problem (the validation play refused them before any host was
+    contacted)."""
+    out, problems = durability_settings(settings, host)
+    resolved, errors = resolve_targets(targets or [], host=host)
+    problems += errors
+    if problems:
+        raise ValueError("; ".join(problems))
+    return {"settings": out, "targets": resolved}
+
+
 __all__ = ["DURABILITY_VAR", "POWER_VAR", "DURABILITY_KEYS", "POWER_METHODS", "durability_settings",
-           "validate_power", "power_cut_wanted", "power_tools_missing", "is_controller", "power_cut_refusals"]
+           "validate_power", "power_cut_wanted", "power_tools_missing", "is_controller", "power_cut_refusals",
+           "durability_plan"]

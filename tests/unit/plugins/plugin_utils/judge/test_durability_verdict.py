@@ -35,14 +35,14 @@ def cycle(n, cut_ms, results):
 def test_fail_exactly_when_something_acknowledged_is_missing(cycles, planned):
     cs = [cycle(i + 1, 1_000_000 * (i + 1), r) for i, r in enumerate(cycles)]
     got = d.judge_durability(cs, {"cycles": planned})
-    bad = {k: sum(r[k] for c in cycles for r in c.values()) for k in d.KINDS}
+    bad = {k: sum(r[k] for c in cycles for r in c.values()) for k in d.NOT_HELD}
     if any(bad.values()):
         assert got["verdict"] == "FAIL"
     elif len(cycles) < planned:
         assert got["verdict"] == "ERROR" and got["reasons"] == ["only %d of %d power cuts ran" % (len(cycles), planned)]
     else:
         assert got["verdict"] == "PASS" and got["reasons"] == []
-    for k in d.KINDS:
+    for k in d.NOT_HELD:
         assert got[k] == bad[k]
     names = {n for c in cycles for n in c}
     for name in names:
@@ -76,13 +76,13 @@ def test_the_record_takes_the_worse_verdict_and_the_tests_reasons_first():
 
 
 def test_the_plan_resolves_targets_and_refuses_what_validation_refuses():
-    plan = d.durability_plan({"cycles": 2}, [{"device": "/dev/disk/by-id/nvme-X", "destroy_data": True},
+    plan = v.durability_plan({"cycles": 2}, [{"device": "/dev/disk/by-id/nvme-X", "destroy_data": True},
                                              {"path": "/mnt/d", "destroy_data": True}])
     assert plan["settings"]["cycles"] == 2 and plan["settings"]["size"] == 64 << 20
     assert [t["kind"] for t in plan["targets"]] == ["device", "path"]
     assert all(t["destroy_data"] is True for t in plan["targets"])
     try:
-        d.durability_plan({"cycles": 0}, [{"path": "/mnt/d", "destroy_data": "yes"}])
+        v.durability_plan({"cycles": 0}, [{"path": "/mnt/d", "destroy_data": "yes"}])
     except ValueError as e:
         assert "fleetqual_durability.cycles" in str(e) and "destroy_data" in str(e)
     else:

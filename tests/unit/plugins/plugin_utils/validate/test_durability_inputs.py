@@ -14,7 +14,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.validate import 
 
 REDFISH = {"method": "redfish", "baseuri": "10.0.0.5", "username": "admin", "password": "secret"}
 IPMI = {"method": "ipmi", "name": "10.0.0.6", "user": "admin", "password": "secret"}
-COMMAND = {"method": "command", "off": "virsh destroy db1", "on": ["virsh", "start", "db1"]}
+COMMAND = {"method": "command", "off": ["virsh", "destroy", "db1"], "on": ["virsh", "start", "db1"]}
 SAFETY = {"compliance": {"impact": {"ioprio": "idle"}}}
 DEV = {"device": "/dev/disk/by-id/nvme-X", "destroy_data": True}
 DIR = {"path": "/mnt/data/fq", "destroy_data": True}
@@ -60,7 +60,8 @@ def test_power_actions_wrong_in_one_place_each():
         ("redfish", ("usename", "x"), "usename", "did you mean username?"),
         ("redfish", ("validate_certs", "no"), "validate_certs", "true or false"),
         ("ipmi", ("port", 70000), "port", "1-65535"),
-        ("command", ("on", ""), "on", "a command run on the controller"),
+        ("command", ("on", ""), "on", "an argv list such as [virsh, destroy, db17]"),
+        ("command", ("off", "virsh destroy db1"), "off", "an argv list"),
         ("command", ("timeout", 0), "timeout", "between 1 and 3600"),
     ]
     base = {"redfish": REDFISH, "ipmi": IPMI, "command": COMMAND}
