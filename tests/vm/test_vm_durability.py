@@ -66,6 +66,7 @@ def test_the_lying_drive_fails_the_host_and_the_honest_ones_lose_nothing(cut_run
     assert dur["cycles"] == CYCLES and dur["planned_cycles"] == CYCLES, (rec["verdict"], rec["reasons"][:4], rec["error"])
     assert rec["verdict"] == "FAIL", cut_run.verdicts()
     t = dur["targets"]
+    assert [t[n]["verdict"] for n in ("writeback", "unsafe", "writethrough")] == ["PASS", "FAIL", "PASS"], t
     assert t["writeback"]["lost"] == t["writeback"]["torn"] == 0 and t["writeback"]["acked"] > 0, t["writeback"]
     assert t["writethrough"]["lost"] == t["writethrough"]["torn"] == 0 and t["writethrough"]["acked"] > 0
     lying = t["unsafe"]

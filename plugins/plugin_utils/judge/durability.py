@@ -72,6 +72,8 @@ def judge_durability(cycles, settings=None):
         if t["read_errors"]:
             reasons.append("%d acknowledged blocks could not be read back after a power cut (target %s)"
                            % (t["read_errors"], where))
+    for t in targets.values():      # each target's own verdict: its drive kept every acknowledged write
+        t["verdict"] = "FAIL" if any(t[k] for k in NOT_HELD) else "PASS"
     planned = (settings or {}).get("cycles")
     if planned is not None and len(per_cycle) < planned and not reasons:
         reasons.append("only %d of %d power cuts ran" % (len(per_cycle), planned))
@@ -107,7 +109,7 @@ def durability_summary(durability):
     out["targets"] = {}
     for name, t in sorted((durability.get("targets") or {}).items()):
         drive = t.get("drive") or {}
-        out["targets"][name] = dict({k: t.get(k) for k in ("acked",) + NOT_HELD + ("lost_window_ms",)},
+        out["targets"][name] = dict({k: t.get(k) for k in ("verdict", "acked") + NOT_HELD + ("lost_window_ms",)},
                                     serial=drive.get("serial"), model=drive.get("model"),
                                     write_cache=drive.get("write_cache"), fua=drive.get("fua"))
     return out

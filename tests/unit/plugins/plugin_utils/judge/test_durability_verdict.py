@@ -52,6 +52,7 @@ def test_fail_exactly_when_something_acknowledged_is_missing(cycles, planned):
             lines = [x for x in got["reasons"] if word in x and "target %s," % name in x]
             assert len(lines) == (1 if t[k] else 0), (k, got["reasons"])
             assert all("ACME X200 S4XN1" in x and "write cache write back" in x for x in lines)
+        assert t["verdict"] == ("FAIL" if any(t[k] for k in d.NOT_HELD) else "PASS")
         windows = [r["first_back_ms"] for c in cycles for n, r in c.items()
                    if n == name and r["lost"] + r["torn"] + r["misplaced"] + r["read_errors"]]
         assert t["lost_window_ms"] == (max(windows) if windows else None)
@@ -104,7 +105,7 @@ def test_fleet_json_and_prometheus_carry_the_test_per_target():
     got = d.judge_durability([cycle(1, 10_000, {"data": {"acked": 1200, "lost": 37, "torn": 1, "misplaced": 0,
                                                          "read_errors": 0, "first_back_ms": 850}})], {"cycles": 1})
     summary = d.durability_summary(got)
-    assert summary["targets"]["data"] == {"acked": 1200, "lost": 37, "torn": 1, "misplaced": 0, "read_errors": 0,
+    assert summary["targets"]["data"] == {"verdict": "FAIL", "acked": 1200, "lost": 37, "torn": 1, "misplaced": 0, "read_errors": 0,
                                           "lost_window_ms": 850, "serial": "S4XN1", "model": "ACME X200",
                                           "write_cache": "write back", "fua": True}
     assert d.durability_summary(None) is None
