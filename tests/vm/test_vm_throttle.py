@@ -16,6 +16,8 @@ import pytest
 
 from conftest import BURST, THROTTLE_IOPS
 
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.common.fmt import fmt_k
+
 pytestmark = [pytest.mark.vm("vm-throttle"), pytest.mark.slow]
 
 HOST = "vm-throttle"
@@ -70,7 +72,8 @@ def test_burst_bucket_drop_reported_by_the_stability_diagnostic(vm_run):
     assert fig["first_iops"] >= 2 * avg, fig
     assert abs(fig["last_iops"] / avg - 1) <= 0.1, fig
     assert drop_at(fig) is not None, fig
-    assert "burst-rndrd-t16 %s -> %s IOPS" % (round(fig["first_iops"]), round(fig["last_iops"])) in st["sentence"]
+    # the figures as the diagnostic writes them (common/fmt.py fmt_k: 99.8 stays 99.8, 300.0 is 300)
+    assert "burst-rndrd-t16 %s -> %s IOPS" % (fmt_k(fig["first_iops"]), fmt_k(fig["last_iops"])) in st["sentence"]
 
 
 def drop_at(fig):
