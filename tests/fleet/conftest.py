@@ -35,7 +35,11 @@ def hostdirs_filesystem(where):
     (the fleet tests are about fleet scale and output, not about this machine's disk). None
     when no loop device can be made here (then <inventory>/hostdirs, as before). Unmounted
     (lazily if busy) and detached afterwards."""
-    if loopdev.missing_tools():
+    # Off unless FLEETQUAL_FLEET_HOSTDIRS=loop: in two full runs beside the VM tier, healthy
+    # hosts FAILed with real 1.7-1.9 s stalls of this loop device (its worker, a nice-0
+    # kernel thread, starved by the guests' QEMU at nice -5), more often than the machine's
+    # own disk stalls (once in five runs); the hosts' directories stay on the disk for now
+    if os.environ.get("FLEETQUAL_FLEET_HOSTDIRS") != "loop" or loopdev.missing_tools():
         yield None
         return
     with contextlib.ExitStack() as stack:
