@@ -32,8 +32,9 @@ import struct
 import subprocess
 import time
 
-from ansible_collections.fleetqual.storage.plugins.module_utils.devices import blockdev, drives
+from ansible_collections.fleetqual.storage.plugins.module_utils.devices import blockdev, drives, sysfs
 from ansible_collections.fleetqual.storage.plugins.module_utils.host import bench_dir
+from ansible_collections.fleetqual.storage.plugins.module_utils.job import status as _status
 
 WITNESS_ROOT = "/dev/shm"
 MARKED = "fleetqual-durability"   # under a directory target: the test's marked directory (bench_dir)
@@ -76,9 +77,7 @@ def _run(argv, timeout=None):
 def _whole_disk(name, sysfs_root="/sys"):
     """The whole disk a (partition) kernel name belongs to."""
     node = os.path.realpath(os.path.join(sysfs_root, "class", "block", name))
-    if os.path.exists(os.path.join(node, "partition")):
-        return os.path.basename(os.path.dirname(node))
-    return name
+    return os.path.basename(os.path.dirname(node)) if sysfs.is_partition(node) else name
 
 
 def drive_of(target, sysfs_root="/sys", dev_root="/dev"):
@@ -142,15 +141,10 @@ def _read_witness(path):
         return fh.read()
 
 
-def _writer_alive(pid, witness):
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as fh:
-            cmd = fh.read().split(b"\0")
-        with open("/proc/%d/stat" % pid) as fh:
-            state = fh.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return witness.encode() in cmd and state != "Z"
+def _writer_alive(t):
+    """Whether the writer of a started target still runs: its PID with the start time it had
+    (job/status.py: a reused PID has another; a zombie has none)."""
+    return bool(t.get("pid")) and t.get("pid_start") is not None and _status.pid_start(t["pid"]) == t["pid_start"]
 
 
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
@@ -202,6 +196,7 @@ def start(binary, run_id, cycle, targets, settings, sysfs_root="/sys", dev_root=
                    "--witness", entry["witness"]])
         entry["argv"] = argv
         entry["pid"] = _spawn(argv, os.path.join(wdir, t["name"])).pid
+        entry["pid_start"] = _status.pid_start(entry["pid"])
         out.append(entry)
     deadline = time.time() + START_WAIT_S
     for entry in out:
@@ -235,7 +230,7 @@ def snapshot(targets):
     for t in targets:
         data = _read_witness(t["witness"])
         taken[t["name"]] = {"witness": base64.b64encode(data).decode("ascii"), "acked": acked_entries(data),
-                            "writer_running": _writer_alive(t["pid"], t["witness"])}
+                            "writer_running": _writer_alive(t)}
     return {"taken_ms": int(time.time() * 1000), "witnesses": taken}
 
 
@@ -267,7 +262,7 @@ def _alive(t):
     proc = _PROCS.get(t.get("pid"))
     if proc is not None:            # started by this process: its Popen knows
         return proc.poll() is None
-    return bool(t.get("pid")) and _writer_alive(t["pid"], t["witness"])
+    return _writer_alive(t)
 
 
 def stop_writers(targets):

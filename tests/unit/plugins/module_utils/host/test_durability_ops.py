@@ -61,7 +61,7 @@ def kill(started):
         os.kill(t["pid"], signal.SIGKILL)
     for t in started["targets"]:
         deadline = time.time() + 30
-        while dur._writer_alive(t["pid"], t["witness"]) and time.time() < deadline:
+        while dur._writer_alive(t) and time.time() < deadline:
             time.sleep(0.05)
 
 
@@ -109,9 +109,8 @@ def test_cleanup_ends_a_writer_whose_cut_never_came(iobench_binary, devices):
     os.makedirs(devices["shm"])
     ts = targets(devices)[:1]
     s = dur.start(iobench_binary, "run2", 1, ts, SETTINGS, root=devices["shm"])
-    pid = s["targets"][0]["pid"]
     out = dur.cleanup(iobench_binary, "run2", s["targets"], root=devices["shm"])
-    assert out["ended_writers"] == ["raw"] and not dur._writer_alive(pid, s["targets"][0]["witness"])
+    assert out["ended_writers"] == ["raw"] and not dur._writer_alive(s["targets"][0])
 
 
 def test_refusals(iobench_binary, devices, tmp_path):
