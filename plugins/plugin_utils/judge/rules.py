@@ -14,6 +14,7 @@ A rule is a mapping::
       min_mibps: 300
       max_read_p99_ms: 20            # max_<read|write|fsync>_<p50|p90|p95|p99|p999>_ms
       require_steady_state: true     # the workload (steady_state: true) must reach steady state
+      max_stall_s: 5                 # the longest silence the device may hold (default: 1 s is a stall)
       metric: metrics.dev_util_pct   # custom: a JMESPath over the workload record
       min: 0                         #   with min and/or max
       max: 95
@@ -25,7 +26,7 @@ A rule is a mapping::
                                      #   metric: evidence.max_ratio, max: 3
 
 Validation (:func:`validate_rules`) rejects unknown keys (with a did-you-mean), wrong
-types, negative limits, ``max_*_ms`` <= 0, ``min > max``, a JMESPath that does not
+types, negative limits, ``max_*_ms`` or ``max_stall_s`` <= 0, ``min > max``, a JMESPath that does not
 parse, ``min``/``max`` without ``metric`` and a rule without any limit. Messages name
 the variable path: ``fleetqual_thresholds[2].max_raed_p99_ms: unknown key ...``.
 
@@ -71,18 +72,22 @@ except ImportError:  # the filters and the callback must load without it (ansibl
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.diagnostics import diagnose as _diag
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.diagnostics import model as _diag_model
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.stalls import STALL_S
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.workload import METRIC_KEYS
 from ansible_collections.fleetqual.storage.plugins.module_utils.plan.profiles import SPEC_KEYS
 from ansible_collections.fleetqual.storage.plugins.module_utils.plan.targets import TARGET_SPEC_KEYS
 from ansible_collections.fleetqual.storage.plugins.module_utils.plan.options import MODES
 from ansible_collections.fleetqual.storage.plugins.module_utils.plan.vocabulary import OPS, PCTS, type_name
-from ansible_collections.fleetqual.storage.plugins.module_utils.common.numeric import is_int, is_number
+from ansible_collections.fleetqual.storage.plugins.module_utils.common.numeric import fmt_num, is_int, is_number
 
 SELECTOR_KEYS = ("id", "workload", "mode", "threads")
 LATENCY_LIMITS = tuple("max_%s_%s_ms" % (op, pct) for op in OPS for pct in PCTS)
 MIN_LIMITS = ("min_iops", "min_mibps")
 STATE_LIMITS = ("require_steady_state",)      # true: the workload must reach steady state
-LIMIT_KEYS = MIN_LIMITS + LATENCY_LIMITS + STATE_LIMITS       # canonical check order
+# the longest silence (no request completed, the device holding requests) a matched workload may
+# show; it replaces the built-in stall limit (plugin_utils/metrics/stalls.py, docs/integrity.md)
+STALL_LIMITS = ("max_stall_s",)
+LIMIT_KEYS = MIN_LIMITS + LATENCY_LIMITS + STALL_LIMITS + STATE_LIMITS       # canonical check order
 OTHER_KEYS = ("name", "description", "metric", "min", "max", "diagnostic", "expect")
 # drive rules: limit -> the key of the drive's normalised health (module_utils/devices/drives.py HEALTH_KEYS)
 DRIVE_LIMITS = {
@@ -206,6 +211,9 @@ def validate_rules(rules, var_name=DEFAULT_VAR):
                     errors.append("%s: %s" % (where, bad))
                 elif key in LATENCY_LIMITS and value <= 0:
                     errors.append("%s: a latency limit must be greater than 0 ms, got %r" % (where, value))
+                elif key in STALL_LIMITS and value <= 0:
+                    errors.append("%s: a stall limit must be greater than 0 s (the default, with no rule, is %s s), "
+                                  "got %r" % (where, fmt_num(STALL_S), value))
                 elif value < 0:
                     errors.append("%s: must not be negative, got %r" % (where, value))
             elif key == "metric":
@@ -240,7 +248,7 @@ def validate_rules(rules, var_name=DEFAULT_VAR):
             errors.append("%s: min %r is greater than max %r; no value can pass" % (path, rule["min"], rule["max"]))
         if not has_metric and not has_bound and not any(k in rule and rule[k] is not False for k in LIMIT_KEYS):
             errors.append("%s: rule sets no limit; give min_iops, min_mibps, max_<op>_<pct>_ms "
-                          "(op read|write|fsync, pct p50|p90|p95|p99|p999), metric with min/max, "
+                          "(op read|write|fsync, pct p50|p90|p95|p99|p999), max_stall_s, metric with min/max, "
                           "or diagnostic with expect" % path)
     return errors
 
@@ -443,6 +451,17 @@ def selector_match(want, have):
     return have == want
 
 
+def stall_limit(rules, workload):
+    """The stall limit of a workload: ``(seconds, rule)`` of the lowest ``max_stall_s`` among the
+    rules that match it, or ``(None, None)`` when none does (the built-in limit holds)."""
+    best = (None, None)
+    for rule in rules or []:
+        if isinstance(rule, dict) and is_number(rule.get("max_stall_s")) and rule_matches(rule, workload):
+            if best[0] is None or rule["max_stall_s"] < best[0]:
+                best = (rule["max_stall_s"], rule)
+    return best
+
+
 def rule_matches(rule, workload):
     """True when every selector of ``rule`` matches the workload record/spec (a
     diagnostic rule never matches a workload: the judge checks it once per host)."""
@@ -456,5 +475,5 @@ def rule_matches(rule, workload):
 
 __all__ = ["validate_rules", "rule_name", "rule_limits", "rule_matches", "selector_text",
            "compile_metric", "JMESPATH_MISSING", "is_diagnostic_rule", "is_drive_rule", "drive_selected", "expect_values", "DRIVE_LIMITS",
-           "LIMIT_KEYS", "LATENCY_LIMITS", "STATE_LIMITS",
+           "LIMIT_KEYS", "LATENCY_LIMITS", "STATE_LIMITS", "STALL_LIMITS", "stall_limit",
            "KNOWN_KEYS"]

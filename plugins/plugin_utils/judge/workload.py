@@ -19,9 +19,10 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge.rules impo
     rule_limits,
     rule_matches,
     rule_name,
+    stall_limit,
 )
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.device import DEVICE_FIELDS
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.stalls import silence_notes
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.stalls import held_stall_s, silence_notes, stall_message
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.workload import record_metrics
 
 
@@ -99,9 +100,10 @@ def answered_later_indexes(records):
     return out
 
 
-def _integrity(record, wid, metrics, answered_later=False):
+def _integrity(record, wid, metrics, answered_later=False, stall_ruled=False):
     """Error checks for one record (the module's result status and the metrics).
-    ``answered_later``: a later workload on the same target was answered by the drive."""
+    ``answered_later``: a later workload on the same target was answered by the drive;
+    ``stall_ruled``: a rule's ``max_stall_s`` judges its stalls instead of the built-in limit."""
     out = []
     result = record.get("result")
     if not isinstance(result, dict):
@@ -132,7 +134,7 @@ def _integrity(record, wid, metrics, answered_later=False):
                                % (wid, result["rc"], ": %s" % said[-1] if said else ""), value=result["rc"], metric="rc"))
         return out
     out.extend(verify_checks(wid, metrics))
-    stalled = stall_check(wid, metrics)
+    stalled = None if stall_ruled else stall_check(wid, metrics)
     if stalled:
         out.append(stalled)
     if metrics.get("timed_out"):
@@ -167,10 +169,31 @@ def _steady_state_check(rule, key, record, wid, metrics):
                       "fail", "limit", msg)
 
 
+def _stall_rule_check(rule, key, op, limit, wid, metrics):
+    """A rule's ``max_stall_s``: the longest silence the device held against the rule's limit
+    (plugin_utils/metrics/stalls.py); an integrity check, as the built-in stall limit is."""
+    name = rule_name(rule, key)
+    figures = metrics.get("stall")
+    value = held_stall_s(figures)
+    if value is None:
+        why = (figures or {}).get("reason") or "no interval series in the result"
+        msg = "%s: stalls not judged (%s); %s not applicable" % (wid, why, name)
+        return make_check(wid, name, "stall", None, limit, op, None, msg, "n/a", "integrity", msg)
+    ev = "silences: %s" % (", ".join("%s-%s s" % (fmt_num(s["from_s"]), fmt_num(s["to_s"]))
+                                     for s in figures["silences"][:8]) or "none")
+    failed = stall_message(wid, figures, limit, name)
+    if failed:
+        return make_check(wid, name, "stall", value, limit, op, False, ev, "fail", "integrity", failed)
+    msg = "%s: longest stall %s s <= limit %s s [rule %s] (%s)" % (wid, fmt_num(value), fmt_num(limit), name, ev)
+    return make_check(wid, name, "stall", value, limit, op, True, ev, "pass", "integrity", msg)
+
+
 def _limit_check(rule, key, op, limit, record, wid, metrics):
     name = rule_name(rule, key)
     if key == "require_steady_state":
         return _steady_state_check(rule, key, record, wid, metrics)
+    if key == "max_stall_s":
+        return _stall_rule_check(rule, key, op, limit, wid, metrics)
     if key in ("min_iops", "min_mibps"):
         metric = key[4:]
         label = _LIMIT_LABEL[key][0]
@@ -301,10 +324,13 @@ def workload_checks(checks, rules, matched, applicable, proof_failed, wid, rec, 
                 if rule_matches(rule, rec):
                     matched[ri] += 1
             return
-    integrity = _integrity(rec, wid, metrics, answered_later)
+    limit, limit_rule = stall_limit(rules, rec)
+    integrity = _integrity(rec, wid, metrics, answered_later, stall_ruled=limit is not None)
     if warnings is not None:
-        # silences that were not the device's: said, never judged (docs/integrity.md, "Stalls")
-        warnings.extend(silence_notes(wid, metrics.get("stall"), shared_judged=foreign is not None))
+        # silences that were not the device's, and stalls within a rule's limit: said, never
+        # judged (docs/integrity.md, "Stalls")
+        warnings.extend(silence_notes(wid, metrics.get("stall"), shared_judged=foreign is not None, limit=limit,
+                                      rule=rule_name(limit_rule, "max_stall_s") if limit_rule else None))
     if foreign is not None and metrics.get("foreign_guard"):
         # the guard stopped it: that is the foreign check's story, not an integrity error
         integrity = [c for c in integrity if c["rule"] not in ("interrupted", "timed_out")]

@@ -11,7 +11,9 @@ which not one request completed. docs/integrity.md, "Stalls", explains the rule:
 * a *silence* is a run of consecutive intervals of the series without a completed read,
   write or fsync; its length is the sum of their durations;
 * a silence of ``STALL_S`` seconds or more is a stall; the workload FAILs with the stall's
-  place in the run (seconds from the window's start) and the longest single request;
+  place in the run (seconds from the window's start) and the longest single request; a
+  threshold rule's ``max_stall_s`` replaces that limit for the workloads it matches
+  (docs/thresholds.md): a stall no longer than it is said in a warning, not judged;
 * a workload paced so slowly (``rate_iops``) that fewer than ``MIN_EXPECTED`` completions
   are due in ``STALL_S`` is not judged (an empty interval is its cadence, not a stall);
 * a silence is read against the device's own counters read inside it (the result's
@@ -181,29 +183,53 @@ def _stalled(silence):
             and not silence.get("paused"))
 
 
-def stall_message(wid, figures):
-    """The reason of a stalled workload, or None when it did not stall."""
-    if not figures or not figures.get("stalls"):
+def _over(silence, limit):
+    """A stall beyond the limit: the built-in one (``None``: ``STALL_S`` or more) or a rule's
+    ``max_stall_s`` (longer than it)."""
+    return _stalled(silence) and (limit is None or silence["seconds"] > limit + 1e-9)
+
+
+def held_stall_s(figures):
+    """The longest silence the device held (a stall at the built-in limit), 0.0 without one;
+    None when the series was not judged or is missing."""
+    if not figures or not figures.get("judged", True):
         return None
-    stalls = [s for s in figures["silences"] if _stalled(s)]
+    return max([s["seconds"] for s in figures.get("silences") or [] if _stalled(s)] or [0.0])
+
+
+def stall_message(wid, figures, limit=None, rule=None):
+    """The reason of a stalled workload, or None when it did not stall: beyond ``STALL_S``,
+    or beyond ``limit`` (a rule's ``max_stall_s``, the rule's name in ``rule``) when given."""
+    if not figures or not figures.get("stalls") or not figures.get("judged", True):
+        return None
+    stalls = [s for s in figures["silences"] if _over(s, limit)]
+    if not stalls:
+        return None
     first = stalls[0]
+    where = "stall limit %s s" % fmt_num(STALL_S if limit is None else limit)
+    if rule:
+        where += ", rule %s" % rule
     return ("%s: the device completed no request for %s s, %d time%s (first from %s s to %s s into the run, "
-            "interval series; stall limit %s s); longest single request %s ms"
+            "interval series; %s); longest single request %s ms"
             % (wid, fmt_num(max(s["seconds"] for s in stalls)), len(stalls), "" if len(stalls) == 1 else "s",
-               fmt_num(first["from_s"]), fmt_num(first["to_s"]), fmt_num(STALL_S),
+               fmt_num(first["from_s"]), fmt_num(first["to_s"]), where,
                fmt_num(figures.get("max_request_ms"))))
 
 
-def silence_notes(wid, figures, shared_judged=False):
-    """Warnings for the long silences that were not the device's, one per kind (its longest
+def silence_notes(wid, figures, shared_judged=False, limit=None, rule=None):
+    """Warnings for the long silences that were not judged, one per kind (its longest
     silence): ``starved`` ones (the device went on completing other requests; left out when
     ``shared_judged``: a compliance run judges a shared window by its foreign-I/O rules),
-    ``paused`` ones (the job's own sampler did not run either) and ``idle`` ones (the device
-    held no request: the job issued none)."""
+    ``paused`` ones (the job's own sampler did not run either), ``idle`` ones (the device
+    held no request: the job issued none) and, under a rule's ``limit`` (``max_stall_s``, the
+    rule's name in ``rule``), the device's own stalls no longer than it."""
     if not figures or not figures.get("judged", True):
         return []
     long_ones = [s for s in figures.get("silences") or [] if s["seconds"] >= STALL_S - 1e-9]
     kinds = (
+        (limit is not None and (lambda s: _stalled(s) and not _over(s, limit)),
+         "the device completed no request for {secs} s ({place}; it held requests): a stall, within the stall "
+         "limit %s s of rule %s" % (fmt_num(limit), str(rule).replace("{", "{{").replace("}", "}}"))),
         (not shared_judged and (lambda s: _served(s.get("others"))),
          "no request of the job completed for {secs} s ({place}) while the device completed {others} others "
          "(another process's, or the job's own writeback): the job's requests waited, the device did not stall"),

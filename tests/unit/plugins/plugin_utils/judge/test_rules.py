@@ -46,9 +46,9 @@ def test_unknown_key_names_the_path_and_suggests():
     assert len(errs) == 2
     assert errs[0] == ("fleetqual_thresholds[2].max_raed_p99_ms: unknown key (did you mean max_read_p99_ms?); "
                        "known: name, description, id, workload, mode, threads, min_iops, min_mibps, "
-                       "max_<read|write|fsync>_<p50|p90|p95|p99|p999>_ms, require_steady_state, metric, min, max, diagnostic, expect")
+                       "max_<read|write|fsync>_<p50|p90|p95|p99|p999>_ms, max_stall_s, require_steady_state, metric, min, max, diagnostic, expect")
     assert errs[1] == ("fleetqual_thresholds[2]: rule sets no limit; give min_iops, min_mibps, "
-                       "max_<op>_<pct>_ms (op read|write|fsync, pct p50|p90|p95|p99|p999), metric with min/max, "
+                       "max_<op>_<pct>_ms (op read|write|fsync, pct p50|p90|p95|p99|p999), max_stall_s, metric with min/max, "
                        "or diagnostic with expect")
 
 
