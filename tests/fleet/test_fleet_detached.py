@@ -45,7 +45,8 @@ def matrix(time_s, n=3):
 
 def inventory(fleet, base, time_s, extra=None, names=HOSTS):
     hosts = [{"name": name, "inst": fleet.host(int(name[2:]))} for name in names]
-    gv = {"fleetqual_matrix": matrix(time_s), "fleetqual_progress_interval": 3}
+    gv = {"fleetqual_matrix": matrix(time_s), "fleetqual_progress_interval": 3,
+          "fleetqual_thresholds": [fleetlib.SHARED_DISK_STALL_RULE]}
     gv.update(extra or {})
     return fleet.inventory(os.path.join(base, "inventory"), hosts, group_vars={"all": gv})
 

@@ -243,7 +243,8 @@ def chaos(fleet, tmp_path_factory):
             host("fq22", fleetqual_matrix=[short("rndrd", "foreign", 2)]),
         ]
         inv = fleet.inventory(os.path.join(base, "inventory"), hosts,
-                              group_vars={"all": {"fleetqual_profile": "quick"}})
+                              group_vars={"all": {"fleetqual_profile": "quick",
+                                                    "fleetqual_thresholds": [fleetlib.SHARED_DISK_STALL_RULE]}})
 
         # during-run actions, each bound to its own host
         def kill_fq16():
