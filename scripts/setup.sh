@@ -7,7 +7,12 @@
 #                             pkg-config (the fault-injecting drive of tests/faultdrive);
 #                             debootstrap (hosts of other Debian releases); sudo (non-root
 #                             logins); qemu-system-x86, qemu-utils and nbdkit (the VM tier's
-#                             guests and their drives); the development requirements in
+#                             guests and their drives); libvirt-daemon,
+#                             libvirt-daemon-driver-qemu and python3-libvirt (the BMC lab of
+#                             tests/bmc: a private libvirtd whose domains sushy-tools and
+#                             virtualbmc power off and on), its emulators in .venv-bmc, and
+#                             community.general in build/collections (the redfish and ipmi
+#                             power methods' modules); the development requirements in
 #                             .venv; the packaging tools in .venv-packaging; ansible-test's
 #                             pip bootstrap (scripts/ansible-test-sanity.sh --setup)
 #
@@ -31,7 +36,8 @@ test_pkgs=(fio sysbench openssh-server chromium libxml2-utils
            e2fsprogs util-linux dmsetup procps shellcheck git prometheus
            smartmontools nvme-cli python3-apt
            fuse3 libfuse3-dev pkg-config debootstrap sudo
-           qemu-system-x86 qemu-utils nbdkit)
+           qemu-system-x86 qemu-utils nbdkit
+           libvirt-daemon libvirt-daemon-driver-qemu python3-libvirt)
 pkgs=("${runtime_pkgs[@]}")
 $test_mode && pkgs+=("${test_pkgs[@]}")
 
@@ -63,7 +69,7 @@ venv() {
   done
   if $stale; then
     echo "setup: installing $* into $dir"
-    [ -x "$dir/bin/python" ] || "$py" -m venv "$dir"
+    [ -x "$dir/bin/python" ] || "$py" -m venv ${venv_args:-} "$dir"
     "$dir/bin/pip" install -q --disable-pip-version-check "${args[@]}"
     rm -f "$dir"/.installed*
     touch "$stamp"
@@ -79,6 +85,24 @@ if $test_mode; then
     venv .venv dev requirements.txt
   fi
   venv .venv-packaging packaging tests/packaging/requirements.txt
+  # the BMC lab's emulators: Debian's own python3, whose python3-libvirt binds libvirt 9.0
+  py=/usr/bin/python3 venv_args=--system-site-packages venv .venv-bmc bmc tests/bmc/requirements.txt
+  # community.general (redfish_command, ipmi_power) for the power methods' tests, from the
+  # ansible package of the ansible-core series requirements.txt pins (no Galaxy here)
+  ansible_pkg=ansible==12.3.0
+  cg=build/collections/ansible_collections/community/general
+  if [ ! -e "$cg/.installed-$ansible_pkg" ]; then
+    echo "setup: installing community.general from $ansible_pkg into build/collections"
+    rm -rf build/dl "$cg" && mkdir -p build/dl
+    .venv/bin/pip download -q --disable-pip-version-check --no-deps -d build/dl "$ansible_pkg"
+    .venv/bin/python - build/dl/ansible-*.whl build/collections <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    z.extractall(sys.argv[2], [n for n in z.namelist() if n.startswith("ansible_collections/community/general/")])
+PY
+    rm -rf build/dl
+    touch "$cg/.installed-$ansible_pkg"
+  fi
 else
   # A runtime setup keeps a test setup that is already there (the stamp of a test setup
   # is newer than requirements.txt when it holds it).
