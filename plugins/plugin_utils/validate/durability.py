@@ -37,7 +37,7 @@ DURABILITY_KEYS = {
 # method -> (required keys, optional keys with their defaults)
 POWER_METHODS = {
     "redfish": (("baseuri", "username", "password"),
-                {"resource_id": None, "validate_certs": True, "timeout": 30}),
+                {"resource_id": None, "validate_certs": True, "ca_path": None, "timeout": 30}),
     "ipmi": (("name", "user", "password"), {"port": 623, "timeout": 30}),
     "command": (("off", "on"), {"timeout": 60}),
 }
@@ -143,6 +143,9 @@ def validate_power(value, host=None):
         problems.append("%s: must be seconds between 1 and 3600, got %r" % (where, value["timeout"]))
     if method == "ipmi" and "port" in value and (not is_int(value["port"]) or not 1 <= value["port"] <= 65535):
         problems.append("%s: must be a port number (1-65535), got %r" % (_labelled(host, POWER_VAR + ".port"), value["port"]))
+    if method == "redfish" and "ca_path" in value and (not isinstance(value["ca_path"], str) or not value["ca_path"]):
+        problems.append("%s: must be the path, on the controller, of the CA certificate(s) the BMC's TLS certificate "
+                        "is checked against, got %r" % (_labelled(host, POWER_VAR + ".ca_path"), value["ca_path"]))
     if method == "redfish" and "validate_certs" in value and not isinstance(value["validate_certs"], bool):
         problems.append("%s: must be true or false, got %r" % (_labelled(host, POWER_VAR + ".validate_certs"),
                                                                value["validate_certs"]))
