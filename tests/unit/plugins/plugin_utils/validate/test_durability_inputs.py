@@ -59,6 +59,8 @@ def test_power_actions_wrong_in_one_place_each():
         ("redfish", ("password", None), "password", "required for method redfish"),
         ("redfish", ("usename", "x"), "usename", "did you mean username?"),
         ("redfish", ("validate_certs", "no"), "validate_certs", "true or false"),
+        ("redfish", ("ca_path", ""), "ca_path", "the CA certificate(s) the BMC's TLS certificate is checked against"),
+        ("redfish", ("ca_path", ["/etc/bmc-ca.pem"]), "ca_path", "got ['/etc/bmc-ca.pem']"),
         ("ipmi", ("port", 70000), "port", "1-65535"),
         ("command", ("on", ""), "on", "an argv list such as [virsh, destroy, db17]"),
         ("command", ("off", "virsh destroy db1"), "off", "an argv list"),
