@@ -69,7 +69,9 @@ venv() {
   done
   if $stale; then
     echo "setup: installing $* into $dir"
-    [ -x "$dir/bin/python" ] || "$py" -m venv ${venv_args:-} "$dir"
+    local args_venv=()
+    [ -n "${venv_args:-}" ] && args_venv=("$venv_args")
+    [ -x "$dir/bin/python" ] || "$py" -m venv "${args_venv[@]}" "$dir"
     "$dir/bin/pip" install -q --disable-pip-version-check "${args[@]}"
     rm -f "$dir"/.installed*
     touch "$stamp"

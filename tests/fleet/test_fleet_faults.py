@@ -244,7 +244,7 @@ def chaos(fleet, tmp_path_factory):
         ]
         inv = fleet.inventory(os.path.join(base, "inventory"), hosts,
                               group_vars={"all": {"fleetqual_profile": "quick",
-                                                    "fleetqual_thresholds": [fleetlib.SHARED_DISK_STALL_RULE]}})
+                                                  "fleetqual_thresholds": [fleetlib.SHARED_DISK_STALL_RULE]}})
 
         # during-run actions, each bound to its own host
         def kill_fq16():
