@@ -38,7 +38,7 @@ cp scripts/get_pip_from_wheel.py "$cache/get_pip_${pip_version//./_}.py"
 rm -rf "$copy"
 mkdir -p "$copy"
 tar -C "$root" -cf - \
-  --exclude=./.git --exclude=./.venv --exclude=./.venv-packaging --exclude=./build --exclude=./results \
+  --exclude=./.git --exclude=./.venv --exclude=./.venv-packaging --exclude=./.venv-bmc --exclude=./build --exclude=./results \
   --exclude=./.pytest_cache --exclude=__pycache__ --exclude='*.pyc' --exclude=./bench/out \
   --exclude=./roles/iobench/files/src/iobench --exclude='./roles/iobench/files/src/iobench-*' \
   --exclude='./roles/iobench/files/src/*.o' --exclude='./roles/iobench/files/src/tests/*_test' \
