@@ -29,7 +29,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.report.rows impo
     summary_line,
     table_rows,
 )
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.report.rows import mismatch_lines
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.report.rows import DURABILITY_COLUMNS, durability_table, mismatch_lines
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.common.stats import median
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.report.templating import render_template
 
@@ -199,6 +199,9 @@ def html_context(fleet, records=None, detail_hosts=100, rows=None):
         "drives_shown": len(drives),
         "drives_omitted": drives_omitted,
         "arrays_html": array_html_section(fleet),      # array mode
+        # the power-cut test (docs/durability.md)
+        "power_head": [c[0] for c in DURABILITY_COLUMNS],
+        "power_rows": [[r[c[1]] for c in DURABILITY_COLUMNS] for r in durability_table(fleet)],
         # the first blocks read back wrong of each host that did not pass (docs/integrity.md)
         "mismatches": {h["host"]: mismatch_lines(h) for h in fleet["hosts"] if h["verdict"] != "PASS"},
     }

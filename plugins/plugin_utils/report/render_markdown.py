@@ -8,9 +8,11 @@ from __future__ import annotations
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.report.arrays import markdown as array_markdown
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.report.rows import (
     DRIVE_COLUMNS,
+    DURABILITY_COLUMNS,
     columns,
     diagnostic_items,
     drive_table,
+    durability_table,
     mismatch_lines,
     summary_line,
     table_rows,
@@ -38,9 +40,15 @@ def render_markdown(fleet, rows=None):
     drives, drives_omitted = drive_table(fleet)
     drives_md = "\n".join("| " + " | ".join(md_cell(r[c[1]]) for c in DRIVE_COLUMNS) + " |" for r in drives)
     drives_head_md = "| %s |\n|%s|" % (" | ".join(c[0] for c in DRIVE_COLUMNS), "|".join("---" for _c in DRIVE_COLUMNS))
+    power = durability_table(fleet)
+    power_md = "\n".join(["| %s |" % " | ".join(c[0] for c in DURABILITY_COLUMNS),
+                          "|%s|" % "|".join("---" for _c in DURABILITY_COLUMNS)]
+                         + ["| " + " | ".join(md_cell(r[c[1]]) for c in DURABILITY_COLUMNS) + " |" for r in power]
+                         ) if power else ""
     return render_template("md", "report.md.j2", fleet=fleet, summary=summary_line(fleet), rows=rows,
                            table_head_md=table_head_md(cols), table_md=table_md, diagnostics_md="\n".join(diag),
                            drives_head_md=drives_head_md, drives_md=drives_md, drives_omitted=drives_omitted,
                            # the first blocks read back wrong of each host that did not pass (docs/integrity.md)
                            mismatches={h["host"]: mismatch_lines(h) for h in fleet["hosts"] if h["verdict"] != "PASS"},
-                           arrays_md=array_markdown(fleet))     # array mode
+                           arrays_md=array_markdown(fleet),     # array mode
+                           power_md=power_md)     # the power-cut test (docs/durability.md)

@@ -197,6 +197,43 @@ def drive_flagged(d):
     return d["verdict"] == "FAIL" or bool(d.get("findings")) or d["health"] == "FAILED"
 
 
+# the power-cut test, one row per host and target (fleet.json ``durability``, docs/durability.md)
+DURABILITY_COLUMNS = (("host", "host"), ("target", "target"), ("drive", "drive"), ("write cache", "write_cache"),
+                      ("cuts", "cuts"), ("acked", "acked"), ("lost", "lost"), ("torn", "torn"),
+                      ("misplaced", "misplaced"), ("unreadable", "read_errors"), ("lost window ms", "window"),
+                      ("verdict", "verdict"))
+
+
+def _count(value):
+    """An exact count (the writes of a power cut are counted, not rounded), '-' when missing."""
+    return str(int(value)) if isinstance(value, (int, float)) and not isinstance(value, bool) else DASH
+
+
+def durability_table(fleet):
+    """Rows of the power-cut table: each host that ran the test, each of its targets (cells are
+    text): the drive (model and serial), its write cache and FUA, the cuts made of those planned,
+    the writes acknowledged and those not held after the cuts, how long before the cut the
+    lost ones had been acknowledged, the target's verdict."""
+    rows = []
+    for h in fleet.get("hosts") or []:
+        d = h.get("durability")
+        if not isinstance(d, dict):
+            continue
+        cuts = "%s/%s" % (_count(d.get("cycles")), _count(d.get("planned_cycles")))
+        for name, t in sorted((d.get("targets") or {}).items()):
+            cache = t.get("write_cache") or DASH
+            if t.get("fua") is not None:
+                cache = "%s, FUA %s" % (cache, "on" if t["fua"] else "off")
+            rows.append({"host": h["host"], "target": name,
+                         "drive": " ".join(str(x) for x in (t.get("model"), t.get("serial")) if x) or DASH,
+                         "write_cache": cache, "cuts": cuts, "acked": _count(t.get("acked")),
+                         "lost": _count(t.get("lost")), "torn": _count(t.get("torn")),
+                         "misplaced": _count(t.get("misplaced")), "read_errors": _count(t.get("read_errors")),
+                         "window": _count(t.get("lost_window_ms")),
+                         "verdict": t.get("verdict") or d.get("verdict") or DASH})
+    return rows
+
+
 def drive_table(fleet, limit=DRIVE_ROWS_ALL):
     """(rows, left out) of the drive table (fleet.json ``drives``, drive_consistency.drive_rows):
     every drive when there are at most ``limit``, else the flagged ones. Cells are text;
