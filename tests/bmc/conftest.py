@@ -17,7 +17,7 @@ def lab():
     lacking = bmclab.missing()
     if lacking:
         pytest.skip("the BMC lab needs: %s" % "; ".join(lacking))
-    lab = bmclab.Lab(["fq-redfish", "fq-ipmi"])
+    lab = bmclab.Lab(["fq-redfish", "fq-ipmi", "fq-refused"])
     try:
         lab.start()
     except Exception:

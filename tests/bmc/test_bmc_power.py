@@ -76,12 +76,29 @@ def ipmi(lab):
             "password": bmclab.PASSWORD}
 
 
-def test_redfish_and_ipmi_cut_and_restore_the_power_of_their_machine(lab, tmp_path):
+def fatal(out, host):
+    """The failure ansible-playbook printed for ``host`` (its ``fatal: [host -> localhost]`` line)."""
+    lines = [ln for ln in out.splitlines() if ln.startswith("fatal: [%s " % host) or ln.startswith("fatal: [%s]" % host)]
+    return lines[0] if lines else ""
+
+
+def test_redfish_and_ipmi_cut_and_restore_the_power_and_a_refused_bmc_leaves_it(lab, tmp_path):
     tmp = str(tmp_path)
     hosts = {"node-redfish": {"fleetqual_power": redfish(lab)}, "node-ipmi": {"fleetqual_power": ipmi(lab)}}
-    assert lab.state("fq-redfish")[0] == lab.state("fq-ipmi")[0] == "shutoff"
-    rc, out, answers = power(lab, tmp, "on", hosts, "on1")
-    assert rc == 0, out[-4000:]
+    # two more hosts whose BMC refuses them, on a machine of their own: validate_certs defaults
+    # to true (a certificate no CA the controller knows signed is refused), and a wrong password
+    untrusted = {k: v for k, v in redfish(lab, resource_id=lab.uuids["fq-refused"]).items() if k != "ca_path"}
+    refused = dict(hosts, **{"node-untrusted": {"fleetqual_power": untrusted},
+                             "node-badpass": {"fleetqual_power": redfish(lab, resource_id=lab.uuids["fq-refused"],
+                                                                         password="not-the-password")}})
+    assert {lab.state(n)[0] for n in lab.uuids} == {"shutoff"}
+    rc, out, answers = power(lab, tmp, "on", refused, "on1")
+    assert rc != 0, out[-4000:]
+    assert "CERTIFICATE_VERIFY_FAILED" in fatal(out, "node-untrusted"), out[-4000:]
+    assert "401" in fatal(out, "node-badpass"), out[-4000:]
+    assert fatal(out, "node-redfish") == fatal(out, "node-ipmi") == ""
+    assert sorted(answers) == ["node-ipmi", "node-redfish"]
+    assert lab.state("fq-refused")[0] == "shutoff"
     assert lab.state("fq-redfish")[0] == "running" and lab.state("fq-ipmi")[0] == "running"
     assert answers["node-redfish"]["changed"] is True and answers["node-ipmi"]["powerstate"] == "on"
 
@@ -95,18 +112,3 @@ def test_redfish_and_ipmi_cut_and_restore_the_power_of_their_machine(lab, tmp_pa
     rc, out, answers = power(lab, tmp, "on", hosts, "on2")
     assert rc == 0, out[-4000:]
     assert lab.state("fq-redfish")[0] == "running" and lab.state("fq-ipmi")[0] == "running"
-
-
-def test_redfish_checks_the_bmcs_certificate_unless_told_not_to(lab, tmp_path):
-    tmp = str(tmp_path)
-    before = lab.state("fq-redfish")
-    # validate_certs defaults to true: a certificate no CA the controller knows signed is refused
-    hosts = {"node-redfish": {"fleetqual_power": {k: v for k, v in redfish(lab).items() if k != "ca_path"}}}
-    rc, out, answers = power(lab, tmp, "off" if before[0] == "running" else "on", hosts, "untrusted")
-    assert rc != 0 and "CERTIFICATE_VERIFY_FAILED" in out and answers == {}, out[-4000:]
-    assert lab.state("fq-redfish") == before
-    # a wrong password is the BMC's refusal, quoted
-    hosts = {"node-redfish": {"fleetqual_power": redfish(lab, password="not-the-password")}}
-    rc, out, answers = power(lab, tmp, "off" if before[0] == "running" else "on", hosts, "badpass")
-    assert rc != 0 and "401" in out and answers == {}, out[-4000:]
-    assert lab.state("fq-redfish") == before

@@ -96,7 +96,13 @@ def test_flush_rate_paces_page_writes(ib, prepared):
               "--direct")
     assert r.rc == 0, r
     pw = r.json["db"]["page_writes"]
-    assert 150 <= pw["per_sec"] <= 215, pw
+    # never faster than asked (7.5 % for the window's edges), however busy the machine
+    assert 0 < pw["per_sec"] <= 215, pw
+    # and at the rate asked unless a write stalled for more than 10 of a flusher's gaps (2 / 200 s
+    # each): the pacer then starts its schedule again instead of bursting (db.c), by design
+    gap_us = 1e6 * 2 / 200
+    if r.json["ops"]["write"]["latency_us"]["max"] <= 10 * gap_us:
+        assert pw["per_sec"] >= 150, pw
 
 
 def test_text_format(ib, prepared):
