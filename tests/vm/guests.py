@@ -296,9 +296,11 @@ def nbdkit_args(raw_file, cache=None):
             + (["cache=" + cache] if cache else []))
 
 
-def guest_args(paths, overlay, port, qmp_sock, console, mem_mb, smp, pubkey, accel="tcg"):
+def guest_args(paths, overlay, port, qmp_sock, console, mem_mb, smp, pubkey, accel="tcg", restrict=True):
     """argv of the machine itself: the image's kernel, the overlay as /dev/vda, user-mode
-    networking with one forward from 127.0.0.1:port to the guest's sshd, QMP, the console."""
+    networking with one forward from 127.0.0.1:port to the guest's sshd, QMP, the console.
+    ``restrict``: the guest reaches nothing but its forward (QEMU's ``restrict=on``); off, it
+    also reaches this machine's loopback services at 10.0.2.2 (a SAN initiator, tests/vm/san.py)."""
     if not 128 <= mem_mb <= MAX_MEM_MB:
         raise ValueError("mem_mb: %r must be 128-%d" % (mem_mb, MAX_MEM_MB))
     append = "root=/dev/vda rw console=ttyS0 panic=1 net.ifnames=0 %s=%s" % (
@@ -308,7 +310,7 @@ def guest_args(paths, overlay, port, qmp_sock, console, mem_mb, smp, pubkey, acc
             "-kernel", paths["kernel"], "-initrd", paths["initrd"], "-append", append,
             "-drive", opts(("if", "none"), ("id", "root"), ("file", overlay), ("format", "qcow2"), ("cache", "unsafe")),
             "-device", "virtio-blk-pci,drive=root,serial=fqroot",
-            "-netdev", "user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:%d-:22" % port,
+            "-netdev", "user,id=n0,restrict=%s,hostfwd=tcp:127.0.0.1:%d-:22" % ("on" if restrict else "off", port),
             "-device", "virtio-net-pci,netdev=n0", "-device", "virtio-rng-pci",
             "-serial", "file:" + console, "-qmp", "unix:%s,server,nowait" % qmp_sock]
 
@@ -431,10 +433,11 @@ def qmp_call(sock_path, command, timeout=10.0, **arguments):
 class Guest:
     """One QEMU guest (see the module doc)."""
 
-    def __init__(self, name, drives=(), ssh_key=None, mem_mb=768, smp=1, base=None, accel="tcg"):
+    def __init__(self, name, drives=(), ssh_key=None, mem_mb=768, smp=1, base=None, accel="tcg", restrict=True):
         if not re.match(r"^[a-z0-9][a-z0-9-]{0,30}$", name):
             raise ValueError("name: %r must be 1-31 of a-z, 0-9 and -" % (name,))
         self.name, self.drives, self.mem_mb, self.smp, self.accel = name, tuple(drives), mem_mb, smp, accel
+        self.restrict = restrict
         for d in self.drives:
             check_drive(d)
         if len({d.serial for d in self.drives}) != len(self.drives):
@@ -620,7 +623,7 @@ class Guest:
         self._paths, self._files, self._pubkey = paths, files, pubkey
         self.port = port or fleetlib.free_port(self.addr)
         self.argv = guest_args(paths, overlay, self.port, self.path("qmp.sock"), self.path("console.log"),
-                               self.mem_mb, self.smp, pubkey, self.accel) + drive_args(self.drives, files)
+                               self.mem_mb, self.smp, pubkey, self.accel, self.restrict) + drive_args(self.drives, files)
         self.t0 = time.monotonic()
         self.boots += 1
         with open(self.path("qemu.err"), "w") as err:
