@@ -23,7 +23,7 @@
 from ansible_collections.fleetqual.storage.plugins.module_utils.common.numeric import fmt_num
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge.checks import make_check, error_check
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.integrity import mismatch_text
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.stalls import STALL_S, held_stall_s, stall_message
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.stalls import STALL_S, held_stall_s, silence_evidence, stall_message
 
 # data verification (docs/integrity.md): each mismatch kind, what it means, and its rule
 _MISMATCH = (
@@ -119,6 +119,5 @@ def stall_check(wid, metrics):
     msg = stall_message(wid, figures)
     if msg is None:
         return None
-    return make_check(wid, "stall", "stall", held_stall_s(figures), STALL_S, "<", False,
-                      "silences: %s" % ", ".join("%s-%s s" % (fmt_num(s["from_s"]), fmt_num(s["to_s"]))
-                                                 for s in figures["silences"][:8]), "fail", "integrity", msg)
+    return make_check(wid, "stall", "stall", held_stall_s(figures), STALL_S, "<", False, silence_evidence(figures),
+                      "fail", "integrity", msg)

@@ -22,7 +22,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge.rules impo
     stall_limit,
 )
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.device import DEVICE_FIELDS
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.stalls import held_stall_s, silence_notes, stall_message
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.stalls import held_stall_s, silence_evidence, silence_notes, stall_message
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.workload import record_metrics
 
 
@@ -179,8 +179,7 @@ def _stall_rule_check(rule, key, op, limit, wid, metrics):
         why = (figures or {}).get("reason") or "no interval series in the result"
         msg = "%s: stalls not judged (%s); %s not applicable" % (wid, why, name)
         return make_check(wid, name, "stall", None, limit, op, None, msg, "n/a", "integrity", msg)
-    ev = "silences: %s" % (", ".join("%s-%s s" % (fmt_num(s["from_s"]), fmt_num(s["to_s"]))
-                                     for s in figures["silences"][:8]) or "none")
+    ev = silence_evidence(figures) if figures["silences"] else "silences: none"
     failed = stall_message(wid, figures, limit, name)
     if failed:
         return make_check(wid, name, "stall", value, limit, op, False, ev, "fail", "integrity", failed)

@@ -197,6 +197,12 @@ def held_stall_s(figures):
     return max([s["seconds"] for s in figures.get("silences") or [] if _stalled(s)] or [0.0])
 
 
+def silence_evidence(figures, limit=8):
+    """The first ``limit`` silences of a stall check's figures, as its evidence."""
+    return "silences: %s" % ", ".join("%s-%s s" % (fmt_num(s["from_s"]), fmt_num(s["to_s"]))
+                                      for s in (figures or {}).get("silences", [])[:limit])
+
+
 def stall_message(wid, figures, limit=None, rule=None):
     """The reason of a stalled workload, or None when it did not stall: beyond ``STALL_S``,
     or beyond ``limit`` (a rule's ``max_stall_s``, the rule's name in ``rule``) when given."""

@@ -25,6 +25,12 @@ def table_head_md(cols):
     return "| %s |\n|%s|" % (" | ".join(c.md for c in cols), "|".join("---:" if c.align == ">" else "---" for c in cols))
 
 
+def _md_table(cols, rows):
+    """(head with its separator line, body) of a Markdown table; ``cols``: (header, key, ...)."""
+    head = "| %s |\n|%s|" % (" | ".join(c[0] for c in cols), "|".join("---" for _c in cols))
+    return head, "\n".join("| " + " | ".join(md_cell(r[c[1]]) for c in cols) + " |" for r in rows)
+
+
 def render_markdown(fleet, rows=None):
     rows = table_rows(fleet) if rows is None else rows
     cols = columns("md")
@@ -38,13 +44,9 @@ def render_markdown(fleet, rows=None):
             diag.append("\n### %s\n" % md_cell(h["host"]))
             diag.extend("- **%s** (%s): %s" % (i["title"], i["status"], md_cell(i["sentence"])) for i in items)
     drives, drives_omitted = drive_table(fleet)
-    drives_md = "\n".join("| " + " | ".join(md_cell(r[c[1]]) for c in DRIVE_COLUMNS) + " |" for r in drives)
-    drives_head_md = "| %s |\n|%s|" % (" | ".join(c[0] for c in DRIVE_COLUMNS), "|".join("---" for _c in DRIVE_COLUMNS))
+    drives_head_md, drives_md = _md_table(DRIVE_COLUMNS, drives)
     power = durability_table(fleet)
-    power_md = "\n".join(["| %s |" % " | ".join(c[0] for c in DURABILITY_COLUMNS),
-                          "|%s|" % "|".join("---" for _c in DURABILITY_COLUMNS)]
-                         + ["| " + " | ".join(md_cell(r[c[1]]) for c in DURABILITY_COLUMNS) + " |" for r in power]
-                         ) if power else ""
+    power_md = "\n".join(_md_table(DURABILITY_COLUMNS, power)) if power else ""
     return render_template("md", "report.md.j2", fleet=fleet, summary=summary_line(fleet), rows=rows,
                            table_head_md=table_head_md(cols), table_md=table_md, diagnostics_md="\n".join(diag),
                            drives_head_md=drives_head_md, drives_md=drives_md, drives_omitted=drives_omitted,
