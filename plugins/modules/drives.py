@@ -46,8 +46,8 @@ options:
         true; when it is not a block device, is mounted (or anything on it is), holds partitions,
         has holders, is used as swap, backs the root filesystem, holds a filesystem, RAID, LVM,
         partition table, swap or LUKS signature (C(blkid -p), C(wipefs --no-act) and a built-in
-        magic reader), has a O(check_devices[].size) larger than itself, or has a serial other than
-        O(check_devices[].serial).
+        magic reader), has a O(check_devices[].size) larger than itself, has a serial other than
+        O(check_devices[].serial), or is not the multipath map the LUN options name with its paths.
     type: list
     elements: dict
     default: []
@@ -66,6 +66,20 @@ options:
       size:
         description: Bytes of the device the benchmark will use (a size such as V(64G)); must fit.
         type: raw
+      wwid:
+        description:
+          - A SAN LUN's WWID, as C(multipath -ll) shows it in parentheses. The device must be the
+            dm-multipath map of that WWID (its C(dm/uuid) is C(mpath-<wwid>)).
+        type: str
+      alias:
+        description: A multipath map's name (C(mpatha), or an C(alias) of C(multipath.conf)); the device must be that map.
+        type: str
+      expected_paths:
+        description:
+          - The device must be a dm-multipath map with at least this many usable paths. A path is
+            usable when multipath has it active (C(dmsetup status), read when C(dmsetup) is
+            installed) and its SCSI device is C(running).
+        type: int
   fail_on_refusal:
     description: Fail the task when a O(check_devices) entry is refused. With V(false) the verdicts are only returned.
     type: bool
@@ -254,7 +268,12 @@ targets:
   type: list
   elements: dict
 guard:
-  description: For each O(check_devices) entry, C(device), C(resolved), C(name), C(ok), C(reasons), C(signatures), C(serial), C(size_bytes), C(notes).
+  description:
+    - For each O(check_devices) entry, C(device), C(resolved), C(name), C(ok), C(reasons), C(signatures), C(serial),
+      C(size_bytes), C(notes).
+    - C(multipath) when the device is a dm-multipath map, else null, with C(name), C(alias), C(wwid), C(queuing), C(groups)
+      and C(paths). Each path has C(name), C(devnum), C(scsi_state), C(dm_state), C(fail_count), C(transport), and for
+      iSCSI C(target), C(portal) and C(session_state).
   returned: always
   type: list
   elements: dict
@@ -286,6 +305,9 @@ def main():
                 destroy_data=dict(type="bool", default=False),
                 serial=dict(type="str"),
                 size=dict(type="raw"),
+                wwid=dict(type="str"),
+                alias=dict(type="str"),
+                expected_paths=dict(type="int"),
             )),
             fail_on_refusal=dict(type="bool", default=True),
             sysfs_root=dict(type="path", default="/sys"),

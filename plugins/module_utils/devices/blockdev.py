@@ -11,7 +11,9 @@ refuse (an empty list means the device may be written), in this order:
 2. the path does not exist or is not a block device (``/dev/disk/by-id``
    symlinks are resolved);
 3. ``size:`` larger than the device;
-4. ``serial:`` given and not the drive's serial (or the serial is unreadable);
+4. ``serial:`` given and not the drive's serial (or the serial is unreadable); a SAN LUN
+   (``wwid:``, ``alias:``, ``expected_paths:``) that is not a dm-multipath map of that WWID
+   or alias, or has fewer usable paths than expected (multipath.py);
 5. it backs the root filesystem (``/`` resolved through disks.py);
 6. it, a partition of it, or a device stacked on it is mounted
    (``/proc/self/mountinfo``);
@@ -30,7 +32,7 @@ import os
 import stat
 import time
 
-from ansible_collections.fleetqual.storage.plugins.module_utils.devices import sysfs
+from ansible_collections.fleetqual.storage.plugins.module_utils.devices import multipath, sysfs
 from ansible_collections.fleetqual.storage.plugins.module_utils.devices.disks import parse_mountinfo, resolve_devices
 from ansible_collections.fleetqual.storage.plugins.module_utils.devices.drives import identity
 from ansible_collections.fleetqual.storage.plugins.module_utils.common.size import human_size, parse_size
@@ -225,7 +227,8 @@ def check_raw_device(device, options, sysfs_root="/sys", dev_root="/dev",
     """
     options = options or {}
     res = {"device": device, "resolved": None, "name": None, "ok": False, "reasons": [],
-           "signatures": [], "notes": [], "serial": None, "size_bytes": None, "partition_of": None}
+           "signatures": [], "notes": [], "serial": None, "size_bytes": None, "partition_of": None,
+           "multipath": None}
     reasons = res["reasons"]
 
     destroy = options.get("destroy_data")
@@ -242,7 +245,7 @@ def check_raw_device(device, options, sysfs_root="/sys", dev_root="/dev",
         st = os.stat(resolved)
     except OSError as e:
         shown = device if device == resolved else "%s -> %s" % (device, resolved)
-        reasons.append("%s does not exist (%s)" % (shown, e.strerror))
+        reasons.append("%s does not exist (%s)%s" % (shown, e.strerror, multipath.missing_lun(options, sysfs_root)))
         return res
     if not stat.S_ISBLK(st.st_mode):
         reasons.append("%s is not a block device" % resolved)
@@ -287,6 +290,20 @@ def check_raw_device(device, options, sysfs_root="/sys", dev_root="/dev",
         elif str(want_serial).strip().lower() != serial.strip().lower():
             reasons.append("serial mismatch: the target says %r but %s has serial %r" % (
                 want_serial, disk, serial))
+
+    # a dm-multipath map (a SAN LUN): its WWID, alias and paths, and the LUN target's checks
+    res["multipath"] = None
+    if sysfs.read_text(os.path.join(node, "dm", "uuid"), "").startswith(multipath.MPATH_UUID_PREFIX):
+        alias = sysfs.read_text(os.path.join(node, "dm", "name")) or name
+        status, note = multipath.status_line(alias, run, which) if sysfs_root == "/sys" else (None, None)
+        if note:
+            res["notes"].append(note)
+        try:
+            res["multipath"] = multipath.map_of(name, sysfs_root, status)
+        except ValueError as e:
+            res["notes"].append(str(e))
+            res["multipath"] = multipath.map_of(name, sysfs_root)
+    reasons.extend(multipath.lun_check(res["multipath"], resolved, options))
 
     chain = root_chain(sysfs_root, mountinfo_path, root)
     if name in chain:

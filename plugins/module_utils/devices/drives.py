@@ -91,10 +91,10 @@ def _classify(name, node, sysfs_root):
                     return "drive", "nbd", None
                 return "virtual", "nbd", "nbd device not connected"
             return "virtual", kind, "%s device, not a physical drive" % kind
-    return "drive", _transport(name, node), None
+    return "drive", transport_of(name, node), None
 
 
-def _transport(name, node):
+def transport_of(name, node):
     """Transport from the device path in sysfs (what lsblk's TRAN says, without udev)."""
     real = node.replace("\\", "/")
     if name.startswith("nvme") or "/nvme/" in real:

@@ -45,6 +45,7 @@ from ansible_collections.fleetqual.storage.plugins.module_utils.job import locks
 from ansible_collections.fleetqual.storage.plugins.module_utils.job import payloads as _payloads
 from ansible_collections.fleetqual.storage.plugins.module_utils.plan import profiles as _plan
 from ansible_collections.fleetqual.storage.plugins.module_utils.plan import summary as _summary
+from ansible_collections.fleetqual.storage.plugins.module_utils.plan import targets as _targets
 from ansible_collections.fleetqual.storage.plugins.module_utils.common.atomic import write_atomic
 
 TEXTFILE = "fleetqual.prom"
@@ -74,6 +75,7 @@ def resolved_targets(plan):
             t["path"] = w.get("target_path")
         else:
             t.update(device=w.get("target_device"), serial=w.get("target_serial"))
+            t.update((key, w[spec_key]) for key, spec_key in _targets.LUN_SPEC_KEYS.items() if w.get(spec_key) is not None)
         out.append(t)
     return out
 
@@ -95,18 +97,26 @@ def on_target(plan, name):
     return [w for w in plan if w.get("target") == name]
 
 
+def _user_targets(p):
+    """``fleetqual_targets`` as the user wrote them, resolved (a LUN named by ``wwid`` or
+    ``alias`` gets the device path of its multipath map); the controller refused them before
+    any host was touched if they were wrong, so what is left unresolved is only skipped."""
+    resolved, _errors = _targets.resolve_targets(p.get("targets") or [])
+    return resolved
+
+
 def _inventory_targets(p):
-    targets = p.get("targets") or []
+    targets = _user_targets(p)
     out = [] if targets else [p["path"]]
-    out += [t["path"] for t in targets if isinstance(t, dict) and t.get("path")]
-    out += [t["device"] for t in targets if isinstance(t, dict) and t.get("device")]
+    out += [t["path"] for t in targets if t.get("kind") == "path"]
+    out += [t["device"] for t in targets if t.get("kind") == "device"]
     return out
 
 
 def _check_devices(p):
     """The raw-device guard's entries: the device targets without their report name."""
-    return [dict((k, v) for k, v in t.items() if k != "name")
-            for t in p.get("targets") or [] if isinstance(t, dict) and t.get("device")]
+    return [dict((k, v) for k, v in t.items() if k not in ("name", "kind", "shorthand"))
+            for t in _user_targets(p) if t.get("kind") == "device"]
 
 
 def _packages(p, out):
@@ -220,14 +230,14 @@ def privileges(p, ident):
     (the binary's directory only when the binary must be installed: see :func:`_binary`)."""
     if ident["uid"] == 0:
         return
-    for t in p.get("targets") or []:
-        if isinstance(t, dict) and t.get("device"):
+    for t in _user_targets(p):
+        if t.get("kind") == "device":
             raise StartError("privileges: target %s is the raw device %s, which only root may measure, and this run "
                              "is %s: use a directory target, %s" % (t.get("name") or t["device"], t["device"],
                                                                     _who(ident), NO_ROOT_FIX))
     _writable_dir("fleetqual_test_dir", p["path"], ident)
-    for t in p.get("targets") or []:
-        if isinstance(t, dict) and t.get("path"):
+    for t in _user_targets(p):
+        if t.get("kind") == "path":
             _writable_dir("the path of target %s" % (t.get("name") or t["path"]), t["path"], ident)
 
 

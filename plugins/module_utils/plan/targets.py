@@ -8,6 +8,10 @@ expanded over them by :func:`plan_targets`:
 
   {name, kind: path, path, shorthand}                              a directory
   {name, kind: device, device, destroy_data: true, serial, size}   a whole block device
+  {name, kind: device, wwid | alias, device, destroy_data: true, expected_paths, size}
+                                                                   a SAN LUN: its dm-multipath map,
+      /dev/disk/by-id/dm-uuid-mpath-<wwid> or /dev/mapper/<alias> (the names multipath-tools
+      and udev give it on every initiator), checked on the host (devices/multipath.py)
 
 An empty list is the shorthand: one path target, ``fleetqual_test_dir``
 (:func:`check_test_dir`); the plan of a shorthand target is the plan as it always was (no
@@ -27,7 +31,10 @@ TARGET_VAR = "fleetqual_targets"
 TARGET_VAR_NAMES = {"targets": TARGET_VAR, "test_dir": "fleetqual_test_dir"}
 DEVICE_ALIGN = 512
 # keys plan_targets adds to a spec (and so to its record)
-TARGET_SPEC_KEYS = ("target", "target_kind", "target_path", "target_device", "target_serial", "key", "device_size")
+TARGET_SPEC_KEYS = ("target", "target_kind", "target_path", "target_device", "target_serial", "target_wwid",
+                    "target_alias", "target_expected_paths", "key", "device_size")
+# a LUN target's keys, as the plan's specs carry them
+LUN_SPEC_KEYS = {"wwid": "target_wwid", "alias": "target_alias", "expected_paths": "target_expected_paths"}
 
 
 class PlanError(ValueError):
@@ -63,7 +70,13 @@ def check_test_dir(path, var_name=TARGET_VAR_NAMES["test_dir"]):
     return []
 
 
-TARGET_KEYS = ("name", "path", "device", "destroy_data", "serial", "size")
+TARGET_KEYS = ("name", "path", "device", "wwid", "alias", "destroy_data", "serial", "size", "expected_paths")
+# where each way of naming a LUN puts its multipath map (udev's rules of device-mapper and
+# multipath-tools: 10-dm.rules, 13-dm-disk.rules)
+LUN_DEVICE = {"wwid": "/dev/disk/by-id/dm-uuid-mpath-%s", "alias": "/dev/mapper/%s"}
+_WWID_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._:-]*$")
+_ALIAS_RE = re.compile(r"^[A-Za-z0-9_.+-]+$")
+DM_RESERVED = (".", "..", "control")
 SHORTHAND_TARGET = "test_dir"
 _TARGET_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -109,11 +122,13 @@ def _check_one_target(entry, where, errors):
             guess = difflib.get_close_matches(str(key), TARGET_KEYS, n=1, cutoff=0.6)
             errors.append("%s.%s: unknown key%s; known: %s" % (
                 where, key, " (did you mean %s?)" % guess[0] if guess else "", ", ".join(TARGET_KEYS)))
-    has_path, has_device = "path" in entry, "device" in entry
-    if has_path == has_device:
-        errors.append("%s: give exactly one of path (a directory on a filesystem) or device (a whole block "
-                      "device), got %s" % (where, "both" if has_path else "neither"))
+    given = [k for k in ("path", "device", "wwid", "alias") if k in entry]
+    if len(given) != 1:
+        errors.append("%s: give exactly one of path (a directory on a filesystem), device (a whole block "
+                      "device), wwid or alias (a SAN LUN's multipath map), got %s"
+                      % (where, " and ".join(given) if given else "none of them"))
         return None
+    has_path = given == ["path"]
     out = {}
     if "name" in entry:
         name = entry["name"]
@@ -130,7 +145,7 @@ def _check_one_target(entry, where, errors):
         errors.extend(problems)
         if not problems:
             out["path"] = _norm_path(path)
-        for key in ("serial", "size"):
+        for key in ("serial", "size", "expected_paths"):
             if key in entry:
                 errors.append("%s.%s: only for a device target; a directory target is sized by the profile "
                               "(remove %s, or use device: instead of path:)" % (where, key, key))
@@ -142,9 +157,13 @@ def _check_one_target(entry, where, errors):
                               "the power-cut test), got %r" % (where, entry["destroy_data"]))
             out["destroy_data"] = entry["destroy_data"] is True
     else:
-        dev = entry["device"]
         out["kind"] = "device"
-        if not isinstance(dev, str) or not dev.startswith("/"):
+        dev = entry.get("device")
+        if "device" not in entry:
+            dev = _lun_device(entry, where, out, errors)
+        if dev is None:
+            pass
+        elif not isinstance(dev, str) or not dev.startswith("/"):
             hint = ("did you mean /%s?" % dev.lstrip("./") if isinstance(dev, str) and dev.lstrip("./").startswith(
                 "dev/") else "for example /dev/disk/by-id/nvme-<model>_<serial>")
             errors.append("%s.device: must be an absolute path under /dev, got %r; %s" % (where, dev, hint))
@@ -163,8 +182,12 @@ def _check_one_target(entry, where, errors):
                           "destroy_data: true on that target (there is no global switch), got %s"
                           % (where, got))
         out["destroy_data"] = entry.get("destroy_data") is True
+        _check_expected_paths(entry, where, out, errors)
         serial = entry.get("serial")
-        if "serial" in entry and (not isinstance(serial, str) or not serial.strip()):
+        if "serial" in entry and ("wwid" in entry or "alias" in entry):
+            errors.append("%s.serial: a LUN is named by its WWID (its paths' serial is the array's, not a drive's); "
+                          "remove serial" % where)
+        elif "serial" in entry and (not isinstance(serial, str) or not serial.strip()):
             errors.append("%s.serial: must be the drive's serial number (a non-empty string), got %s %r"
                           % (where, type_name(serial), serial))
         else:
@@ -184,6 +207,44 @@ def _check_one_target(entry, where, errors):
                 else:
                     out["size"] = n
     return None if len(errors) > start else out
+
+
+def _lun_device(entry, where, out, errors):
+    """The multipath map's device path of a ``wwid`` or ``alias`` target (None when the name is
+    not valid: the error says why); ``out`` gains the name."""
+    key = "wwid" if "wwid" in entry else "alias"
+    val = entry[key]
+    pattern = _WWID_RE if key == "wwid" else _ALIAS_RE
+    # device-mapper refuses these names (drivers/md/dm-ioctl.c, check_name)
+    if not isinstance(val, str) or not pattern.match(val.strip()) or (key == "alias" and val.strip() in DM_RESERVED):
+        if key == "wwid":
+            text = str(val).strip() if val is not None else ""
+            hint = "3" + text[4:] if text.lower().startswith("naa.") else re.sub(r"[^0-9A-Za-z._:-]", "",
+                                                                                  text.split("(")[-1]).lstrip("._:-")
+            hint = hint if _WWID_RE.match(hint) else "3600a098038303053453f463045727a53"
+            errors.append("%s.wwid: must be the LUN's WWID as multipath -ll shows it in parentheses (letters, digits, "
+                          "'.', ':', '-', '_'), got %s %r; for example %s" % (where, type_name(val), val, hint))
+        else:
+            close = re.sub(r"[^A-Za-z0-9_.+-]", "_", val.strip()) if isinstance(val, str) else ""
+            close = close if close and close not in DM_RESERVED else "mpatha"
+            errors.append("%s.alias: must be a multipath map's name as multipath -ll shows it (letters, digits, '_', "
+                          "'.', '+', '-'), got %s %r; for example %s" % (where, type_name(val), val, close))
+        return None
+    out[key] = val.strip()
+    return LUN_DEVICE[key] % out[key]
+
+
+def _check_expected_paths(entry, where, out, errors):
+    if "expected_paths" not in entry:
+        return
+    n = entry["expected_paths"]
+    if isinstance(n, bool) or not is_int(n) or int(n) < 1:
+        close = max(1, int(n)) if is_int(n) and not isinstance(n, bool) else 2
+        errors.append("%s.expected_paths: must be a whole number of paths of 1 or more (how many paths the LUN must "
+                      "have on this host before anything is written), got %s %r; for example %d"
+                      % (where, type_name(n), n, close))
+        return
+    out["expected_paths"] = int(n)
 
 
 def resolve_targets(targets, test_dir=None, host=None, names=None):
@@ -221,7 +282,8 @@ def resolve_targets(targets, test_dir=None, host=None, names=None):
                               % (_target_where(var, i, host), t["name"], var, taken[t["name"]], t["name"], i + 1))
             taken.setdefault(t["name"], i)
     unnamed = [(i, t) for i, t in checked if "name" not in t]
-    derived = _derived_target_names([t.get("path") or t.get("device") or "" for _i, t in unnamed])
+    derived = _derived_target_names([t.get("path") or t.get("alias") or ("lun-%s" % t["wwid"] if t.get("wwid") else "")
+                                     or t.get("device") or "" for _i, t in unnamed])
     for k, (i, t) in enumerate(unnamed):
         name, n = derived[k], 2
         while name in taken:
@@ -231,15 +293,19 @@ def resolve_targets(targets, test_dir=None, host=None, names=None):
     # no two targets the same (same directory, same device path, same serial)
     seen = {}
     for i, t in checked:
-        for key in ("path", "device", "serial"):
+        for key in ("wwid", "alias", "path", "device", "serial"):
             val = t.get(key)
             if not val:
                 continue
             if (key, val) in seen:
                 j = seen[(key, val)]
+                # one message a target (a LUN's device path is its name's)
+                if any(e.startswith("%s: the same " % _target_where(var, i, host)) for e in errors):
+                    continue
                 errors.append("%s: the same %s %s as %s[%d]; each target must be a different %s"
                               % (_target_where(var, i, host), key, val, var, j,
-                                 "drive" if key == "serial" else "directory" if key == "path" else "device"))
+                                 "drive" if key == "serial" else "directory" if key == "path" else
+                                 "LUN" if key in ("wwid", "alias") else "device"))
             seen.setdefault((key, val), i)
     if errors:
         return [], errors
@@ -364,6 +430,9 @@ def plan_targets(plan_list, targets, capacities=None, host=None, names=None):
                 s["target_device"] = target["device"]
                 if target.get("serial"):
                     s["target_serial"] = target["serial"]
+                for key, spec_key in LUN_SPEC_KEYS.items():
+                    if target.get(key) is not None:
+                        s[spec_key] = target[key]
             else:
                 s = dict(spec)
                 s["target_path"] = target["path"]

@@ -1,0 +1,101 @@
+"""A SAN LUN as a target (``fleetqual_targets: [{wwid: ..., destroy_data: true,
+expected_paths: 2}]`` or ``alias``): checked before any host is contacted, resolved to the
+device path its multipath map has on every initiator, carried into the plan's specs."""
+import re
+import string
+
+from hypothesis import given, settings, strategies as st
+import unitpaths  # noqa: F401
+
+from ansible_collections.fleetqual.storage.plugins.module_utils.plan import profiles as P
+from ansible_collections.fleetqual.storage.plugins.module_utils.plan import targets as T
+from ansible_collections.fleetqual.storage.plugins.module_utils.host import start as S
+
+WWID = "360000000000000000e00000000010001"
+WWID_CHARS = string.ascii_letters + string.digits + "._:-"
+ALIAS_CHARS = string.ascii_letters + string.digits + "_.+-"
+
+
+def resolve(targets, host="db01"):
+    return T.resolve_targets(targets, host=host)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=string.ascii_letters + string.digits, min_size=1, max_size=1),
+       st.text(alphabet=WWID_CHARS, max_size=40), st.integers(min_value=1, max_value=16))
+def test_a_valid_wwid_resolves_to_its_multipath_maps_by_id_link(first, rest, paths):
+    wwid = first + rest
+    got, errors = resolve([{"wwid": wwid, "destroy_data": True, "expected_paths": paths}])
+    assert errors == []
+    assert got == [{"name": T._derived_target_names(["lun-" + wwid])[0], "kind": "device", "wwid": wwid,
+                    "device": "/dev/disk/by-id/dm-uuid-mpath-" + wwid, "destroy_data": True, "serial": None,
+                    "size": None, "expected_paths": paths, "shorthand": False}]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=ALIAS_CHARS, min_size=1, max_size=30))
+def test_a_valid_alias_resolves_to_its_dev_mapper_node(alias):
+    got, errors = resolve([{"alias": alias, "destroy_data": True, "name": "lun"}])
+    if alias in T.DM_RESERVED:
+        assert errors and "for example mpatha" in errors[0], errors
+        return
+    assert errors == [] and got[0]["device"] == "/dev/mapper/" + alias and got[0]["alias"] == alias
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(max_size=30), st.integers(), st.none(), st.lists(st.integers(), max_size=2)))
+def test_a_bad_wwid_is_refused_naming_host_variable_and_an_example_that_resolves(value):
+    if isinstance(value, str) and T._WWID_RE.match(value.strip()):
+        return
+    errors = resolve([{"wwid": value, "destroy_data": True}])[1]
+    assert len(errors) == 1 and errors[0].startswith("host db01: fleetqual_targets[0].wwid: must be the LUN's WWID")
+    example = errors[0].rsplit("for example ", 1)[1]
+    # the example given is itself a WWID the check takes
+    assert resolve([{"wwid": example, "destroy_data": True}])[1] == [], errors
+
+
+def test_a_naa_name_gets_the_multipath_wwid_it_stands_for():
+    errors = resolve([{"wwid": "naa.60000000000000000e00000000010001 ", "destroy_data": True}])[1]
+    assert errors == [], errors      # "naa." is a valid WWID string for the check (dots are allowed) ...
+    errors = resolve([{"wwid": "naa 60000000000000000e00000000010001", "destroy_data": True}])[1]
+    assert "for example" in errors[0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.integers(max_value=0), st.booleans(), st.text(max_size=4), st.floats(allow_nan=False)))
+def test_expected_paths_must_be_a_whole_number_from_one(value):
+    errors = resolve([{"wwid": WWID, "destroy_data": True, "expected_paths": value}])[1]
+    assert len(errors) == 1 and "fleetqual_targets[0].expected_paths: must be a whole number" in errors[0], errors
+    example = int(re.search(r"for example (\d+)$", errors[0]).group(1))
+    assert resolve([{"wwid": WWID, "destroy_data": True, "expected_paths": example}])[1] == []
+
+
+def test_a_lun_needs_the_opt_in_and_one_name_and_no_serial():
+    assert "destroy_data: true" in resolve([{"wwid": WWID}])[1][0]
+    both = resolve([{"wwid": WWID, "alias": "mpatha", "destroy_data": True}])[1]
+    assert both == ["host db01: fleetqual_targets[0]: give exactly one of path (a directory on a filesystem), device "
+                    "(a whole block device), wwid or alias (a SAN LUN's multipath map), got wwid and alias"]
+    assert "remove serial" in resolve([{"wwid": WWID, "destroy_data": True, "serial": "X"}])[1][0]
+    assert "expected_paths" in resolve([{"path": "/data1/fq", "expected_paths": 2}])[1][0]
+    typo = resolve([{"wwid": WWID, "destroy_data": True, "expected_path": 2}])[1]
+    assert typo and "(did you mean expected_paths?)" in typo[0], typo
+    same = resolve([{"wwid": WWID, "destroy_data": True}, {"wwid": WWID, "destroy_data": True, "name": "b"}])[1]
+    assert same and "the same wwid" in same[0] and "different LUN" in same[0], same
+
+
+def test_the_plan_and_the_hosts_guard_carry_the_lun():
+    plan = P.plan([{"workload": "w", "mode": "rndrd", "threads": 1, "total_size": "16M", "block_size": "16K",
+                    "direct": True, "time": 2}], cache_size="256M", mem_total_mb=4096)
+    raw = [{"wwid": WWID, "destroy_data": True, "expected_paths": 2, "name": "lun0", "size": "64M"}]
+    resolved, errors = T.resolve_targets(raw)
+    assert errors == []
+    specs = T.plan_targets(plan, resolved)
+    assert {(s["target_device"], s["target_wwid"], s["target_expected_paths"]) for s in specs} == {
+        ("/dev/disk/by-id/dm-uuid-mpath-" + WWID, WWID, 2)}
+    # the record's targets and the guard's entries, on the host, from the same resolution
+    assert S.resolved_targets(specs) == [{"name": "lun0", "kind": "device", "device": "/dev/disk/by-id/dm-uuid-mpath-"
+                                          + WWID, "serial": None, "wwid": WWID, "expected_paths": 2}]
+    p = {"targets": raw, "path": "/var/tmp/fleetqual"}
+    assert S._check_devices(p) == [{"device": "/dev/disk/by-id/dm-uuid-mpath-" + WWID, "wwid": WWID,
+                                    "destroy_data": True, "serial": None, "size": 64 << 20, "expected_paths": 2}]
+    assert S._inventory_targets(p) == ["/dev/disk/by-id/dm-uuid-mpath-" + WWID]
