@@ -46,6 +46,11 @@ GUESTS = {
     "vm-dur": [Drive("nvme", serial, size=32 << 20, nbdkit=True, cache=mode) for serial, mode in DUR_CACHES.items()],
 }
 
+# the guests the SAN lab makes iSCSI initiators (test_vm_san.py): their user-mode network
+# reaches this machine's tgt portals at 10.0.2.2 (QEMU's restrict=off); the others reach
+# nothing but their SSH forward
+INITIATORS = ("vm-nvme", "vm-crit")
+
 QUICK = {"fleetqual_profile": "quick"}
 # one short workload: the host FAILs on its drive's health, whatever it measures
 ONE_READ = {"fleetqual_profile": "quick", "fleetqual_matrix": [
@@ -97,17 +102,19 @@ def wanted_guests(items):
 def _boot(names):
     if _STATE["boot"] is None and names and not vmimage.unavailable():
         _STATE["wanted"] = names
-        _STATE["boot"] = guests.Boot([guests.Guest(n, drives=GUESTS[n]) for n in names]).start()
+        _STATE["boot"] = guests.Boot([guests.Guest(n, drives=GUESTS[n], restrict=n not in INITIATORS)
+                                      for n in names]).start()
     return _STATE["boot"]
 
 
 # the modules in the order that frees the guests' slots soonest: vm-hdd and vm-throttle stop
 # after the first two runs' tests (drives, throttle), so the fault scenario's guests boot
-# while the compliance runs go on with vm-nvme (and an idle vm-crit). test_vm_guests comes
+# while the compliance runs go on with vm-nvme (and an idle vm-crit), then the SAN lab's
+# run on those two (test_vm_san: vm-crit is idle until test_vm_guests). test_vm_guests comes
 # last: its exit-path tests start a guest of their own, which needs a slot the session's
 # guests have let go (first, it waited behind the four guests booted for the first run)
-MODULE_ORDER = ("test_vm_drives", "test_vm_throttle", "test_vm_compliance", "test_vm_faults", "test_vm_durability",
-                "test_vm_guests")
+MODULE_ORDER = ("test_vm_drives", "test_vm_throttle", "test_vm_compliance", "test_vm_san", "test_vm_faults",
+                "test_vm_durability", "test_vm_guests")
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -177,10 +184,11 @@ def vm_fleet(tmp_path_factory):
     f.close()
 
 
-def host_entry(g, serial, plan):
-    """An inventory host of guest ``g`` qualifying its drive ``serial`` (by-id, opted in)."""
-    target = {"name": serial.lower(), "device": g.by_id(serial), "destroy_data": True, "serial": serial,
-              "size": TARGET_SIZE}
+def host_entry(g, serial, plan, target=None):
+    """An inventory host of guest ``g`` qualifying its drive ``serial`` (by-id, opted in), or
+    the ``target`` given (a SAN LUN: test_vm_san.py)."""
+    target = target or {"name": serial.lower(), "device": g.by_id(serial), "destroy_data": True, "serial": serial,
+                        "size": TARGET_SIZE}
     hv = {"ansible_python_interpreter": "/usr/bin/python3", "ansible_ssh_private_key_file": g.ssh_key,
           "ansible_ssh_timeout": 60, "fleetqual_test_dir": "/var/tmp/fleetqual", "fleetqual_bin_dir": "/opt/fleetqual/bin",
           "fleetqual_targets": [target]}

@@ -195,6 +195,15 @@ def login(guest, iqn, portals, timeout=120):
         time.sleep(2)
 
 
+def logout(guest, timeout=120):
+    """Log the guest out of every session, flush its multipath maps and stop iscsid and
+    multipathd (the guest goes on to other tests)."""
+    guest.ssh("multipath -F >/dev/null 2>&1; iscsiadm -m node --logoutall=all >/dev/null 2>&1; "
+              "iscsiadm -m node -o delete >/dev/null 2>&1; multipath -F >/dev/null 2>&1; "
+              "systemctl stop multipathd.socket multipathd.service iscsid.socket iscsid.service >/dev/null 2>&1; true",
+              timeout=timeout, check=False)
+
+
 def parse_multipath_ll(text):
     """The maps of ``multipath -ll``: ``[{"name", "wwid", "paths": [{"dev", "states"}]}]``."""
     maps, cur = [], None

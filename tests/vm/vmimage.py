@@ -48,16 +48,19 @@ RELEASE = "bookworm"
 VARIANT = "minbase"
 # the stock kernel and its initramfs (virtio, NVMe and SCSI drivers as modules), systemd,
 # what a fleet host needs (README "Qualifying a real fleet": Python 3 and SSH; sysstat and
-# procps for iostat/vmstat) and the drive tools the drives module reads (smartctl, nvme-cli)
+# procps for iostat/vmstat), the drive tools the drives module reads (smartctl, nvme-cli) and a
+# SAN initiator's (open-iscsi, multipath-tools: the SAN lab, tests/vm/san.py)
 PACKAGES = ("linux-image-amd64", "systemd-sysv", "udev", "dbus", "kmod", "iproute2", "openssh-server", "python3",
-            "sysstat", "procps", "smartmontools", "nvme-cli", "e2fsprogs")
+            "sysstat", "procps", "smartmontools", "nvme-cli", "e2fsprogs", "open-iscsi", "multipath-tools")
 FORMAT = 1          # bump when a step after debootstrap changes in a way GUEST_FILES does not show
 IMAGE_SIZE = 3 << 30
 BUILD_TIMEOUT = 1800
 # periodic jobs and daemons a test guest must not run while it is measured
 MASKED = ("apt-daily.timer", "apt-daily-upgrade.timer", "man-db.timer", "e2scrub_all.timer", "fstrim.timer",
           "e2scrub_reap.service", "smartmontools.service", "sysstat.service", "sysstat-collect.timer",
-          "sysstat-summary.timer", "nvmf-autoconnect.service", "getty@tty1.service")
+          "sysstat-summary.timer", "nvmf-autoconnect.service", "getty@tty1.service",
+          # the SAN initiator's daemons start only in the guests the SAN lab makes initiators
+          "iscsid.service", "iscsid.socket", "open-iscsi.service", "multipathd.service", "multipathd.socket")
 ENABLED = ("fleetqual-net.service", "ssh.service", "fleetqual-ssh-key.service")
 KEY_PARAM = "fleetqual.ssh_key"
 

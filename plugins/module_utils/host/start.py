@@ -80,6 +80,18 @@ def resolved_targets(plan):
     return out
 
 
+def lun_paths(targets, drives):
+    """The targets, each device target that is a dm-multipath map (a SAN LUN) with its
+    ``multipath`` as the guard read it (module_utils/devices/multipath.py: the map's alias
+    and WWID, its paths with their transport, portal and states): the record's word on the
+    paths the run went through."""
+    maps = {g.get("device"): g.get("multipath") for g in (drives or {}).get("guard") or [] if g.get("multipath")}
+    for t in targets:
+        if t.get("kind") == "device" and maps.get(t.get("device")):
+            t["multipath"] = maps[t["device"]]
+    return targets
+
+
 def shorthand(plan):
     """The workloads on ``fleetqual_test_dir`` itself (no target)."""
     return [w for w in plan if w.get("target") is None]
@@ -330,7 +342,7 @@ def start(p, check_mode=False):
                                      capacities=drives)
     except _plan.PlanError as exc:
         raise StartError("invalid workload plan:\n  - %s" % "\n  - ".join(exc.errors), **out)
-    out.update(plan=plan, targets=resolved_targets(plan), datasets=datasets_of(shorthand(plan)),
+    out.update(plan=plan, targets=lun_paths(resolved_targets(plan), drives), datasets=datasets_of(shorthand(plan)),
                plan_summary=_summary.plan_summary(plan))
     created = []
     try:

@@ -77,6 +77,7 @@ LUN_DEVICE = {"wwid": "/dev/disk/by-id/dm-uuid-mpath-%s", "alias": "/dev/mapper/
 _WWID_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._:-]*$")
 _ALIAS_RE = re.compile(r"^[A-Za-z0-9_.+-]+$")
 DM_RESERVED = (".", "..", "control")
+SCSI_DESIGNATORS = {"naa.": "3", "eui.": "2"}
 SHORTHAND_TARGET = "test_dir"
 _TARGET_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -215,12 +216,19 @@ def _lun_device(entry, where, out, errors):
     key = "wwid" if "wwid" in entry else "alias"
     val = entry[key]
     pattern = _WWID_RE if key == "wwid" else _ALIAS_RE
+    # a SCSI device's own designator (sysfs device/wwid: naa.6..., eui....) is not the name
+    # multipath gives the LUN: its type digit then the hex (3 for NAA, 2 for EUI-64)
+    if key == "wwid" and isinstance(val, str) and val.strip().lower().startswith(tuple(SCSI_DESIGNATORS)):
+        text = val.strip()
+        errors.append("%s.wwid: %r is the SCSI designator of a path (sysfs device/wwid), not the LUN's WWID as "
+                      "multipath -ll shows it; for example %s" % (where, val, SCSI_DESIGNATORS[text[:4].lower()]
+                                                                  + text[4:]))
+        return None
     # device-mapper refuses these names (drivers/md/dm-ioctl.c, check_name)
     if not isinstance(val, str) or not pattern.match(val.strip()) or (key == "alias" and val.strip() in DM_RESERVED):
         if key == "wwid":
             text = str(val).strip() if val is not None else ""
-            hint = "3" + text[4:] if text.lower().startswith("naa.") else re.sub(r"[^0-9A-Za-z._:-]", "",
-                                                                                  text.split("(")[-1]).lstrip("._:-")
+            hint = re.sub(r"[^0-9A-Za-z._:-]", "", text.split("(")[-1]).lstrip("._:-")
             hint = hint if _WWID_RE.match(hint) else "3600a098038303053453f463045727a53"
             errors.append("%s.wwid: must be the LUN's WWID as multipath -ll shows it in parentheses (letters, digits, "
                           "'.', ':', '-', '_'), got %s %r; for example %s" % (where, type_name(val), val, hint))

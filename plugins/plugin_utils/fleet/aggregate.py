@@ -240,11 +240,12 @@ def _aggregate(records, play, inventory, options, baseline, now, run_id, loader,
 
 def drive_records(hosts):
     """The host entries as the drive judgements read host records (plugin_utils/fleet/drive_consistency.py):
-    drives (with their judged checks) and the workload rows (per target its IOPS and p99
-    latency). A stored entry of fleet.d/ carries all of it, so a merge of slices judges the
+    drives (with their judged checks), the targets (a SAN LUN's paths) and the workload rows
+    (per target its IOPS and p99 latency). A stored entry of fleet.d/ carries all of it, so a merge of slices judges the
     drives of the whole fleet."""
     return [{"host": h["host"], "groups": h["groups"], "facts": h["facts"], "test_dir": h["test_dir"],
-             "drives": h["drives"], "workloads": h["workloads"]} for h in hosts if h.get("drives") is not None]
+             "targets": h.get("targets"), "drives": h["drives"], "workloads": h["workloads"]}
+            for h in hosts if h.get("drives") is not None]
 
 
 def target_drive_map(h):

@@ -318,6 +318,23 @@ def drive_checks(checks, drive):
             "passed": any(c.get("status") == "pass" for c in mine)}
 
 
+def lun_path(targets, drive):
+    """The drive as a path of a SAN LUN target of the record (``targets[].multipath``, the
+    host's guard: module_utils/devices/multipath.py), or None: ``{target, alias, wwid, path
+    (1-based), paths, usable, transport, portal, dm_state, scsi_state}``."""
+    for t in targets or []:
+        mp = t.get("multipath") if isinstance(t, dict) else None
+        paths = (mp or {}).get("paths") or []
+        for i, p in enumerate(paths):
+            if isinstance(p, dict) and p.get("name") == drive:
+                usable = sum(1 for q in paths if isinstance(q, dict) and q.get("dm_state") in (None, "active")
+                             and q.get("scsi_state") in (None, "running"))
+                return {"target": t.get("name"), "alias": mp.get("alias"), "wwid": mp.get("wwid"), "path": i + 1,
+                        "paths": len(paths), "usable": usable, "transport": p.get("transport"),
+                        "portal": p.get("portal"), "dm_state": p.get("dm_state"), "scsi_state": p.get("scsi_state")}
+    return None
+
+
 def drive_rows(records, findings=None):
     """The report's drive table: one row per drive of every host record with drives::
 
@@ -326,7 +343,8 @@ def drive_rows(records, findings=None):
          health: PASSED | FAILED | not collected | no verdict, health_note, verdict: PASS | FAIL | n/a,
          reasons: [the judge's failed drive checks], findings: [messages of this drive's findings],
          kernel_errors: the kernel's storage messages the judge counted (absent: log not judged),
-         kernel_notes: the kernel's capability probes the drive refused (absent: none)}
+         kernel_notes: the kernel's capability probes the drive refused (absent: none),
+         lun: the drive is a path of a SAN LUN target (:func:`lun_path`; absent: it is not)}
 
     ``verdict`` is FAIL when a drive check of the host's judgement (``checks``, kind
     ``drive``) failed or a finding of this drive has severity ``fail``; PASS when a check
@@ -365,6 +383,9 @@ def drive_rows(records, findings=None):
                 kernel = checked_kernel_errors(r.get("checks"), d.get("name"))
             if kernel is not None:
                 rows[-1]["kernel_errors"] = kernel
+            lun = lun_path(r.get("targets"), d.get("name"))
+            if lun:
+                rows[-1]["lun"] = lun
             notes = d["kernel_notes"] if "kernel_notes" in d else checked_kernel_notes(r.get("checks"), d.get("name"))
             if notes:
                 rows[-1]["kernel_notes"] = list(notes)

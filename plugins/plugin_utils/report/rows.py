@@ -234,6 +234,16 @@ def durability_table(fleet):
     return rows
 
 
+def lun_text(lun):
+    """``path 1 of 2 of LUN mpatha (WWID 3600...) on target lun: iscsi 10.0.2.2:3260,
+    active/running; 2 of 2 paths usable``: a drive row's word on the SAN path it is."""
+    where = ", ".join(x for x in (" ".join(y for y in (lun.get("transport"), lun.get("portal")) if y),
+                                  "/".join(y for y in (lun.get("dm_state"), lun.get("scsi_state")) if y)) if x)
+    return "path %s of %s of LUN %s (WWID %s) on target %s%s; %s of %s paths usable" % (
+        lun.get("path"), lun.get("paths"), lun.get("alias") or "?", lun.get("wwid") or "?", lun.get("target") or "?",
+        ": " + where if where else "", lun.get("usable"), lun.get("paths"))
+
+
 def drive_table(fleet, limit=DRIVE_ROWS_ALL):
     """(rows, left out) of the drive table (fleet.json ``drives``, drive_consistency.drive_rows):
     every drive when there are at most ``limit``, else the flagged ones. Cells are text;
@@ -251,7 +261,8 @@ def drive_table(fleet, limit=DRIVE_ROWS_ALL):
                      "reasons": "; ".join(list(d.get("reasons") or []) + list(d.get("findings") or [])
                                           + ([d["health_note"]] if d.get("health_note") and d["health"] != "PASSED"
                                              and not d.get("reasons") else [])
-                                          + ["note: %s" % n for n in d.get("kernel_notes") or []]) or DASH,
+                                          + ["note: %s" % n for n in d.get("kernel_notes") or []]
+                                          + ([lun_text(d["lun"])] if d.get("lun") else [])) or DASH,
                      "_flagged": drive_flagged(d),
                      "_odd": {k for k in ("model", "firmware") if (d["host"], d.get("drive"), k) in odd}})
     return rows, len(drives) - len(shown)

@@ -21,6 +21,9 @@ problem as one string naming the variable, the host(s) and the closest valid val
 * an array whose hosts ``fleetqual_serial`` would put in two batches of the qualify play
   (:func:`serial_batches`): the array's T0 is fixed once per playbook run
   (plugins/action/lockstep.py), so the members of a later batch would miss every step.
+
+Also one cross-host check that is not the array's own (:func:`shared_luns`): a SAN LUN
+(a target named by ``wwid``) in the targets of several hosts.
 """
 
 import difflib
@@ -374,6 +377,27 @@ def _first_difference(a, b):
     return None
 
 
+def shared_luns(hv):
+    """A LUN ``wwid`` (a name that is the same on every initiator) that more than one host
+    lists in ``fleetqual_targets``: refused. Each host's workloads use the device's blocks
+    from offset 0 and each host's cleanup zeroes them, on its own schedule: one host's
+    reads meet the other's writes and zeros (two iSCSI initiators of one LUN: the second
+    read 46 blocks zeroed under it, a corrupt-block FAIL of a good LUN). ``hv``: ``{host:
+    merged variables}``."""
+    seen = {}
+    for host in sorted(hv, key=natural_key):
+        targets = hv[host].get("fleetqual_targets")
+        for i, t in enumerate(targets if isinstance(targets, list) else []):
+            wwid = t.get("wwid") if isinstance(t, dict) else None
+            if isinstance(wwid, str) and wwid.strip():
+                seen.setdefault(wwid.strip().lower(), []).append("%s (fleetqual_targets[%d])" % (host, i))
+    return ["hosts %s: the LUN WWID %s is a target of %d hosts; each host's workloads would use the same blocks "
+            "and each host's cleanup zeroes them on its own schedule, so one host would read the other's writes as "
+            "corrupt blocks. Measuring one LUN from several initiators at once (each in a region of its own) is not "
+            "supported yet: qualify the LUN from one host of a run (docs/san.md)"
+            % (", ".join(where), wwid, len(where)) for wwid, where in sorted(seen.items()) if len(where) > 1]
+
+
 def validate_arrays(hosts_inputs, group_names=None, defaults=None, serial=None):
     """Every problem of array mode across the targeted hosts, as strings (empty: fine).
 
@@ -394,7 +418,7 @@ def validate_arrays(hosts_inputs, group_names=None, defaults=None, serial=None):
         merged.update(inputs if isinstance(inputs, dict) else {})
         merged["group_names"] = list(group_names.get(host) or merged.get("group_names") or [])
         hv[str(host)] = merged
-    errors = []
+    errors = shared_luns(hv)
     # the definitions: one per array name (they must agree across the hosts)
     defs, where_def = {}, {}
     for host in sorted(hv, key=natural_key):
@@ -465,4 +489,4 @@ def validate_arrays(hosts_inputs, group_names=None, defaults=None, serial=None):
     return errors
 
 
-__all__ = ["validate_arrays", "validate_array_rules", "serial_batches", "CONFIG_KEYS", "SERIAL_VAR"]
+__all__ = ["validate_arrays", "validate_array_rules", "shared_luns", "serial_batches", "CONFIG_KEYS", "SERIAL_VAR"]

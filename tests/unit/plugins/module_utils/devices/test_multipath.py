@@ -153,3 +153,18 @@ def test_the_guard_reads_the_map_through_the_same_reader(tmp_path):
     r = blockdev.check_raw_device("/dev/disk/by-id/dm-uuid-mpath-36001", {"destroy_data": True, "wwid": "36001"},
                                   sysfs_root=root, dev_root=str(tmp_path / "dev"))
     assert not r["ok"] and "no multipath map on this host has WWID 36001" in r["reasons"][0], r["reasons"]
+
+
+def test_a_drive_row_names_the_lun_path_it_is():
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet.drive_consistency import lun_path
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.report.rows import lun_text
+    mp = {"alias": "mpatha", "wwid": WWID, "paths": [
+        {"name": "sda", "transport": "iscsi", "portal": "10.0.2.2:3260", "dm_state": "active", "scsi_state": "running"},
+        {"name": "sdb", "transport": "iscsi", "portal": "10.0.2.2:3261", "dm_state": "failed", "scsi_state": "running"}]}
+    targets = [{"name": "data", "kind": "path"}, {"name": "lun", "kind": "device", "multipath": mp}]
+    assert lun_path(targets, "sdc") is None and lun_path(None, "sda") is None
+    got = lun_path(targets, "sdb")
+    assert (got["path"], got["paths"], got["usable"], got["portal"], got["dm_state"]) == (2, 2, 1, "10.0.2.2:3261",
+                                                                                        "failed")
+    assert lun_text(got) == ("path 2 of 2 of LUN mpatha (WWID %s) on target lun: iscsi 10.0.2.2:3261, failed/running; "
+                             "1 of 2 paths usable" % WWID)

@@ -4,7 +4,7 @@ device path its multipath map has on every initiator, carried into the plan's sp
 import re
 import string
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import assume, given, settings, strategies as st
 import unitpaths  # noqa: F401
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.plan import profiles as P
@@ -25,6 +25,7 @@ def resolve(targets, host="db01"):
        st.text(alphabet=WWID_CHARS, max_size=40), st.integers(min_value=1, max_value=16))
 def test_a_valid_wwid_resolves_to_its_multipath_maps_by_id_link(first, rest, paths):
     wwid = first + rest
+    assume(not wwid.lower().startswith(tuple(T.SCSI_DESIGNATORS)))      # a path's designator: the test above
     got, errors = resolve([{"wwid": wwid, "destroy_data": True, "expected_paths": paths}])
     assert errors == []
     assert got == [{"name": T._derived_target_names(["lun-" + wwid])[0], "kind": "device", "wwid": wwid,
@@ -45,7 +46,8 @@ def test_a_valid_alias_resolves_to_its_dev_mapper_node(alias):
 @settings(max_examples=300, deadline=None)
 @given(st.one_of(st.text(max_size=30), st.integers(), st.none(), st.lists(st.integers(), max_size=2)))
 def test_a_bad_wwid_is_refused_naming_host_variable_and_an_example_that_resolves(value):
-    if isinstance(value, str) and T._WWID_RE.match(value.strip()):
+    if isinstance(value, str) and (T._WWID_RE.match(value.strip()) or
+                                   value.strip().lower().startswith(tuple(T.SCSI_DESIGNATORS))):
         return
     errors = resolve([{"wwid": value, "destroy_data": True}])[1]
     assert len(errors) == 1 and errors[0].startswith("host db01: fleetqual_targets[0].wwid: must be the LUN's WWID")
@@ -54,11 +56,12 @@ def test_a_bad_wwid_is_refused_naming_host_variable_and_an_example_that_resolves
     assert resolve([{"wwid": example, "destroy_data": True}])[1] == [], errors
 
 
-def test_a_naa_name_gets_the_multipath_wwid_it_stands_for():
-    errors = resolve([{"wwid": "naa.60000000000000000e00000000010001 ", "destroy_data": True}])[1]
-    assert errors == [], errors      # "naa." is a valid WWID string for the check (dots are allowed) ...
-    errors = resolve([{"wwid": "naa 60000000000000000e00000000010001", "destroy_data": True}])[1]
-    assert "for example" in errors[0]
+def test_a_paths_scsi_designator_gets_the_multipath_wwid_it_stands_for():
+    errors = resolve([{"wwid": "naa.60000000000000000e00000000010001", "destroy_data": True}])[1]
+    assert errors == ["host db01: fleetqual_targets[0].wwid: 'naa.60000000000000000e00000000010001' is the SCSI "
+                      "designator of a path (sysfs device/wwid), not the LUN's WWID as multipath -ll shows it; for "
+                      "example " + WWID], errors
+    assert resolve([{"wwid": "EUI.0025385971b0a1c2", "destroy_data": True}])[1][0].endswith("for example 20025385971b0a1c2")
 
 
 @settings(max_examples=200, deadline=None)
@@ -99,3 +102,22 @@ def test_the_plan_and_the_hosts_guard_carry_the_lun():
     assert S._check_devices(p) == [{"device": "/dev/disk/by-id/dm-uuid-mpath-" + WWID, "wwid": WWID,
                                     "destroy_data": True, "serial": None, "size": 64 << 20, "expected_paths": 2}]
     assert S._inventory_targets(p) == ["/dev/disk/by-id/dm-uuid-mpath-" + WWID]
+
+
+def test_a_lun_in_the_targets_of_several_hosts_is_refused_before_any_host():
+    """Each host's workloads would use the LUN's blocks from offset 0 and each host's cleanup
+    zeroes them (two iSCSI initiators of one LUN: the second read 46 blocks zeroed under it)."""
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.validate import arrays as A
+    lun = {"wwid": WWID, "destroy_data": True}
+    hosts = {"db1": {"fleetqual_targets": [lun]}, "db2": {"fleetqual_targets": [{"path": "/data"},
+                                                                               dict(lun, wwid=WWID.upper())]},
+             "db3": {"fleetqual_targets": [dict(lun, wwid="36001")]}}
+    problems = A.validate_arrays(hosts)
+    assert problems == ["hosts db1 (fleetqual_targets[0]), db2 (fleetqual_targets[1]): the LUN WWID %s is a target of "
+                        "2 hosts; each host's workloads would use the same blocks and each host's cleanup zeroes them "
+                        "on its own schedule, so one host would read the other's writes as corrupt blocks. Measuring "
+                        "one LUN from several initiators at once (each in a region of its own) is not supported yet: "
+                        "qualify the LUN from one host of a run (docs/san.md)" % WWID.lower()], problems
+    # an alias is each initiator's own name: the same alias on two hosts may be two LUNs
+    assert A.validate_arrays({"db1": {"fleetqual_targets": [{"alias": "mpatha", "destroy_data": True}]},
+                              "db2": {"fleetqual_targets": [{"alias": "mpatha", "destroy_data": True}]}}) == []
