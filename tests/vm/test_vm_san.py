@@ -67,12 +67,9 @@ def lab(vm_guest, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def san_run(lab, vm_fleet, tmp_path_factory):
-    full = host_entry(lab["guests"][FULL], None, PLAN, target={"name": "lun", "wwid": lab["maps"][FULL]["wwid"],
-                                                                "destroy_data": True, "expected_paths": 2,
-                                                                "size": REGION})
-    half = host_entry(lab["guests"][HALF], None, PLAN, target={"name": "lun", "alias": lab["maps"][HALF]["name"],
-                                                                "destroy_data": True, "expected_paths": 2,
-                                                                "size": REGION})
+    lun = {"name": "lun", "destroy_data": True, "expected_paths": 2, "size": REGION}
+    full = host_entry(lab["guests"][FULL], None, PLAN, target=dict(lun, wwid=lab["maps"][FULL]["wwid"]))
+    half = host_entry(lab["guests"][HALF], None, PLAN, target=dict(lun, alias=lab["maps"][HALF]["name"]))
     base = str(tmp_path_factory.mktemp("vm-san-run"))
     inv = vm_fleet.inventory(os.path.join(base, "inventory"), [full, half])
     run = fleetrun.run_playbook(vm_fleet, inv, base, "vm-san", args=["--forks", "2"], timeout=1200)
@@ -96,8 +93,8 @@ def test_a_lun_named_by_its_wwid_is_qualified_through_its_multipath_map(san_run)
     for w in rec["workloads"]:
         m = w["metrics"]
         assert w["target_device"] == target["device"] and w["target_wwid"] == wwid
-        assert m["verify_checked"] > 0 and not any(m.get(k) for k in ("verify_corrupt", "verify_misplaced",
-                                                                       "verify_stale", "errors")), m
+        bad = ("verify_corrupt", "verify_misplaced", "verify_stale", "errors")
+        assert m["verify_checked"] > 0 and not any(m.get(k) for k in bad), m
 
 
 def test_the_paths_counted_what_iobench_did(san_run):

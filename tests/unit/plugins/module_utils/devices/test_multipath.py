@@ -164,7 +164,7 @@ def test_a_drive_row_names_the_lun_path_it_is():
     targets = [{"name": "data", "kind": "path"}, {"name": "lun", "kind": "device", "multipath": mp}]
     assert lun_path(targets, "sdc") is None and lun_path(None, "sda") is None
     got = lun_path(targets, "sdb")
-    assert (got["path"], got["paths"], got["usable"], got["portal"], got["dm_state"]) == (2, 2, 1, "10.0.2.2:3261",
-                                                                                        "failed")
+    want = (2, 2, 1, "10.0.2.2:3261", "failed")
+    assert (got["path"], got["paths"], got["usable"], got["portal"], got["dm_state"]) == want
     assert lun_text(got) == ("path 2 of 2 of LUN mpatha (WWID %s) on target lun: iscsi 10.0.2.2:3261, failed/running; "
                              "1 of 2 paths usable" % WWID)

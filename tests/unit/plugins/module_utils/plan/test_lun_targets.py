@@ -109,8 +109,8 @@ def test_a_lun_in_the_targets_of_several_hosts_is_refused_before_any_host():
     zeroes them (two iSCSI initiators of one LUN: the second read 46 blocks zeroed under it)."""
     from ansible_collections.fleetqual.storage.plugins.plugin_utils.validate import arrays as A
     lun = {"wwid": WWID, "destroy_data": True}
-    hosts = {"db1": {"fleetqual_targets": [lun]}, "db2": {"fleetqual_targets": [{"path": "/data"},
-                                                                               dict(lun, wwid=WWID.upper())]},
+    hosts = {"db1": {"fleetqual_targets": [lun]},
+             "db2": {"fleetqual_targets": [{"path": "/data"}, dict(lun, wwid=WWID.upper())]},
              "db3": {"fleetqual_targets": [dict(lun, wwid="36001")]}}
     problems = A.validate_arrays(hosts)
     assert problems == ["hosts db1 (fleetqual_targets[0]), db2 (fleetqual_targets[1]): the LUN WWID %s is a target of "
