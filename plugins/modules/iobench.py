@@ -53,7 +53,12 @@ options:
         accepted it (C(destroy_data=true), no signature, not mounted, not in use).
     type: path
   size:
-    description: With O(device), the bytes used from offset 0 (C(--size)), a multiple of 512; V(0) or unset is the whole device.
+    description: With O(device), the bytes used from O(offset) (C(--size)), a multiple of 512; V(0) or unset is up to the device's end.
+    type: raw
+  offset:
+    description:
+      - With O(device), where the bytes used start (C(--offset)), a multiple of the device's logical
+        block size; default V(0). Reports (errors, mismatches) name the device's own byte.
     type: raw
   mode:
     description:

@@ -106,16 +106,20 @@ def _validate_target(p):
 
 
 def _validate_device(p, sizes):
-    """A device target: no files (total_size, file_num unset), no dbpattern, size a multiple of 512."""
+    """A device target: no files (total_size, file_num unset), no dbpattern, size and offset
+    multiples of 512."""
     errors = []
-    if p.get("size") is not None:
+    for key in ("size", "offset"):
+        if p.get(key) is None:
+            continue
         try:
-            sizes["size"] = parse_size(p["size"], "size")
+            sizes[key] = parse_size(p[key], key)
         except ValueError as e:
             errors.append(str(e))
-    if sizes.get("size") and sizes["size"] % 512:
-        errors.append("size %s is not a multiple of 512, which a device target needs (closest: %d)"
-                      % (p["size"], sizes["size"] // 512 * 512 or 512))
+            continue
+        if sizes[key] % 512:
+            errors.append("%s %s is not a multiple of 512, which a device target needs (closest: %d)"
+                          % (key, p[key], sizes[key] // 512 * 512 or 512))
     return errors
 
 

@@ -48,7 +48,9 @@ OPTIONS = (
     dict(name="device", type="path", default=None, flag="--device", how="value", plan=False, group="device",
          doc="A whole block device as the target instead of dir; its first size bytes are overwritten."),
     dict(name="size", type="raw", default=None, flag="--size", how="size", plan=False, group="device",
-         doc="With device: bytes used from offset 0, a multiple of 512; 0 or unset = the whole device."),
+         doc="With device: bytes used from offset, a multiple of 512; 0 or unset = up to the device's end."),
+    dict(name="offset", type="raw", default=None, flag="--offset", how="size", plan=False, group="device",
+         doc="With device: where the bytes used start, a multiple of the device's logical block size; default 0."),
     dict(name="mode", type="str", default=None, flag="--mode", how="value", required=True, choices=list(MODES),
          doc="Workload, with sysbench fileio's names (dbpattern: an InnoDB-like server)."),
     dict(name="file_num", type="int", default=128, flag="--file-num", how="value", min=1, max=1000000,
@@ -162,7 +164,7 @@ BINARY_DEFAULTS = {
     "search_percentile": "p99", "search_min_gain": 5, "db_reads_per_txn": 4, "db_log_block": 4 << 10,
     "db_log_size": 64 << 20, "db_flushers": 1, "db_flush_rate": 0, "db_group_commit_max": 0, "steady_state": False,
     "ss_round_time": 10, "ss_window": 5, "ss_range_pct": 20, "ss_slope_pct": 10, "ss_max_rounds": 25,
-    "ss_metric": "iops", "size": 0, "verify": False, "verify_pass": False, "verify_map_max": 256 << 20,
+    "ss_metric": "iops", "size": 0, "offset": 0, "verify": False, "verify_pass": False, "verify_map_max": 256 << 20,
     "max_errors": 64,
 }
 PRECONDITION_MAX_PASSES = 100     # iobench precondition --passes (C row "passes"; not a run option)

@@ -192,9 +192,11 @@ static const optdef_t opts[] = {
      "N", "precondition: sequential write passes over the working set (block size default 128K)", 0},
     /* raw block device */
     {"device", "device", NULL, T_PATH, OFF(device), NULL, 0, 0, NULL, NULL, "device", NULL, G_BDEV, 0,
-     "DEV", "block device (opened O_EXCL and O_DIRECT); the working set starts at offset 0", 0},
+     "DEV", "block device (opened O_EXCL and O_DIRECT); the working set starts at --offset", 0},
     {"size", "size", NULL, T_SIZE, OFF(dev_size), "0", 0, 0, NULL, NULL, "size", NULL, G_BDEV, 0,
-     "SIZE", "working set on the device: its first SIZE bytes (0 = the whole device)", 0},
+     "SIZE", "working set on the device: SIZE bytes from --offset (0 = up to the device's end)", 0},
+    {"offset", "offset", NULL, T_SIZE, OFF(dev_offset), "0", 0, 0, NULL, NULL, "device_offset", NULL, G_BDEV, 0,
+     "OFFSET", "where the working set starts on the device (a multiple of its logical block size)", 0},
 };
 #define NOPTS (sizeof opts / sizeof opts[0])
 _Static_assert(NOPTS <= OPT_MAX, "raise OPT_MAX");

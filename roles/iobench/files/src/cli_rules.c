@@ -17,6 +17,8 @@ void cli_rules(options_t *o, const char *const group_flag[G_N])
         if (option_given(o, "file_num")) die_usage("--file-num is not used with --device (the device is the one file)");
         if (o->mode == MODE_DBPATTERN) die_usage("--device cannot be used with --mode dbpattern (its redo log needs --dir)");
         if (o->dev_size % 512) die_usage("--size must be a multiple of 512 bytes, got %llu", (unsigned long long)o->dev_size);
+        if (o->dev_offset % 512)
+            die_usage("--offset must be a multiple of 512 bytes, got %llu", (unsigned long long)o->dev_offset);
         o->direct = 1;              /* a block device is always measured with O_DIRECT */
         o->file_num = 1;                 /* sizes: dev_setup, once the device is known */
     }

@@ -1,7 +1,7 @@
-/* --device /dev/X [--size N]: a raw block device as the target instead of --dir.
+/* --device /dev/X [--offset O] [--size N]: a raw block device as the target instead of --dir.
  *
- * The working set is bytes [0, N) of the device (N = --size, else the whole device), rounded
- * down to the block size, addressed as one "file". The device must be a block device and is
+ * The working set is bytes [O, O + N) of the device (N = --size, else up to the device's end),
+ * rounded down to the block size, addressed as one "file" (g_io_base = O: iobench.h). The device must be a block device and is
  * opened O_EXCL (the kernel refuses it with EBUSY while it, or a partition of it, is mounted
  * or held by LVM, RAID, swap, dm ...) and always O_DIRECT. Whether the device may be
  * destroyed (signatures, partitions, the opt-in) is the controller's decision before iobench
@@ -21,6 +21,8 @@
 #include "iobench.h"
 
 #define DEV_CHUNK (1u << 20)
+
+uint64_t g_io_base;
 
 int dev_setup(options_t *o, envinfo_t *env)
 {
@@ -44,12 +46,18 @@ int dev_setup(options_t *o, envinfo_t *env)
         return EXIT_ENV;
     }
     close(fd);
-    uint64_t want = o->dev_size ? o->dev_size : bytes;
-    if (want > bytes) {
-        err_msg("--size %llu is larger than --device %s (%llu bytes)", (unsigned long long)want, o->device,
-                (unsigned long long)bytes);
+    if (o->dev_offset % (uint64_t)lbs || o->dev_offset >= bytes) {
+        err_msg("--offset %llu is not inside --device %s (%llu bytes) at a multiple of its logical block size %d",
+                (unsigned long long)o->dev_offset, o->device, (unsigned long long)bytes, lbs);
         return EXIT_USAGE;
     }
+    uint64_t want = o->dev_size ? o->dev_size : bytes - o->dev_offset;
+    if (want > bytes - o->dev_offset) {
+        err_msg("--size %llu from --offset %llu ends beyond --device %s (%llu bytes)", (unsigned long long)want,
+                (unsigned long long)o->dev_offset, o->device, (unsigned long long)bytes);
+        return EXIT_USAGE;
+    }
+    g_io_base = o->dev_offset;
     o->dev_bytes = bytes;
     o->file_num = 1;
     o->total_size = want;
@@ -120,10 +128,10 @@ int dev_prepare(const options_t *o, prep_result_t *pr)
         size_t n = end - off < DEV_CHUNK ? (size_t)(end - off) : DEV_CHUNK;
         rng_fill(rng, buf, n);
         if (o->verify_on) verify_stamp(buf, n, 0, off, 0);
-        ssize_t w = pwrite(fd, buf, n, (off_t)off);
+        ssize_t w = pwrite(fd, buf, n, (off_t)(off + g_io_base));
         if (w != (ssize_t)n) {
             errlog_add("prepare write", 0, off, w < 0 ? errno : 0);
-            err_msg("--device %s: prepare write at offset %llu failed: %s", o->device, (unsigned long long)off,
+            err_msg("--device %s: prepare write at offset %llu failed: %s", o->device, (unsigned long long)(off + g_io_base),
                     w < 0 ? strerror(errno) : "short write");
             rc = EXIT_IOERR;
             break;
@@ -164,14 +172,14 @@ static const char *zero_method(int fd)
     return wz ? "write_zeroes" : "zero_pages";
 }
 
-/* zero [0, working set): every byte prepare, a run or precondition can have written */
+/* zero the working set: every byte prepare, a run or precondition can have written */
 int dev_cleanup(const options_t *o, uint64_t *zeroed, const char **zeroed_by)
 {
     *zeroed = 0;
     int fd = dev_open_fd(o, 1);
     if (fd < 0) return EXIT_ENV;
     uint64_t end = o->file_size;
-    uint64_t range[2] = {0, end};
+    uint64_t range[2] = {g_io_base, end};
     int rc = 0;
     const char *how = zero_method(fd);
     if (!strcmp(how, "writes") || ioctl(fd, BLKZEROOUT, range) != 0) {   /* iobench writes the zeros */
@@ -181,8 +189,8 @@ int dev_cleanup(const options_t *o, uint64_t *zeroed, const char **zeroed_by)
         memset(buf, 0, DEV_CHUNK);
         for (uint64_t off = 0; off < end;) {
             size_t n = end - off < DEV_CHUNK ? (size_t)(end - off) : DEV_CHUNK;
-            if (pwrite(fd, buf, n, (off_t)off) != (ssize_t)n) {
-                err_msg("--device %s: cleanup could not zero offset %llu: %s", o->device, (unsigned long long)off,
+            if (pwrite(fd, buf, n, (off_t)(off + g_io_base)) != (ssize_t)n) {
+                err_msg("--device %s: cleanup could not zero offset %llu: %s", o->device, (unsigned long long)(off + g_io_base),
                         strerror(errno));
                 rc = EXIT_IOERR;
                 break;

@@ -51,7 +51,7 @@ static inline __attribute__((always_inline)) void *sync_loop(thread_t *t, const 
         uint32_t gen = 0, seq = 0;
         if (kind == OP_READ) {
             t0 = now_ns();
-            r = pread(fd, buf, bs, (off_t)off);
+            r = pread(fd, buf, bs, (off_t)(off + g_io_base));
             t1 = now_ns();
         } else {
             unsigned char *wb = write_buffer(t, off);
@@ -61,7 +61,7 @@ static inline __attribute__((always_inline)) void *sync_loop(thread_t *t, const 
                 verify_stamp(wb, bs, (uint32_t)fi, off, gen);
             }
             t0 = now_ns();
-            r = pwrite(fd, wb, bs, (off_t)off);
+            r = pwrite(fd, wb, bs, (off_t)(off + g_io_base));
             t1 = now_ns();
         }
         if (__builtin_expect(r != (ssize_t)bs, 0)) {

@@ -224,7 +224,7 @@ static inline __attribute__((always_inline)) void *uring_loop(thread_t *t, const
                 else sqe->fd = b->fds[fi];
                 sqe->addr = (uint64_t)(uintptr_t)buf;
                 sqe->len = (unsigned)bs;
-                sqe->off = off;
+                sqe->off = off + g_io_base;
                 sqe->user_data = si;
                 r.sq_array[idx] = idx;
                 tail++;

@@ -99,6 +99,7 @@ typedef struct options {
     /* --device: a raw block device instead of --dir (dev.c) */
     const char *device;
     uint64_t dev_size;        /* --size, 0 = the whole device */
+    uint64_t dev_offset;      /* --offset: where the working set starts on the device */
     uint64_t dev_bytes;       /* the device's size (dev_setup) */
     /* --verify (verify.c, docs/iobench.md "Data verification") */
     int verify;               /* requested */
@@ -332,6 +333,12 @@ extern start_state_t g_start;
 int live_open(const char *path);   /* --live-log: open FILE for appending; 0 ok, -1 errno set */
 
 extern atomic_int g_stop;       /* set by SIGINT/SIGTERM handler */
+/* --device --offset: the working set is [g_io_base, g_io_base + its size) of the device. The
+ * benchmark's own offsets (the block a thread picks, a block header's offset, the generation
+ * map) are from the working set's start; only the system calls and the offsets iobench
+ * reports (errors, mismatches, witness samples) add g_io_base, so a report names the device's
+ * own byte. 0 for --dir (dev.c sets it). */
+extern uint64_t g_io_base;
 extern atomic_int g_signal;
 
 /* ---- util ---- */

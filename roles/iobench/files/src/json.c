@@ -289,13 +289,13 @@ static void write_verify(FILE *f, const report_t *r)
         const vsample_t *x = &v->s[i];
         fprintf(f, "%s\n      {\"op\": \"%s\", ", i ? "," : "", x->op == VOP_PASS ? "verify_pass" : "read");
         where(f, o, x->fi);
-        fprintf(f, ", \"offset\": %llu, \"kind\": \"%s\", \"expected\": ", (unsigned long long)x->off,
+        fprintf(f, ", \"offset\": %llu, \"kind\": \"%s\", \"expected\": ", (unsigned long long)(x->off + g_io_base),
                 verify_kind_name(x->kind));
         jstr(f, x->expected);
         fprintf(f, ", \"found\": ");
         jstr(f, x->found);
         fprintf(f, ", \"found_offset\": ");
-        if (x->found_off >= 0) fprintf(f, "%lld", (long long)x->found_off); else fputs("null", f);
+        if (x->found_off >= 0) fprintf(f, "%lld", (long long)(x->found_off + (long long)g_io_base)); else fputs("null", f);
         fputc('}', f);
     }
     fprintf(f, "%s]},\n", v->ns ? "\n    " : "");
@@ -310,7 +310,7 @@ static void esample_json(FILE *f, const options_t *o, int i)
     jstr(f, e->op);
     fprintf(f, ", ");
     where(f, o, e->fi);
-    fprintf(f, ", \"offset\": %llu, \"errno\": %d, \"errno_name\": ", (unsigned long long)e->off, e->err);
+    fprintf(f, ", \"offset\": %llu, \"errno\": %d, \"errno_name\": ", (unsigned long long)(e->off + g_io_base), e->err);
     const char *en = e->err ? errno_name(e->err) : NULL;
     if (en) jstr(f, en); else fputs("null", f);
     fprintf(f, ", \"t_s\": ");

@@ -182,7 +182,7 @@ void write_text(FILE *f, report_t *r)
                         g_vf.pass_elapsed_s);
             for (int i = 0; i < g_vf.ns; i++) {
                 const vsample_t *x = &g_vf.s[i];
-                fprintf(f, "    %s at offset %llu of %s", verify_kind_name(x->kind), (unsigned long long)x->off,
+                fprintf(f, "    %s at offset %llu of %s", verify_kind_name(x->kind), (unsigned long long)(x->off + g_io_base),
                         o->device ? o->device : "");
                 if (!o->device) fprintf(f, "%s/" FILE_PREFIX "%d", o->dir, x->fi);
                 fprintf(f, " (%s): expected %s, found %s\n", x->op == VOP_PASS ? "verify pass" : "read", x->expected, x->found);

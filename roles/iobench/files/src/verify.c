@@ -321,7 +321,7 @@ void errlog_message(const esample_t *e, const options_t *o, char *buf, size_t n)
     if (e->fi == -2)
         snprintf(buf, n, "%s%s: %s", who, e->op, why);
     else if (o->device)
-        snprintf(buf, n, "%s%s %s at offset %llu: %s", who, e->op, o->device, (unsigned long long)e->off, why);
+        snprintf(buf, n, "%s%s %s at offset %llu: %s", who, e->op, o->device, (unsigned long long)(e->off + g_io_base), why);
     else if (e->fi < 0)
         snprintf(buf, n, "%s%s %s/" DB_LOG_NAME " at offset %llu: %s", who, e->op, o->dir, (unsigned long long)e->off, why);
     else
@@ -360,12 +360,12 @@ int verify_run_pass(options_t *o, int *fds)
     for (uint64_t fi = 0; fi < o->file_num && !atomic_load(&g_stop); fi++) {
         for (uint64_t off = 0; off < o->file_size && !atomic_load(&g_stop) && errs < o->max_errors;) {
             uint64_t n = o->file_size - off < chunk ? o->file_size - off : chunk;
-            ssize_t r = pread(fds[fi], buf, n, (off_t)off);
+            ssize_t r = pread(fds[fi], buf, n, (off_t)(off + g_io_base));
             if (r < 0 && errno == EINTR) continue;
             if (r != (ssize_t)n) {
                 /* the chunk failed: read it block by block up to its first bad block */
                 for (uint64_t p = 0; p < n && errs < o->max_errors; p += bs) {
-                    ssize_t q = pread(fds[fi], buf, bs, (off_t)(off + p));
+                    ssize_t q = pread(fds[fi], buf, bs, (off_t)(off + p + g_io_base));
                     if (q < 0 && errno == EINTR) { p -= bs; continue; }
                     if (q != (ssize_t)bs) {
                         errlog_add("verify_pass", (int)fi, off + p, q < 0 ? errno : 0);

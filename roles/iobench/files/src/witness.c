@@ -182,7 +182,7 @@ static void usage_check(void)
 static void sample_json(FILE *f, const wsample_t *s, uint64_t epoch, uint64_t bpf, uint64_t bs, int dev)
 {
     fprintf(f, "{\"kind\": \"%s\", \"block\": %" PRIu64 ", ", s->kind, s->blk);
-    if (dev) fprintf(f, "\"offset\": %" PRIu64 ", ", s->blk * bs);
+    if (dev) fprintf(f, "\"offset\": %" PRIu64 ", ", s->blk * bs + g_io_base);
     else fprintf(f, "\"file\": %" PRIu64 ", \"offset\": %" PRIu64 ", ", s->blk / bpf, s->blk % bpf * bs);
     fprintf(f, "\"acked_gen\": %" PRIu32 ", \"acked_seq\": %" PRIu32 ", \"acked_at_ms\": %" PRIu64 ", ",
             s->gen, s->seq, epoch + s->ack_ms);
@@ -268,7 +268,7 @@ int witness_check_command(int argc, char **argv)
         if (e->ack_ms > last_ack) last_ack = e->ack_ms;
         uint64_t fi = blk / bpf, off = blk % bpf * bs;
         ssize_t r;
-        do r = pread(fds[fi], buf, bs, (off_t)off); while (r < 0 && errno == EINTR);
+        do r = pread(fds[fi], buf, bs, (off_t)(off + g_io_base)); while (r < 0 && errno == EINTR);
         if (r != (ssize_t)bs) {
             read_errors++;
             if (ns < WITNESS_SAMPLES) samples[ns++] = (wsample_t){"read_error", blk, e->gen, e->seq, 0, 0, e->ack_ms, 0, 0};
