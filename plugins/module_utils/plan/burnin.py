@@ -47,6 +47,12 @@ def setting_of(profile_or_matrix, profiles):
         prof = prof.get("extends")
 
 
+def seconds_of(hours):
+    """A duration in hours as seconds, to the microsecond: 2.01 h is 7236 s, not the
+    7235.999... that binary floating point makes of 2.01 x 3600 (a round of 7236 s fits)."""
+    return round(hours * 3600, 6)
+
+
 def burnin_hours(value, var=BURNIN_VAR):
     """``(hours, error)``: the burn-in duration in hours (a number or a numeric string, above 0
     and at most :data:`BURNIN_MAX_HOURS`), or the error naming ``var`` and the closest valid value."""
@@ -78,7 +84,7 @@ def burnin_pass(spec):
 
 def burnin_rounds(round_s, hours):
     """Whole rounds of ``round_s`` seconds in ``hours``: at most the duration, at least one."""
-    return max(1, int(hours * 3600 // round_s)) if round_s > 0 else 1
+    return max(1, int(seconds_of(hours) // round_s)) if round_s > 0 else 1
 
 
 def expand_rounds(out, setting, names, errors):
@@ -107,7 +113,7 @@ def expand_rounds(out, setting, names, errors):
                       % (", ".join(unverified), "ve" if len(unverified) > 1 else "s", names["overrides"]))
         return out
     round_s = sum(workload_duration_s(s) for s in out)
-    if round_s > hours * 3600:
+    if round_s > seconds_of(hours):
         closest = math.ceil(round_s / 36.0) / 100.0
         parts = ", ".join("%s %d s" % (s["id"], workload_duration_s(s)) for s in out)
         errors.append("%s: %s h is shorter than one burn-in round (%d s: %s); closest valid value: %s (or shorten "

@@ -139,26 +139,26 @@ def test_a_profile_extending_burnin_inherits_its_rounds():
 def test_planned_time_never_exceeds_the_duration_by_more_than_one_round(hours, times):
     over = {"burnin-write": {"time": times[0]}, "burnin-verify": {"time": times[1]}, "burnin-mix": {"time": times[2]}}
     round_s = sum(times)
-    if hours * 3600 // round_s > B.BURNIN_MAX_ROUNDS:
+    if B.seconds_of(hours) // round_s > B.BURNIN_MAX_ROUNDS:
         errors = errors_of(hours, over)
         assert len(errors) == 1 and "more than %d; closest valid value: " % B.BURNIN_MAX_ROUNDS in errors[0]
         closest = float(errors[0].split("closest valid value: ")[1].split()[0])
         assert closest * 3600 // round_s <= B.BURNIN_MAX_ROUNDS
         return
-    if round_s > hours * 3600:
+    if round_s > B.seconds_of(hours):
         errors = errors_of(hours, over)
         assert len(errors) == 1 and errors[0].startswith("fleetqual_burnin_time: ")
         assert "closest valid value: " in errors[0]
         closest = float(errors[0].split("closest valid value: ")[1].split()[0])
-        assert closest * 3600 >= round_s                  # the value it proposes is accepted
+        assert B.seconds_of(closest) >= round_s           # the value it proposes is accepted
         assert len(burnin_plan(closest, over)) == 3
         return
     specs = P.plan("burnin", profiles=profiles(hours), mem_total_mb=8192, overrides=over)
     planned = summary.expected_duration_s(specs)
     rounds = specs[0]["burnin"]["rounds"]
-    assert planned <= hours * 3600 + round_s
-    assert planned == rounds * round_s and rounds == max(1, int(hours * 3600 // round_s))
-    assert planned + round_s > hours * 3600                # no whole round left unused
+    assert planned <= B.seconds_of(hours) + round_s
+    assert planned == rounds * round_s and rounds == max(1, int(B.seconds_of(hours) // round_s))
+    assert planned + round_s > B.seconds_of(hours)         # no whole round left unused
     for k in range(rounds):
         r = specs[3 * k:3 * k + 3]
         assert [s["burnin"]["pass"] for s in r] == ["write", "verify", "mix"]
