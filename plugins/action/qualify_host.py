@@ -54,7 +54,7 @@ display = Display()
 MODULE = "fleetqual.storage.qualify_host"
 REPORT_STAT = "fleetqual_report"
 # what the cleanup needs of each planned workload (module_utils/job_runner.cleanup_plan)
-CLEANUP_KEYS = ("target_kind", "target_path", "target_device", "device_size", "dataset")
+CLEANUP_KEYS = ("target_kind", "target_path", "target_device", "device_size", "device_offset", "dataset")
 
 # the module's own arguments, passed through from the task
 START_ARGS = ("path", "binary", "binary_sha256", "architecture", "build_on_host", "manage_packages", "profile",

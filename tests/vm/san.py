@@ -62,7 +62,8 @@ class Tgt:
 
     def __init__(self, base, portals=2):
         self.base = base
-        self.ctl = 20000 + os.getpid() % 20000       # the management channel's number (a unix socket)
+        # the management channel's number (a unix socket; tgtd takes 0-32767)
+        self.ctl = 1000 + os.getpid() % 30000
         self.ports = [free_port() for _port in range(portals)]
         self.proc = None
         self.cuts = set()
@@ -174,8 +175,11 @@ def make_initiator(guest, no_path_retry="queue"):
 
 def login(guest, iqn, portals, timeout=120):
     """Log the guest in on each of ``portals`` (node records made for the addresses given: the
-    target's own discovery would answer 127.0.0.1); returns the WWID of the LUN and its
-    multipath map's name once the map has as many paths as portals."""
+    target's own discovery would answer 127.0.0.1); returns the new multipath map (its
+    ``name``, ``wwid`` and ``paths``: :func:`parse_multipath_ll`) once it has as many paths as
+    portals."""
+    known = {m["wwid"] for m in parse_multipath_ll(guest.ssh("multipath -ll 2>/dev/null || true", timeout=60,
+                                                             check=False).stdout)}
     for portal in portals:
         settings = " ".join("&& iscsiadm -m node -T %s -p %s -o update -n '%s' -v %s" % (iqn, portal, k, v)
                             for k, v in NODE_SETTINGS.items())
@@ -186,7 +190,7 @@ def login(guest, iqn, portals, timeout=120):
         out = guest.ssh("multipath -ll 2>/dev/null || true", timeout=60, check=False).stdout
         maps = parse_multipath_ll(out)
         for m in maps:
-            if len(m["paths"]) >= len(portals):
+            if m["wwid"] not in known and len(m["paths"]) >= len(portals):
                 return m
         if time.monotonic() > deadline:
             raise TimeoutError("%s: no multipath map with %d paths after %s s: %s"

@@ -363,9 +363,9 @@ def refusal_message(result):
 # (modules/bench_dir.py) zeroes each one whose device is again an opted-in target of that run
 # (the same drive: serial, else WWID, else a loop device's backing file), or refuses.
 
-def region_label(device, size):
-    """How the job's cleanup names a zeroed region: ``<device>[0+<size>|all]``."""
-    return "%s[0+%s]" % (device, size or "all")
+def region_label(device, size, offset=0):
+    """How the job's cleanup names a zeroed region: ``<device>[<offset>+<size>|all]``."""
+    return "%s[%d+%s]" % (device, int(offset or 0), size or "all")
 
 
 def device_identity(device, sysfs_root="/sys", dev_root="/dev"):
@@ -428,7 +428,7 @@ def leftover_regions(status):
         return []
     regions = [r for r in status.get("regions") or [] if isinstance(r, dict) and r.get("device")]
     removed = set(((status.get("cleanup") or {}).get("removed")) or [])
-    return [r for r in regions if region_label(r["device"], r.get("size")) not in removed]
+    return [r for r in regions if region_label(r["device"], r.get("size"), r.get("offset")) not in removed]
 
 
 def match_regions(regions, devices, sysfs_root="/sys", dev_root="/dev"):
@@ -451,13 +451,15 @@ def match_regions(regions, devices, sysfs_root="/sys", dev_root="/dev"):
 def region_refusal(region, current, status, job_directory, binary, last_alive=None):
     """Why a dead job's region is refused, what happened and how to clear it (one sentence
     each). ``last_alive``: when the job last wrote its status (the status file's mtime)."""
-    size = region.get("size") or 0
-    span = ("bytes [0, %d)" % size) if size else "the whole device"
+    size, offset = region.get("size") or 0, region.get("offset") or 0
+    span = ("bytes [%d, %d)" % (offset, offset + size)) if size else (
+        "the device from byte %d" % offset if offset else "the whole device")
     when = last_alive or status.get("workload_started_epoch") or status.get("started_epoch")
     now_ident = ""
     if current.get("resolved") and not same_device(region, current):
         now_ident = "; %s is now %s" % (region["device"], describe_device(current))
-    zero_cmd = "%s cleanup --device %s%s" % (binary or "iobench", region["device"], " --size %d" % size if size else "")
+    zero_cmd = "%s cleanup --device %s%s%s" % (binary or "iobench", region["device"],
+                                               " --offset %d" % offset if offset else "", " --size %d" % size if size else "")
     return ("device %s holds benchmark data: the measurement job of run %s (pid %s) stopped without its cleanup "
             "(last alive %s, state %s, workload %s of %s) and left %s of it written, not zeroed%s. It is not an "
             "opted-in device target of this run, so it is not touched. To clear: list it in fleetqual_targets "

@@ -77,11 +77,12 @@ def restore_regions(call, directory, status):
                 for region, current in refuse]
     zeroed = []
     for region, device in zero:
-        label = _blockdev.region_label(device, region.get("size"))
+        label = _blockdev.region_label(device, region.get("size"), region.get("offset"))
         if call.check_mode:
             zeroed.append(label)
             continue
-        warning = _job_cleanup.zero_device(binary or "iobench", device, region.get("size"))
+        warning = _job_cleanup.zero_device(binary or "iobench", device, region.get("size"),
+                                           offset=region.get("offset") or 0)
         if warning:
             problems.append("device %s: the region the measurement job of run %s (pid %s) left written could not "
                             "be zeroed: %s" % (device, status.get("run_id"), status.get("pid"), warning))
@@ -90,7 +91,7 @@ def restore_regions(call, directory, status):
             # in the job's status too: when it is kept (a problem), the next run knows it is done
             cleanup = status.get("cleanup") or {"removed": [], "left": [], "warnings": []}
             cleanup["removed"] = list(cleanup.get("removed") or []) + [
-                _blockdev.region_label(region["device"], region.get("size"))]
+                _blockdev.region_label(region["device"], region.get("size"), region.get("offset"))]
             status["cleanup"] = cleanup
     if zeroed and problems and not call.check_mode:
         _job.write_status(directory, status)

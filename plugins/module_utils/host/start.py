@@ -75,6 +75,8 @@ def resolved_targets(plan):
             t["path"] = w.get("target_path")
         else:
             t.update(device=w.get("target_device"), serial=w.get("target_serial"))
+            if w.get("device_offset"):
+                t["offset"] = w["device_offset"]
             t.update((key, w[spec_key]) for key, spec_key in _targets.LUN_SPEC_KEYS.items() if w.get(spec_key) is not None)
         out.append(t)
     return out

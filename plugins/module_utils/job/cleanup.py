@@ -51,9 +51,10 @@ def remove_datasets(path, datasets, binary, timeout=None):
 
 
 def cleanup_plan(test_dir, workloads, datasets):
-    """What the job removes at its end: ``([(directory, [data sets])], [(device, size)])``;
-    the shorthand's ``datasets`` in ``test_dir``, each directory target's data sets, each
-    device target's region (the largest any workload used; 0 = the whole device)."""
+    """What the job removes at its end: ``([(directory, [data sets])], [(device, size,
+    offset)])``; the shorthand's ``datasets`` in ``test_dir``, each directory target's data
+    sets, each device target's region (from its ``offset``, the largest any workload used; 0
+    = up to the device's end)."""
     dirs = {test_dir: list(datasets or [])}
     devices = {}
     for wl in workloads or []:
@@ -64,24 +65,26 @@ def cleanup_plan(test_dir, workloads, datasets):
                 names.append(wl["dataset"])
         elif kind == "device":
             size = int(wl.get("device_size") or 0)
-            old = devices.get(wl["target_device"])
-            devices[wl["target_device"]] = 0 if (size == 0 or old == 0) else max(size, old or 0)
-    return [(d, n) for d, n in dirs.items() if n], sorted(devices.items())
+            key = (wl["target_device"], int(wl.get("device_offset") or 0))
+            old = devices.get(key)
+            devices[key] = 0 if (size == 0 or old == 0) else max(size, old or 0)
+    return [(d, n) for d, n in dirs.items() if n], sorted((d, size, off) for (d, off), size in devices.items())
 
 
-def _zero_argv(binary, device, size):
-    return [binary, "cleanup", "--device", device] + (["--size", str(size)] if size else [])
+def _zero_argv(binary, device, size, offset=0):
+    return ([binary, "cleanup", "--device", device] + (["--offset", str(offset)] if offset else [])
+            + (["--size", str(size)] if size else []))
 
 
-def zero_device(binary, device, size, timeout=None):
+def zero_device(binary, device, size, timeout=None, offset=0):
     """``iobench cleanup --device`` over the region a device target's workloads used (iobench
     zeroes what it can have written). Returns a warning, or None."""
-    return _cleanup_command(_zero_argv(binary, device, size), "on %s" % device, timeout)[0]
+    return _cleanup_command(_zero_argv(binary, device, size, offset), "on %s" % device, timeout)[0]
 
 
 def clean_all(spec, hung=(), timeout=None):
     """Remove every data set of the job's plan and zero its device regions:
-    ``(removed, left, warnings)`` (``removed`` names zeroed devices as ``<device>[0+<size>]``).
+    ``(removed, left, warnings)`` (``removed`` names zeroed devices as ``<device>[<offset>+<size>]``).
     ``hung``: the targets (device, or directory) whose requests a workload saw never
     complete: nothing more is asked of them (a cleanup would hang beside the benchmark);
     they are ``left``, for the next run's preflight. ``timeout``: seconds each cleanup
@@ -97,16 +100,17 @@ def clean_all(spec, hung=(), timeout=None):
         removed += r
         left += lf
         warnings += w
-    for device, size in devices:
+    for device, size, offset in devices:
+        label = _blockdev.region_label(device, size, offset)
         if device in hung:
-            left.append(_blockdev.region_label(device, size))
+            left.append(label)
             warnings.append("%s not zeroed: the device stopped completing requests" % device)
             continue
-        warning, stuck = _cleanup_command(_zero_argv(spec["binary"], device, size), "on %s" % device, timeout)
+        warning, stuck = _cleanup_command(_zero_argv(spec["binary"], device, size, offset), "on %s" % device, timeout)
         if warning:
             warnings.append(warning)
         if stuck:
-            left.append(_blockdev.region_label(device, size))
+            left.append(label)
         elif not warning:
-            removed.append(_blockdev.region_label(device, size))
+            removed.append(label)
     return removed, left, warnings

@@ -222,7 +222,7 @@ def dataset_name(name):
 
 
 def resolve_target(cfg, targets, workloads, test_dir, name):
-    """``{target_kind, target_path | target_device, device_size}`` of the array's ``target``
+    """``{target_kind, target_path | target_device, device_size, device_offset}`` of the array's ``target``
     (a resolved ``fleetqual_targets`` entry; default the ``fleetqual_test_dir`` shorthand).
     Raises ValueError when the host has no such target."""
     want = cfg.get("target")
@@ -233,7 +233,8 @@ def resolve_target(cfg, targets, workloads, test_dir, name):
             if t.get("kind") == "device":
                 sizes = [int(w.get("device_size") or 0) for w in workloads or [] if w.get("target") == want]
                 return {"target_kind": "device", "target_device": t["device"],
-                        "device_size": 0 if (not sizes or 0 in sizes) else max(sizes)}
+                        "device_size": 0 if (not sizes or 0 in sizes) else max(sizes),
+                        "device_offset": int(t.get("offset") or 0)}
             return {"target_kind": "path", "target_path": t["path"]}
     raise ValueError("fleetqual_arrays.%s.target %r names no target of this host (its targets: %s)"
                      % (name, want, ", ".join(t.get("name", "?") for t in targets or []) or "none"))
@@ -283,7 +284,8 @@ def step_workload(spec, step):
     if step.get("rw_ratio") is not None:
         wl["rw_ratio"] = float(step["rw_ratio"])
     if spec.get("target_kind") == "device":
-        wl.update(target_kind="device", target_device=spec["target_device"], device_size=spec.get("device_size") or 0)
+        wl.update(target_kind="device", target_device=spec["target_device"], device_size=spec.get("device_size") or 0,
+                  device_offset=spec.get("device_offset") or 0)
     else:
         wl.update(target_kind="path", target_path=spec["target_path"])
     return wl

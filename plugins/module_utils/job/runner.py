@@ -79,8 +79,8 @@ def where(wl, test_dir):
     ``{dir}`` for the shorthand and a directory target, ``{device, size}`` (no files:
     ``total_size``/``file_num`` unset) for a device target."""
     if wl.get("target_kind") == "device":
-        return {"device": wl["target_device"], "size": int(wl.get("device_size") or 0), "dir": None,
-                "total_size": None, "file_num": None}
+        return {"device": wl["target_device"], "size": int(wl.get("device_size") or 0),
+                "offset": int(wl.get("device_offset") or 0), "dir": None, "total_size": None, "file_num": None}
     base = wl["target_path"] if wl.get("target_kind") == "path" else test_dir
     return {"dir": os.path.join(base, wl["dataset"])}
 
@@ -91,7 +91,8 @@ def precondition_argvs(params, passes):
     before it is measured: ``iobench prepare`` first when the workload prepares its data
     set, then ``iobench precondition``; the run itself then does not prepare again."""
     if params.get("device"):
-        where = ["--device", params["device"]] + (["--size", str(params["size"])] if params.get("size") else [])
+        where = (["--device", params["device"]] + (["--offset", str(params["offset"])] if params.get("offset") else [])
+                 + (["--size", str(params["size"])] if params.get("size") else []))
         direct = []
     else:
         total = parse_size(params["total_size"], "total_size")
@@ -193,8 +194,8 @@ class Job:
         pid = os.getpid()
         # The device regions this job will write, in the status before it writes a byte: a job
         # killed before its cleanup leaves them to the next preflight (blockdev.match_regions).
-        regions = [dict(_blockdev.device_identity(device), size=size)
-                   for device, size in cleanup_plan(spec["path"], spec["workloads"], spec["datasets"])[1]]
+        regions = [dict(_blockdev.device_identity(device), size=size, offset=offset)
+                   for device, size, offset in cleanup_plan(spec["path"], spec["workloads"], spec["datasets"])[1]]
         self.status = {
             "schema_version": 1, "run_id": spec["run_id"], "pid": pid, "pid_start": pid_start(pid),
             "state": "running", "started_epoch": round(started, 3),

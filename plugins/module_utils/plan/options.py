@@ -461,7 +461,7 @@ def build_argv(params, sizes, output):
             continue
         if name in ("time", "requests") and params.get("steady_state"):
             continue                     # rounds of ss_round_time replace them (iobench refuses both)
-        if name == "size" and not sizes.get("size"):
+        if name in ("size", "offset") and not sizes.get(name):
             continue
         argv += _emit(o, params.get(name), sizes)
     if params.get("devstat"):

@@ -120,8 +120,11 @@ def workload_line(w):
     fn = int(w.get("file_num") or 1)
     total = int(w.get("total_size") or 0)
     if w.get("target_kind") == "device":
-        parts.append("device %s, %s" % (w.get("target_device"), "the first %s" % human_size(w["device_size"])
-                                        if w.get("device_size") else "the whole device"))
+        off = int(w.get("device_offset") or 0)
+        parts.append("device %s, %s" % (w.get("target_device"), (
+            "%s from offset %s" % (human_size(w["device_size"]), human_size(off)) if off else
+            "the first %s" % human_size(w["device_size"])) if w.get("device_size") else (
+            "from offset %s to its end" % human_size(off) if off else "the whole device")))
     elif fn == 1:
         parts.append("1 file of %s" % human_size(total))
     else:

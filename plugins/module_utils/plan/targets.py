@@ -32,7 +32,7 @@ TARGET_VAR_NAMES = {"targets": TARGET_VAR, "test_dir": "fleetqual_test_dir"}
 DEVICE_ALIGN = 512
 # keys plan_targets adds to a spec (and so to its record)
 TARGET_SPEC_KEYS = ("target", "target_kind", "target_path", "target_device", "target_serial", "target_wwid",
-                    "target_alias", "target_expected_paths", "key", "device_size")
+                    "target_alias", "target_expected_paths", "key", "device_size", "device_offset")
 # a LUN target's keys, as the plan's specs carry them
 LUN_SPEC_KEYS = {"wwid": "target_wwid", "alias": "target_alias", "expected_paths": "target_expected_paths"}
 
@@ -70,7 +70,9 @@ def check_test_dir(path, var_name=TARGET_VAR_NAMES["test_dir"]):
     return []
 
 
-TARGET_KEYS = ("name", "path", "device", "wwid", "alias", "destroy_data", "serial", "size", "expected_paths")
+TARGET_KEYS = ("name", "path", "device", "wwid", "alias", "destroy_data", "serial", "size", "offset", "expected_paths")
+# a region's offset on a device: whole 4 KiB blocks (O_DIRECT on a 4Kn LUN)
+OFFSET_ALIGN = 4096
 # where each way of naming a LUN puts its multipath map (udev's rules of device-mapper and
 # multipath-tools: 10-dm.rules, 13-dm-disk.rules)
 LUN_DEVICE = {"wwid": "/dev/disk/by-id/dm-uuid-mpath-%s", "alias": "/dev/mapper/%s"}
@@ -146,7 +148,7 @@ def _check_one_target(entry, where, errors):
         errors.extend(problems)
         if not problems:
             out["path"] = _norm_path(path)
-        for key in ("serial", "size", "expected_paths"):
+        for key in ("serial", "size", "offset", "expected_paths"):
             if key in entry:
                 errors.append("%s.%s: only for a device target; a directory target is sized by the profile "
                               "(remove %s, or use device: instead of path:)" % (where, key, key))
@@ -207,7 +209,27 @@ def _check_one_target(entry, where, errors):
                                   % (where, DEVICE_ALIGN, entry["size"], compact_size(up)))
                 else:
                     out["size"] = n
+        _check_offset(entry, where, out, errors)
     return None if len(errors) > start else out
+
+
+def _check_offset(entry, where, out, errors):
+    """``offset``: where the target's region starts on the device (a LUN shared by several
+    initiators: each host in a region of its own)."""
+    if "offset" not in entry:
+        return
+    try:
+        n = parse_size(entry["offset"])
+    except ValueError as exc:
+        errors.append("%s.offset: %s" % (where, exc))
+        return
+    if n < 0 or n % OFFSET_ALIGN:
+        errors.append("%s.offset: must be a multiple of %d bytes (where the target's region starts on the device), "
+                      "got %r; closest: %s" % (where, OFFSET_ALIGN, entry["offset"],
+                                               compact_size(max(0, n) // OFFSET_ALIGN * OFFSET_ALIGN) if n > 0
+                                               else "0"))
+        return
+    out["offset"] = n
 
 
 def _lun_device(entry, where, out, errors):
@@ -384,7 +406,11 @@ def _device_spec(spec, target, region, region_text, where, errors):
             return None
         s["device_size"] = planned
         s["sizing"] = "%s, the first %s of %s%s" % (spec.get("sizing"), human_size(planned), target["device"], note)
-    s["dataset"] = "%s@0+%s" % (target["name"], compact_size(int(s["device_size"])) if s["device_size"] else "all")
+    offset = int(target.get("offset") or 0)
+    if offset:
+        s["device_offset"] = offset
+    s["dataset"] = "%s@%s+%s" % (target["name"], compact_size(offset) if offset else "0",
+                                 compact_size(int(s["device_size"])) if s["device_size"] else "all")
     return s
 
 
@@ -402,7 +428,8 @@ def plan_targets(plan_list, targets, capacities=None, host=None, names=None):
     in the expanded plan; the record key is (host, target, id)) and new ``index``/``of``.
     Device specs also get ``device_size`` (iobench ``--size``, 0 = the whole device),
     ``file_num: 1``, ``direct: true`` and a ``dataset`` naming the region
-    (``<target>@0+<size>``: offsets, not files). Raises :class:`PlanError`.
+    (``<target>@<offset>+<size>``: offsets, not files), and ``device_offset`` (iobench
+    --offset, the target's ``offset``). Raises :class:`PlanError`.
     """
     resolved, errors = list(targets or []), []
     if not resolved or (len(resolved) == 1 and resolved[0].get("shorthand")):
@@ -414,14 +441,22 @@ def plan_targets(plan_list, targets, capacities=None, host=None, names=None):
         where = "%s%s[%d] (%s)" % ("host %s: " % host if host else "", var, ti, target["name"])
         if target["kind"] == "device":
             cap = caps.get(target["device"])
+            offset = int(target.get("offset") or 0)
+            if cap is not None and offset >= cap:
+                errors.append("%s.offset: %s is not inside the device (%s); at most %s"
+                              % (where, human_size(offset), human_size(cap),
+                                 compact_size(max(0, cap - OFFSET_ALIGN) // OFFSET_ALIGN * OFFSET_ALIGN)))
+                continue
             if target.get("size") is not None:
-                if cap is not None and target["size"] > cap:
-                    errors.append("%s.size: %s is larger than the device (%s); at most %s"
-                                  % (where, human_size(target["size"]), human_size(cap), compact_size(cap)))
+                if cap is not None and offset + target["size"] > cap:
+                    errors.append("%s.size: %s%s is larger than the device (%s); at most %s"
+                                  % (where, human_size(target["size"]), " from offset %s" % human_size(offset)
+                                     if offset else "", human_size(cap), compact_size(cap - offset)))
                     continue
                 region, region_text = target["size"], "size: %s" % human_size(target["size"])
             elif cap is not None:
-                region, region_text = cap, "the whole device (%s)" % human_size(cap)
+                region, region_text = cap - offset, ("the device from offset %s (%s)" % (
+                    human_size(offset), human_size(cap - offset)) if offset else "the whole device (%s)" % human_size(cap))
             else:
                 region, region_text = None, None
         for spec in plan_list or []:
@@ -467,7 +502,10 @@ def target_args(spec):
     for a path target, ``{device, size}`` for a device target, ``{}`` for the shorthand
     (the role passes ``fleetqual_test_dir`` as it always did)."""
     if spec.get("target_kind") == "device":
-        return {"device": spec["target_device"], "size": int(spec.get("device_size") or 0)}
+        out = {"device": spec["target_device"], "size": int(spec.get("device_size") or 0)}
+        if spec.get("device_offset"):
+            out["offset"] = int(spec["device_offset"])
+        return out
     if spec.get("target_kind") == "path":
         return {"dir": "%s/%s" % (spec["target_path"].rstrip("/"), spec["dataset"])}
     return {}

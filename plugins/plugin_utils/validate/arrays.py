@@ -378,24 +378,47 @@ def _first_difference(a, b):
 
 
 def shared_luns(hv):
-    """A LUN ``wwid`` (a name that is the same on every initiator) that more than one host
-    lists in ``fleetqual_targets``: refused. Each host's workloads use the device's blocks
-    from offset 0 and each host's cleanup zeroes them, on its own schedule: one host's
-    reads meet the other's writes and zeros (two iSCSI initiators of one LUN: the second
-    read 46 blocks zeroed under it, a corrupt-block FAIL of a good LUN). ``hv``: ``{host:
-    merged variables}``."""
+    """A LUN ``wwid`` (a name that is the same on every initiator) that several hosts list in
+    ``fleetqual_targets`` must give each host a region of its own (``offset`` and ``size``,
+    the regions apart): each host's workloads use its region's blocks and each host's
+    cleanup zeroes them, on its own schedule, so two hosts in one region would read each
+    other's writes and zeros as corrupt blocks (two iSCSI initiators of one LUN: the second
+    read 46 blocks zeroed under it, a FAIL of a good LUN). ``hv``: ``{host: merged
+    variables}``. Returns the problems."""
     seen = {}
     for host in sorted(hv, key=natural_key):
         targets = hv[host].get("fleetqual_targets")
         for i, t in enumerate(targets if isinstance(targets, list) else []):
             wwid = t.get("wwid") if isinstance(t, dict) else None
-            if isinstance(wwid, str) and wwid.strip():
-                seen.setdefault(wwid.strip().lower(), []).append("%s (fleetqual_targets[%d])" % (host, i))
-    return ["hosts %s: the LUN WWID %s is a target of %d hosts; each host's workloads would use the same blocks "
-            "and each host's cleanup zeroes them on its own schedule, so one host would read the other's writes as "
-            "corrupt blocks. Measuring one LUN from several initiators at once (each in a region of its own) is not "
-            "supported yet: qualify the LUN from one host of a run (docs/san.md)"
-            % (", ".join(where), wwid, len(where)) for wwid, where in sorted(seen.items()) if len(where) > 1]
+            if not (isinstance(wwid, str) and wwid.strip()):
+                continue
+            try:
+                offset = parse_size(t.get("offset") or 0)
+                size = parse_size(t["size"]) if t.get("size") not in (None, "", 0) else None
+            except (ValueError, TypeError):
+                continue            # the target's own check says what is wrong with it
+            seen.setdefault(wwid.strip().lower(), []).append((host, i, offset, size))
+    problems = []
+    for wwid, users in sorted(seen.items()):
+        if len(users) < 2:
+            continue
+        where = ", ".join("%s (fleetqual_targets[%d])" % (h, i) for h, i, _o, _s in users)
+        unsized = [h for h, _i, _o, size in users if size is None]
+        spans = sorted((o, o + s, h) for h, _i, o, s in users if s is not None)
+        overlap = [(a[2], b[2]) for a, b in zip(spans, spans[1:]) if b[0] < a[1]]
+        if not unsized and not overlap:
+            continue
+        size = max([s for _h, _i, _o, s in users if s] or [64 << 30])
+        fix = "; ".join("%s: offset: %s, size: %s" % (h, human_size(k * size), human_size(size))
+                        for k, (h, _i, _o, _s) in enumerate(users))
+        why = ("%s give%s no size (each region must end where the next begins)" % (
+            " and ".join(unsized), "s" if len(unsized) == 1 else "") if unsized else
+            "the regions of %s overlap" % ", ".join("%s and %s" % pair for pair in overlap))
+        problems.append("hosts %s: the LUN WWID %s is a target of %d hosts and %s; each host's workloads use its "
+                        "region and each host's cleanup zeroes it on its own schedule, so two hosts in one region "
+                        "would read each other's writes as corrupt blocks. Give each host a region of its own, for "
+                        "example %s (docs/san.md)" % (where, wwid, len(users), why, fix))
+    return problems
 
 
 def validate_arrays(hosts_inputs, group_names=None, defaults=None, serial=None):

@@ -143,11 +143,14 @@ def test_cleanup_plan_and_where_of_each_target_kind():
              "device_size": 64 << 20}]
     dirs, devices = job_utils_cleanup.cleanup_plan("/t", plan, ["s1"])
     assert dirs == [("/t", ["s1"]), ("/d1", ["s1", "s2"])]
-    assert devices == [("/dev/x", 64 << 20)]
-    assert job_utils_cleanup.cleanup_plan("/t", plan[3:] + [dict(plan[3], device_size=0)], [])[1] == [("/dev/x", 0)]
+    assert devices == [("/dev/x", 64 << 20, 0)]
+    assert job_utils_cleanup.cleanup_plan("/t", plan[3:] + [dict(plan[3], device_size=0)], [])[1] == [("/dev/x", 0, 0)]
+    # a region from an offset (a LUN shared by initiators, each in its own region)
+    assert job_utils_cleanup.cleanup_plan("/t", [dict(plan[3], device_offset=1 << 30)], [])[1] == [
+        ("/dev/x", 8 << 20, 1 << 30)]
     assert job_utils.where(plan[0], "/t") == {"dir": "/t/s1"}
     assert job_utils.where(plan[2], "/t") == {"dir": "/d1/s2"}
-    assert job_utils.where(plan[3], "/t") == {"device": "/dev/x", "size": 8 << 20, "dir": None,
+    assert job_utils.where(plan[3], "/t") == {"device": "/dev/x", "size": 8 << 20, "offset": 0, "dir": None,
                                               "total_size": None, "file_num": None}
 
 

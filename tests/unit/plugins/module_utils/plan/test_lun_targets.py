@@ -104,20 +104,45 @@ def test_the_plan_and_the_hosts_guard_carry_the_lun():
     assert S._inventory_targets(p) == ["/dev/disk/by-id/dm-uuid-mpath-" + WWID]
 
 
-def test_a_lun_in_the_targets_of_several_hosts_is_refused_before_any_host():
+def test_a_lun_shared_by_hosts_without_regions_of_their_own_is_refused_before_any_host():
     """Each host's workloads would use the LUN's blocks from offset 0 and each host's cleanup
     zeroes them (two iSCSI initiators of one LUN: the second read 46 blocks zeroed under it)."""
     from ansible_collections.fleetqual.storage.plugins.plugin_utils.validate import arrays as A
     lun = {"wwid": WWID, "destroy_data": True}
     hosts = {"db1": {"fleetqual_targets": [lun]},
-             "db2": {"fleetqual_targets": [{"path": "/data"}, dict(lun, wwid=WWID.upper())]},
+             "db2": {"fleetqual_targets": [{"path": "/data"}, dict(lun, wwid=WWID.upper(), size="1G")]},
              "db3": {"fleetqual_targets": [dict(lun, wwid="36001")]}}
     problems = A.validate_arrays(hosts)
     assert problems == ["hosts db1 (fleetqual_targets[0]), db2 (fleetqual_targets[1]): the LUN WWID %s is a target of "
-                        "2 hosts; each host's workloads would use the same blocks and each host's cleanup zeroes them "
-                        "on its own schedule, so one host would read the other's writes as corrupt blocks. Measuring "
-                        "one LUN from several initiators at once (each in a region of its own) is not supported yet: "
-                        "qualify the LUN from one host of a run (docs/san.md)" % WWID.lower()], problems
+                        "2 hosts and db1 gives no size (each region must end where the next begins); each host's "
+                        "workloads use its region and each host's cleanup zeroes it on its own schedule, so two hosts "
+                        "in one region would read each other's writes as corrupt blocks. Give each host a region of "
+                        "its own, for example db1: offset: 0 B, size: 1.0 GiB; db2: offset: 1.0 GiB, size: 1.0 GiB "
+                        "(docs/san.md)" % WWID.lower()], problems
     # an alias is each initiator's own name: the same alias on two hosts may be two LUNs
     assert A.validate_arrays({"db1": {"fleetqual_targets": [{"alias": "mpatha", "destroy_data": True}]},
                               "db2": {"fleetqual_targets": [{"alias": "mpatha", "destroy_data": True}]}}) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 8), st.one_of(st.none(), st.integers(1, 4))), min_size=2, max_size=4))
+def test_hosts_share_a_lun_exactly_when_their_regions_are_apart(regions):
+    """Regions in GiB ``(offset, size or None)``, one per host: refused exactly when a host
+    gives no size or two regions overlap; the fix it proposes is itself accepted."""
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.validate import arrays as A
+
+    def fleet(regs):
+        return {"h%d" % k: {"fleetqual_targets": [dict({"wwid": WWID, "destroy_data": True, "offset": "%dG" % o},
+                                                       **({"size": "%dG" % s} if s else {}))]}
+                for k, (o, s) in enumerate(regs)}
+    problems = A.validate_arrays(fleet(regions))
+    spans = sorted((o, o + s) for o, s in regions if s)
+    bad = any(s is None for _o, s in regions) or any(b[0] < a[1] for a, b in zip(spans, spans[1:]))
+    assert bool(problems) == bad, (regions, problems)
+    if bad:
+        fix = re.findall(r"h(\d+): offset: ([\d.]+) GiB, size: ([\d.]+) GiB", problems[0].replace(" 0 B", " 0.0 GiB"))
+        assert len(fix) == len(regions), problems[0]
+        proposed = [None] * len(regions)
+        for k, o, sz in fix:
+            proposed[int(k)] = (int(float(o)), int(float(sz)))
+        assert A.validate_arrays(fleet(proposed)) == []

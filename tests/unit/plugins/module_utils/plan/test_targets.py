@@ -74,7 +74,7 @@ def test_device_needs_literal_true_destroy_data_and_says_there_is_no_global_swit
 @pytest.mark.parametrize("target, message", [
     ({"device": "/dev/sdb", "destroy_data": True, "destory": 1},
      "host db01: fleetqual_targets[0].destory: unknown key (did you mean destroy_data?); known: name, path, device, "
-     "wwid, alias, destroy_data, serial, size, expected_paths"),
+     "wwid, alias, destroy_data, serial, size, offset, expected_paths"),
     ({"path": "/a", "device": "/dev/sdb"},
      "host db01: fleetqual_targets[0]: give exactly one of path (a directory on a filesystem), device (a whole "
      "block device), wwid or alias (a SAN LUN's multipath map), got path and device"),
