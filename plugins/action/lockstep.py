@@ -37,6 +37,7 @@ from ansible.utils.display import Display
 from ansible_collections.fleetqual.storage.plugins.module_utils.job import lockstep as _ls
 from ansible_collections.fleetqual.storage.plugins.module_utils.common.atomic import write_json_atomic
 from ansible_collections.fleetqual.storage.plugins.module_utils.job.status import job_dir
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.array import failover as _failover
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.array_start import (
     EXCHANGES,
     array_dir,
@@ -53,7 +54,7 @@ READY_STATES = ("ready", "running", "done", "failed")
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("phase", "path", "array", "progress_dir", "timeout", "test_clock"))
+    _VALID_ARGS = frozenset(("phase", "path", "array", "progress_dir", "timeout", "test_clock", "failover"))
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
@@ -134,6 +135,13 @@ class ActionModule(ActionBase):
         test_clock = bool(args.get("test_clock"))
         forks = context.CLIARGS.get("forks") or C.DEFAULT_FORKS
         t0doc, fixed = fix_t0(adir, len(array.get("members") or []), forks)
+        failover = None
+        if fixed and args.get("failover"):
+            # validated before any host was touched (validate_arrays); the timer runs detached
+            checked, problems = _failover.check(args["failover"], array.get("steps") or [])
+            if problems:
+                raise AnsibleActionFail("; ".join(problems))
+            failover = _failover.launch(adir, checked, t0doc["t0"], array.get("steps") or [])
         path = os.path.join(job_dir(args["path"]), _ls.START_FILE)
 
         def make_doc(samples):
@@ -179,7 +187,7 @@ class ActionModule(ActionBase):
             display.warning("fleetqual array %s: host %s got the common start %.1f s before step 1's warm-up "
                             "(less than the %.1f s its iobench needs): its first steps may be incomplete"
                             % (array["name"], host, warm0 - handed, _ls.LAUNCH_LEAD_S))
-        return {"t0": t0doc["t0"], "fixed_here": fixed, "lead_s": t0doc["lead_s"],
+        return {"t0": t0doc["t0"], "fixed_here": fixed, "lead_s": t0doc["lead_s"], "failover": failover,
                 "clock": {k: start.get(k) for k in ("offset_s", "uncertainty_s", "rtt_s", "exchanges", "method")},
                 "refused": start["refused"], "warning": start["warning"], "handed_at": round(handed, 6),
                 "margin_s": round(warm0 - handed, 3)}

@@ -28,6 +28,7 @@ import os
 from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.utils.display import Display
 
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.array import failover as _failover
 from ansible_collections.fleetqual.storage.plugins.module_utils.common.atomic import write_atomic
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.report import brief as _brief
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import record as _record
@@ -312,6 +313,8 @@ class ActionModule(JobAction):
         inputs["slice"] = _record.slice_of(task_vars)
         plan = started.get("plan") or []
         drives = (started.get("drives") or {}).get("drives") if started else None
+        # a planned failover's path events are the cut, not a drive's errors (array/failover.py)
+        kernel = _failover.path_events(kernel, array_run, (started or {}).get("targets"))
 
         def judge(err, drives_after=None):
             diag, verdict = _record.judged(records, plan, args.get("thresholds") or [], args.get("latency_bound_ms"),

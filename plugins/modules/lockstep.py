@@ -49,6 +49,13 @@ options:
     description: With O(phase=ready), seconds to wait for the job to be ready.
     type: int
     default: 3600
+  failover:
+    description:
+      - With O(phase=start), the value of C(fleetqual_failover) (docs/san.md). The host that fixes the array's
+        common start starts the failover's timer on the controller (detached), which runs the cut and the restore
+        at their times in the step's measured window.
+    type: dict
+    default: {}
   test_clock:
     description:
       - B(Test only.) Read the host's clock with the test hook (C(FLEETQUAL_TEST_CLOCK_OFFSET_S) in the host's
@@ -119,6 +126,7 @@ def main():
         progress_dir=dict(type="path", required=True),
         timeout=dict(type="int", default=3600),
         test_clock=dict(type="bool", default=False),
+        failover=dict(type="dict", default={}),
     ))
     module.fail_json(msg="fleetqual.storage.lockstep runs on the controller (its action plugin); it has no host part")
 

@@ -116,10 +116,20 @@ class Tgt:
         """The portals as a guest reaches them (``10.0.2.2:<port>``)."""
         return ["%s:%d" % (HOST_FROM_GUEST, p) for p in self.ports]
 
+    def _rule_argv(self, op, port):
+        return [IPTABLES, "-w", op, "INPUT", "-i", "lo", "-p", "tcp", "--dport", str(port), "-m", "comment",
+                "--comment", "fleetqual-san-%d" % os.getpid(), "-j", "DROP"]
+
     def _rule(self, op, port):
-        return subprocess.run([IPTABLES, "-w", op, "INPUT", "-i", "lo", "-p", "tcp", "--dport", str(port),
-                               "-m", "comment", "--comment", "fleetqual-san-%d" % os.getpid(), "-j", "DROP"],
-                              capture_output=True, text=True, timeout=30, check=False)
+        return subprocess.run(self._rule_argv(op, port), capture_output=True, text=True, timeout=30, check=False)
+
+    def cut_command(self, index):
+        """:meth:`cut` as a shell command (what ``fleetqual_failover.cut`` runs on the controller)."""
+        return " ".join(self._rule_argv("-A", self.ports[index]))
+
+    def restore_command(self, index):
+        """:meth:`restore` as a shell command: every rule of the lab on that port removed."""
+        return "while %s 2>/dev/null; do :; done" % " ".join(self._rule_argv("-D", self.ports[index]))
 
     def cut(self, index):
         """Blackhole path ``index`` (its portal's port on the loopback interface)."""
@@ -143,8 +153,9 @@ class Tgt:
             return ""
 
     def stop(self):
-        for port in list(self.cuts):
-            self.restore(self.ports.index(port))
+        # every path back, cut here or by a command of the lab's (cut_command)
+        for index in range(len(self.ports)):
+            self.restore(index)
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()            # tgtd ends on SIGKILL only (SIGTERM is ignored while targets exist)
             self.proc.wait(30)

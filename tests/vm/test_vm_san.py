@@ -38,10 +38,14 @@ TOLERANCE = 0.05
 PLAN = {"fleetqual_profile": "quick", "fleetqual_matrix": [
     {"workload": "san", "mode": "rndrw", "threads": 2, "total_size": "32M", "block_size": "16K", "direct": True,
      "time": 6, "warmup": 1}]}
-# random writes only: the array's steps on a device measure the region as it is (no prepare),
-# and a read of never-written blocks of a thin LUN measures no disk
-ARRAY = {"initiators": [1, 2], "threads": [2], "modes": ["rndwr"], "time": 6, "warmup": 1, "block_size": "16K",
+# random writes from 1 then 2 initiators; the second step (the failover's) reads back every
+# block it wrote
+ARRAY = {"initiators": [1, 2], "threads": [2], "modes": ["rndwr"], "time": 20, "warmup": 1, "block_size": "16K",
          "total_size": "32M", "target": "lun"}
+# portal 0's path cut 3 s into step 2's window, back 12 s later: each initiator's I/O waits
+# for its iSCSI timers (2 s NOP-Outs, 5 s replacement: san.NODE_SETTINGS) and goes on through
+# portal 1
+AT_S, HOLD_S, MAX_STALL_S = 3, 12, 30
 
 
 def _blank(path):
@@ -92,7 +96,9 @@ def san_run(lab, vm_fleet, tmp_path_factory):
     entries = []
     for rank, name in enumerate((FIRST, SECOND)):
         e = host_entry(lab["guests"][name], None, PLAN, target=dict(lun, offset=rank * REGION))
-        e["vars"].update(fleetqual_array="san", fleetqual_arrays={"san": ARRAY})
+        e["vars"].update(fleetqual_array="san", fleetqual_arrays={"san": ARRAY}, fleetqual_failover={
+            "cut": lab["tgt"].cut_command(0), "restore": lab["tgt"].restore_command(0), "at_s": AT_S,
+            "hold_s": HOLD_S, "max_stall_s": MAX_STALL_S})
         entries.append(e)
     refused = host_entry(lab["guests"][SECOND], None, PLAN, target={
         "name": "lun", "alias": lab["maps"][REFUSED]["name"], "destroy_data": True, "expected_paths": 2,
@@ -106,6 +112,16 @@ def san_run(lab, vm_fleet, tmp_path_factory):
     run = fleetrun.run_playbook(vm_fleet, inv, base, "vm-san", args=["--forks", "2"], timeout=1200)
     run.lab = lab
     return run
+
+
+def _failover(run):
+    return next(a for a in run.fleet()["arrays"] if a["name"] == "san")["failover"]
+
+
+def _expected_verdict(run):
+    """PASS, or FAIL when the failover read back a block wrong: the array's verdict gates its
+    members (test_a_path_cut_mid_step... says why the lab's target can do that)."""
+    return "FAIL" if any(h["mismatches"] for h in _failover(run)["hosts"].values()) else "PASS"
 
 
 def _paths(rec):
@@ -124,7 +140,10 @@ def _device_ops(window, paths):
 def test_each_initiator_qualifies_its_region_of_the_lun_named_by_wwid(san_run, host):
     lab = san_run.lab
     rec = san_run.record(host)
+    # its own record PASSes (the path's kernel errors are the cut's); the fleet's verdict is
+    # the array's too
     assert rec["verdict"] == "PASS", (rec.get("reasons"), san_run.out[-3000:])
+    assert san_run.fleet_host(host)["verdict"] == _expected_verdict(san_run)
     wwid = lab["maps"][FIRST]["wwid"]
     target = rec["targets"][0]
     assert (target["wwid"], target["device"]) == (wwid, "/dev/disk/by-id/dm-uuid-mpath-" + wwid)
@@ -140,16 +159,23 @@ def test_each_initiator_qualifies_its_region_of_the_lun_named_by_wwid(san_run, h
         bad = ("verify_corrupt", "verify_misplaced", "verify_stale", "errors")
         assert w["target_device"] == target["device"] and w["target_wwid"] == wwid
         assert m["verify_checked"] > 0 and not any(m.get(k) for k in bad), m
-        # what iobench completed in its window is what the paths under the map completed
-        bench = (m["read_count"] or 0) + (m["write_count"] or 0)
-        device = _device_ops(w["result"]["bench"]["window"], _paths(rec))
-        assert bench > 0 and abs(device - bench) <= TOLERANCE * bench, (device, bench)
+        # what iobench wrote in its window is what the paths under the map wrote; they read at
+        # least what it read (udev's blkid probes a device a writer closed: 58 reads more on
+        # both initiators in one run, none in another)
+        ds = w["result"]["bench"]["window"]["devstat"]
+        assert set(ds) == _paths(rec), ds
+        writes = sum(d["end"][4] - d["start"][4] for d in ds.values())
+        reads = sum(d["end"][0] - d["start"][0] for d in ds.values())
+        assert m["write_count"] > 0 and abs(writes - m["write_count"]) <= TOLERANCE * m["write_count"], (writes, m)
+        assert reads >= m["read_count"] > 0, (reads, m["read_count"])
 
 
 def test_the_arrays_aggregate_is_the_sum_of_its_initiators_device_counters(san_run):
     array = next(a for a in san_run.fleet()["arrays"] if a["name"] == "san")
-    # members in rank order: their names' natural order
-    assert array["verdict"] == "PASS" and array["hosts"] == sorted([FIRST, SECOND]), array["reasons"]
+    # members in rank order: their names' natural order; no reason but the failover's
+    assert array["verdict"] == _expected_verdict(san_run) and array["hosts"] == sorted([FIRST, SECOND]), \
+        array["reasons"]
+    assert all(r.startswith("failover: ") for r in array["reasons"]), array["reasons"]
     runs = {h: san_run.record(h)["array_run"] for h in (FIRST, SECOND)}
     for s in array["steps"]:
         assert s["complete"], (s["index"], s["missing"], s["problem"])
@@ -191,3 +217,35 @@ def test_a_lun_with_fewer_paths_than_expected_is_refused_before_any_write(san_ru
     # again (each initiator zeroes the region it wrote)
     assert _blank(lab["files"][1]) and _blank(lab["files"][0])
     assert san_run.rc != 0
+
+
+def test_a_path_cut_mid_step_is_a_stall_measured_and_every_block_checked(san_run):
+    """The failover's step: portal 0 blackholed 3 s into the window, for 12 s. Each initiator
+    stalled (its requests queued until multipath failed the path) for less than max_stall_s,
+    saw no I/O error, read back every block it wrote, and its kernel said which path failed.
+
+    Whether every block read back right is the lab target's truth, not the test's: tgt keeps
+    executing the writes it had queued from the blackholed connection, so a write that
+    multipath retried down portal 1, and then overwrote, can land again late. One run of this
+    test read back 1 stale block (generation 3 where 5 was written) on one initiator, the
+    others none: exactly the failover hazard the check is for. The verdict must say it."""
+    f = _failover(san_run)
+    assert f and f["step"] == 2 and (f["cut"]["rc"], f["restore"]["rc"]) == (0, 0), f
+    assert f["restore"]["start"] - f["cut"]["start"] >= HOLD_S - 0.5
+    assert sorted(f["hosts"]) == sorted([FIRST, SECOND])
+    for host, h in f["hosts"].items():
+        assert h["errors"] == 0 and h["verified"] == 2048, (host, h)        # 32M of 16K blocks, all read back
+        # the I/O waited: at least the NOP-Out's detection, at most the limit; after the cut
+        assert 1.0 <= h["stall_s"] <= MAX_STALL_S and h["stall_from_s"] >= -0.5, (host, h)
+        assert any("Failing path" in k["text"] for k in h["kernel"]), (host, h["kernel"])
+        assert h["verdict"] == ("FAIL" if h["mismatches"] else "PASS"), (host, h)
+        if h["mismatches"]:
+            assert any("read back wrong (verify)" in r for r in h["reasons"]), h
+    assert f["verdict"] == _expected_verdict(san_run)
+    # the path's own errors are the cut's, set apart from the drive's (no drive check fails on them)
+    for host in (FIRST, SECOND):
+        rec = san_run.record(host)
+        assert not [c for c in rec["checks"] if c.get("metric") == "kernel.errors" and not c.get("passed")], host
+        assert rec["kernel"].get("failover_path_events"), host
+    # and said in the terminal report
+    assert "failover step 2 (max_stall_s 30): %s" % f["verdict"] in san_run.out

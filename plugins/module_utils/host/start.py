@@ -244,14 +244,16 @@ def privileges(p, ident):
     (the binary's directory only when the binary must be installed: see :func:`_binary`)."""
     if ident["uid"] == 0:
         return
-    for t in _user_targets(p):
-        if t.get("kind") == "device":
+    for t in p.get("targets") or []:
+        if isinstance(t, dict) and any(t.get(k) for k in ("device", "wwid", "alias")):
+            t = dict(t, device=t.get("device") or _targets.LUN_DEVICE["wwid" if t.get("wwid") else "alias"] % (
+                t.get("wwid") or t.get("alias")))
             raise StartError("privileges: target %s is the raw device %s, which only root may measure, and this run "
                              "is %s: use a directory target, %s" % (t.get("name") or t["device"], t["device"],
                                                                     _who(ident), NO_ROOT_FIX))
     _writable_dir("fleetqual_test_dir", p["path"], ident)
-    for t in _user_targets(p):
-        if t.get("kind") == "path":
+    for t in p.get("targets") or []:
+        if isinstance(t, dict) and t.get("path"):
             _writable_dir("the path of target %s" % (t.get("name") or t["path"]), t["path"], ident)
 
 

@@ -250,7 +250,7 @@ def _lun_device(entry, where, out, errors):
     if not isinstance(val, str) or not pattern.match(val.strip()) or (key == "alias" and val.strip() in DM_RESERVED):
         if key == "wwid":
             text = str(val).strip() if val is not None else ""
-            hint = re.sub(r"[^0-9A-Za-z._:-]", "", text.split("(")[-1]).lstrip("._:-")
+            hint = re.sub(r"[^0-9A-Za-z._:-]", "", text.rsplit("(", maxsplit=1)[-1]).lstrip("._:-")
             hint = hint if _WWID_RE.match(hint) else "3600a098038303053453f463045727a53"
             errors.append("%s.wwid: must be the LUN's WWID as multipath -ll shows it in parentheses (letters, digits, "
                           "'.', ':', '-', '_'), got %s %r; for example %s" % (where, type_name(val), val, hint))

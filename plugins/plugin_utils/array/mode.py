@@ -32,6 +32,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.array.figures im
     step_figures,
     step_label,
 )
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.array import failover as _failover
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge.checks import compare
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.common.plain import natural_key, rounded
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge.rules import selector_match, selector_value_text
@@ -409,6 +410,17 @@ def build_array(name, runs, latency_bound_ms=None):
     knees = {m: array_knee([s for s in steps if s["mode"] == m]) for m in modes}
     bounded = {m: bounded_max([s for s in steps if s["mode"] == m], bound) for m in modes}
     checks, verdict, reasons, notes = judge_array(steps, cfg.get("thresholds"), bounded)
+    # failover under load (docs/san.md): the step's initiators through the cut and the restore
+    log = next((r["failover"] for r in same.values() if isinstance(r.get("failover"), dict)), None)
+    failover = None
+    if log and isinstance(log.get("spec"), dict):
+        spec = log["spec"]
+        entries = {h: next((e for e in r.get("steps") or [] if isinstance(e, dict) and e.get("index") == spec.get("step")),
+                           None) for h, r in same.items()}
+        failover = _failover.judge(next((s for s in steps if s["index"] == spec.get("step")), {}), entries, log, spec)
+        reasons = reasons + failover["reasons"]
+        order = ("PASS", "FAIL", "ERROR")
+        verdict = max(verdict, failover["verdict"], key=order.index)
     clocks = {h: {k: dig(r, "clock", k) for k in ("offset_s", "uncertainty_s", "method", "synchronized", "source")}
               for h, r in sorted(same.items(), key=lambda kv: natural_key(kv[0]))}
     spreads = [s["window"]["start_spread_ms"] for s in steps if s["window"]["start_spread_ms"] is not None]
@@ -424,6 +436,7 @@ def build_array(name, runs, latency_bound_ms=None):
         "start_spread_ms": {"median": rounded(median(spreads), 3), "max": max(spreads) if spreads else None},
         "steps_total": len(steps), "steps_complete": sum(1 for s in steps if s["complete"]),
         "steps": steps, "curves": curves, "knee": knees, "bounded_max": bounded, "checks": checks,
+        "failover": failover,
     }
 
 

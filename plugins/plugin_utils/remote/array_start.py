@@ -20,6 +20,7 @@ from ansible_collections.fleetqual.storage.plugins.module_utils.job import locks
 from ansible_collections.fleetqual.storage.plugins.module_utils.common.atomic import write_json_atomic
 from ansible_collections.fleetqual.storage.plugins.module_utils.job.status import pid_start
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.array import mode as _arrays
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.array import failover as _failover
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.workload import workload_record
 
 
@@ -59,7 +60,9 @@ def member_spec(name, arrays, hosts_vars, host, seed=None, test_clock=False):
         raise AnsibleActionFail("host %s is not a member of array %s (members: %s)" % (host, name, ", ".join(members)))
     steps = _arrays.plan_steps(cfg, len(members), cfg.get("cache_size"))
     first = steps[0] if steps else {}
+    failover, _problems = _failover.check((hosts_vars.get(host) or {}).get(_failover.FAILOVER_VAR), steps)
     return {"name": name, "rank": members.index(host), "members": members, "config": cfg, "steps": steps,
+            "failover_step": failover["step"] if failover else None,
             "dataset": _ls.dataset_name(name), "total_size": first.get("total_size"), "file_num": first.get("file_num"),
             "seed": seed, "test_clock": bool(test_clock),
             "max_clock_uncertainty_ms": cfg.get("max_clock_uncertainty_ms"),

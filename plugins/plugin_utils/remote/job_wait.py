@@ -14,6 +14,7 @@ from ansible.utils.display import Display
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.host import start as _host_start
 from ansible_collections.fleetqual.storage.plugins.module_utils.job import status as _job_runner
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.array import failover as _failover
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote import array_start as _lockstep
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.workload import workload_record
 
@@ -96,6 +97,8 @@ class JobAction(ActionBase):
         for h in task_vars.get("ansible_play_hosts_all") or [host]:
             hv = hostvars.get(h) or {}
             out[h] = {"fleetqual_array": hv.get("fleetqual_array"), "group_names": hv.get("group_names") or []}
+        # this host's failover (the same on every member: validate_arrays), templated
+        out.setdefault(host, {})["fleetqual_failover"] = self._templar.template(task_vars.get("fleetqual_failover") or {})
         return out
 
     def _array_spec(self, args, host, workloads, task_vars):
@@ -160,9 +163,9 @@ class JobAction(ActionBase):
                 # the job on the host goes on and ends by its deadline
                 exit_if_orphaned(controller)
         exit_if_orphaned(controller)
-        return self._finish(st, workloads)
+        return self._finish(st, workloads, progress_dir)
 
-    def _finish(self, st, workloads):
+    def _finish(self, st, workloads, progress_dir=None):
         results = st.get("results") or []
         # by key (<id>@<target>): with targets a workload id is in the plan once per target
         by_key = {w.get("key") or w.get("id"): w for w in workloads}
@@ -189,6 +192,9 @@ class JobAction(ActionBase):
                             % ("stopped by its deadline" if st["state"] == "expired" else "stopped",
                                st.get("index"), of, st.get("current"))}
         cleanup = st.get("cleanup") or {}
+        run = _lockstep.array_run(st.get("array"))
+        if run and progress_dir:
+            _failover.attach(run, _failover.read_log(_lockstep.array_dir(progress_dir, run["name"])), st.get("kernel"))
         return {"status": {k: v for k, v in st.items() if k not in ("results", "array")}, "records": records,
-                "error": error, "cleanup": cleanup, "array_run": _lockstep.array_run(st.get("array")),
+                "error": error, "cleanup": cleanup, "array_run": run,
                 "msg": "job %s: %d of %d workloads measured" % (st.get("state"), len(records), of)}

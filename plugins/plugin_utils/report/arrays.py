@@ -11,6 +11,7 @@ import re
 
 from markupsafe import Markup
 
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.array import failover as _failover
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.common.fmt import DASH, truncate
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.common.fmt import cell_ms, cell_num, cell_pct
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.report.render_svg import esc, svg_line_chart
@@ -93,6 +94,8 @@ def array_text_lines(fleet, width=110, limit=40):
         if len(rows) > limit:
             out.append("  ... %d more steps in fleet.json" % (len(rows) - limit))
         out.extend(truncate("  " + line, width) for line in curve_lines(a))
+        if a.get("failover"):
+            out.append(truncate("  " + _failover.summary_line(a["failover"]), width))
         out.extend(truncate("  reason: %s" % r, width) for r in a.get("reasons") or [])
         out.extend(truncate("  note: %s" % n, width) for n in a.get("notes") or [])
     return out

@@ -29,6 +29,7 @@ Also one cross-host check that is not the array's own (:func:`shared_luns`): a S
 import difflib
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.plan.options import BY_NAME as _OPTIONS
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.array import failover as _failover
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.array import mode as _arrays
 from ansible_collections.fleetqual.storage.plugins.module_utils.plan import profiles as _plan
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.validate import inputs as _validate
@@ -506,10 +507,32 @@ def validate_arrays(hosts_inputs, group_names=None, defaults=None, serial=None):
             steps = _arrays.plan_steps(checked, len(hosts), first.get("fleetqual_cache_size"))
             errors.extend(validate_array_rules(checked.get("thresholds"), "%s.thresholds" % where, steps, bound))
             _size_problems(name, checked, hosts, hv, first.get("fleetqual_cache_size"), errors)
+            errors.extend(_failover_problems(name, hosts, hv, steps))
         # name the hosts an array-wide problem concerns
         errors[start:] = [e if e.startswith("host ") else "%s (array %s: hosts %s)" % (e, name, _hosts_text(hosts))
                           for e in errors[start:]]
+    in_arrays = {h for n in known for h in joined.get(n, [])}
+    for host in sorted(hv, key=natural_key):
+        if host not in in_arrays and hv[host].get(_failover.FAILOVER_VAR) not in (None, {}, ""):
+            var = _failover.FAILOVER_VAR
+            errors.append("host %s: %s: set on a host in no array; a failover is cut while an array's step runs on "
+                          "its initiators: set %s on the host too, or remove %s" % (host, var, ARRAY_VAR, var))
     return errors
+
+
+def _failover_problems(name, hosts, hv, steps):
+    """``fleetqual_failover`` of an array's members: one value for all (a path is cut once),
+    valid against the array's steps (failover.check)."""
+    values = [(h, hv[h].get(_failover.FAILOVER_VAR)) for h in hosts]
+    given = [(h, v) for h, v in values if v not in (None, {}, "")]
+    if not given:
+        return []
+    differ = [h for h, v in values if v != given[0][1]]
+    if differ:
+        return ["%s: differs between hosts %s and %s of array %s; a failover is one cut for the whole array: define it "
+                "once (e.g. in the group_vars of the array's initiators)" % (_failover.FAILOVER_VAR, given[0][0],
+                                                                             differ[0], name)]
+    return ["host %s: %s" % (given[0][0], e) for e in _failover.check(given[0][1], steps)[1]]
 
 
 __all__ = ["validate_arrays", "validate_array_rules", "shared_luns", "serial_batches", "CONFIG_KEYS", "SERIAL_VAR"]

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import assume, given, settings, strategies as st
 
 import test_module_iobench
-from test_device_regions import loops, nonzero, sha  # noqa: F401  (the fixture)
+from test_device_regions import loops, nonzero, sha  # noqa: F401  # pylint: disable=unused-import
 
 iobench_binary = test_module_iobench.iobench_binary   # the fixture
 

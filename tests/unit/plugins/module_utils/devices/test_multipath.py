@@ -7,7 +7,6 @@ import os
 
 from hypothesis import given, settings, strategies as st
 import pytest
-import unitpaths  # noqa: F401
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.devices import blockdev
 from ansible_collections.fleetqual.storage.plugins.module_utils.devices import multipath as M

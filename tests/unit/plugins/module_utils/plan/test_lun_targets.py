@@ -5,7 +5,6 @@ import re
 import string
 
 from hypothesis import assume, given, settings, strategies as st
-import unitpaths  # noqa: F401
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.plan import profiles as P
 from ansible_collections.fleetqual.storage.plugins.module_utils.plan import targets as T
