@@ -14,7 +14,7 @@ initiator, and restored later; what each initiator saw, judged.
   the restore ``hold_s`` seconds later, both inside the window;
 * :func:`read_log` reads what ran; :func:`kernel_lines` keeps a host's kernel lines of the
   failover's time (``Failing path``, I/O errors);
-* :func:`judge` gives each active initiator of the step its figures, the longest stretch
+* :func:`judge_failover` gives each active initiator of the step its figures, the longest stretch
   without a completed request (its stall, from iobench's 0.1 s series), the I/O errors, the
   verify mismatches (the step reads back every block it wrote: iobench ``--verify-pass``), the
   kernel's lines, and a verdict: FAIL on an I/O error, a mismatch or a stall over
@@ -163,7 +163,7 @@ def path_events(kernel, run, targets):
     messages on a path device of a LUN target (``targets[].multipath.paths``) from the cut to a
     little after the restore are the cut itself (the path's requests failed back to multipath,
     which sent them down another path), not errors of a drive. They leave ``messages`` and
-    ``counts`` for ``failover_path_events``; the failover's own judgement (:func:`judge`) says
+    ``counts`` for ``failover_path_events``; the failover's own judgement (:func:`judge_failover`) says
     whether the LUN's I/O saw an error. Unchanged without a failover."""
     log = (run or {}).get("failover") if isinstance(run, dict) else None
     cut, restore = _event(log, "cut"), _event(log, "restore")
@@ -222,7 +222,7 @@ def _host_figures(entry, log, failover):
     return out
 
 
-def judge(step, entries, log, failover):
+def judge_failover(step, entries, log, failover):
     """The failover of one array step: ``{step, cut, restore, max_stall_s, hosts: {host:
     figures + verdict + reasons}, verdict, reasons}`` (``step``: the step's figures,
     ``mode.build_array``; ``entries``: ``{host: its step entry}``; ``log``: :func:`read_log`)."""
@@ -282,7 +282,7 @@ def judge(step, entries, log, failover):
     return out
 
 
-def summary_line(f):
+def failover_line(f):
     """One line per initiator for the terminal and report.md."""
     parts = []
     for h, x in sorted((f.get("hosts") or {}).items()):
@@ -296,4 +296,4 @@ def summary_line(f):
 
 
 __all__ = ["FAILOVER_VAR", "KEYS", "check", "schedule", "launch", "read_log", "attach", "kernel_lines", "path_events",
-           "judge", "summary_line"]
+           "judge_failover", "failover_line"]

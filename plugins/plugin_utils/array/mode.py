@@ -417,7 +417,7 @@ def build_array(name, runs, latency_bound_ms=None):
         spec = log["spec"]
         entries = {h: next((e for e in r.get("steps") or [] if isinstance(e, dict) and e.get("index") == spec.get("step")),
                            None) for h, r in same.items()}
-        failover = _failover.judge(next((s for s in steps if s["index"] == spec.get("step")), {}), entries, log, spec)
+        failover = _failover.judge_failover(next((s for s in steps if s["index"] == spec.get("step")), {}), entries, log, spec)
         reasons = reasons + failover["reasons"]
         order = ("PASS", "FAIL", "ERROR")
         verdict = max(verdict, failover["verdict"], key=order.index)

@@ -95,7 +95,7 @@ def array_text_lines(fleet, width=110, limit=40):
             out.append("  ... %d more steps in fleet.json" % (len(rows) - limit))
         out.extend(truncate("  " + line, width) for line in curve_lines(a))
         if a.get("failover"):
-            out.append(truncate("  " + _failover.summary_line(a["failover"]), width))
+            out.append(truncate("  " + _failover.failover_line(a["failover"]), width))
         out.extend(truncate("  reason: %s" % r, width) for r in a.get("reasons") or [])
         out.extend(truncate("  note: %s" % n, width) for n in a.get("notes") or [])
     return out

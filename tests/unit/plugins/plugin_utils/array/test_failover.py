@@ -89,8 +89,9 @@ def test_the_timer_runs_the_cut_and_the_restore_at_their_times(tmp_path):
     got = (cut["event"], cut["rc"], cut["stdout"].strip(), restore["event"], restore["rc"])
     assert got == ("cut", 3, "cut", "restore", 0), log
     ran = [float(x) for x in marks.read_text().split()]
-    # each ran at or after its planned time (the controller's clock), never before
-    assert ran[0] >= when["cut_at"] and ran[1] >= when["restore_at"] and ran[1] - ran[0] >= 1.0 - 1e-3, (ran, when)
+    # each ran at or after its planned time (the controller's clock), never before (a late cut
+    # does not push the restore: it is planned from the cut's time, not from the cut's run)
+    assert ran[0] >= when["cut_at"] and ran[1] >= when["restore_at"], (ran, when)
     assert abs(cut["start"] - when["cut_at"]) == cut["late_s"] or cut["late_s"] >= 0
     assert not os.path.exists(os.path.join(adir, F.LOG + ".%d.tmp" % log["pid"]))
 
@@ -115,7 +116,7 @@ def _log(cut_rc=0, cut_at=101.0):
        st.floats(0.5, 20, allow_nan=False))
 def test_an_initiator_fails_exactly_on_an_error_a_mismatch_or_a_stall_over_the_limit(series, errors, bad, limit):
     spec = dict(GOOD, step=2, max_stall_s=limit)
-    got = F.judge({}, {"h1": _entry(series, errors, bad)}, dict(_log(), spec=spec), spec)
+    got = F.judge_failover({}, {"h1": _entry(series, errors, bad)}, dict(_log(), spec=spec), spec)
     h = got["hosts"]["h1"]
     # the stall: the longest run of empty 0.1 s intervals
     longest = run = 0
@@ -133,17 +134,17 @@ def test_an_initiator_fails_exactly_on_an_error_a_mismatch_or_a_stall_over_the_l
 
 def test_a_cut_that_failed_or_that_no_initiator_saw_is_an_error_never_a_pass():
     spec = dict(GOOD, step=2)
-    got = F.judge({}, {"h1": _entry([3] * 50)}, dict(_log(cut_rc=1), spec=spec), spec)
+    got = F.judge_failover({}, {"h1": _entry([3] * 50)}, dict(_log(cut_rc=1), spec=spec), spec)
     assert got["verdict"] == "ERROR" and "the cut command 'true' failed" in got["reasons"][0], got
-    got = F.judge({}, {"h1": _entry([3] * 50)}, dict(_log(), spec=spec), spec)
+    got = F.judge_failover({}, {"h1": _entry([3] * 50)}, dict(_log(), spec=spec), spec)
     assert got["verdict"] == "ERROR" and "no initiator saw it" in got["reasons"][0], got
     # a kernel line is seeing it: the path failed and multipath went on without a stall
     line = {"t_s": 7.1, "kind": "dm_error", "text": "device-mapper: multipath: 253:0: Failing path 8:0."}
-    got = F.judge({}, {"h1": _entry([3] * 50, kernel=[line])}, dict(_log(), spec=spec), spec)
+    got = F.judge_failover({}, {"h1": _entry([3] * 50, kernel=[line])}, dict(_log(), spec=spec), spec)
     assert got["verdict"] == "PASS" and got["hosts"]["h1"]["kernel"] == [line], got
     # the stall's place is said from the cut: the window opened at 100 s, the cut at 101 s
-    got = F.judge({}, {"h1": _entry([3] * 20 + [0] * 80 + [3] * 20)}, dict(_log(), spec=dict(spec, max_stall_s=5)),
-                  dict(spec, max_stall_s=5))
+    tight = dict(spec, max_stall_s=5)
+    got = F.judge_failover({}, {"h1": _entry([3] * 20 + [0] * 80 + [3] * 20)}, dict(_log(), spec=tight), tight)
     h = got["hosts"]["h1"]
     assert (h["stall_s"], h["stall_from_s"], h["stall_to_s"]) == (pytest.approx(8.0), 1.0, 9.0), h
     assert got["verdict"] == "FAIL" and "(from 1 s to 9 s after the cut), over max_stall_s 5" in got["reasons"][0], got
