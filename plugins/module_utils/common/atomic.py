@@ -10,7 +10,8 @@ flushes it to the disk first and the directory after the rename (the detached jo
 which must survive a crash or a power loss of the host: fsync(2), "Calling fsync() does not
 necessarily ensure that the entry in the directory containing the file has also reached
 disk"). Used by the job's status (module_utils/job/runner.py), the controller's progress
-files (action/job.py) and every report file (plugin_utils: run store, report writers)."""
+files (action/job.py) and every report file (plugin_utils: run store, report writers).
+Its reader, :func:`read_json_or_none`, takes such a file as it is or says there is none."""
 
 from __future__ import annotations
 
@@ -55,3 +56,13 @@ def write_atomic(path, text, mode=0o644, fsync=False):
 def write_json_atomic(path, doc, mode=0o600, fsync=False):
     """``doc`` as compact JSON, written atomically (write_atomic)."""
     return write_atomic(path, json.dumps(doc), mode=mode, fsync=fsync)
+
+
+def read_json_or_none(path):
+    """The JSON document at ``path``, or None when there is none or it cannot be read (a
+    file being replaced is read whole, old or new: write_atomic)."""
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None

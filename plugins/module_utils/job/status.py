@@ -13,7 +13,7 @@ import shlex
 import signal
 import time
 
-from ansible_collections.fleetqual.storage.plugins.module_utils.common.atomic import write_json_atomic
+from ansible_collections.fleetqual.storage.plugins.module_utils.common.atomic import read_json_or_none, write_json_atomic
 from ansible_collections.fleetqual.storage.plugins.module_utils.job import lockstep as _lockstep
 
 
@@ -37,11 +37,7 @@ def write_status(directory, doc):
 
 def read_status(directory):
     """The status document, or None when there is none (or it cannot be read)."""
-    try:
-        with open(os.path.join(directory, STATUS)) as fh:
-            return json.load(fh)
-    except (OSError, ValueError):
-        return None
+    return read_json_or_none(os.path.join(directory, STATUS))
 
 
 def read_proc_stat(pid):

@@ -22,11 +22,11 @@ initiator, and restored later; what each initiator saw, judged.
   no kernel line): a failover nobody saw proves nothing.
 """
 
-import json
 import os
 import subprocess
 import sys
 
+from ansible_collections.fleetqual.storage.plugins.module_utils.common.atomic import read_json_or_none, write_json_atomic
 from ansible_collections.fleetqual.storage.plugins.module_utils.common.numeric import fmt_num, is_int, is_number
 from ansible_collections.fleetqual.storage.plugins.module_utils.plan.vocabulary import type_name
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.stalls import stall_figures
@@ -105,8 +105,7 @@ def launch(adir, failover, t0, steps):
     when = schedule(failover, t0, steps)
     spec = dict(failover, log=os.path.join(adir, LOG), **when)
     path = os.path.join(adir, SPEC)
-    with open(path, "w") as fh:
-        json.dump(spec, fh)
+    write_json_atomic(path, spec)
     with open(os.devnull, "r+b") as null:
         subprocess.Popen([sys.executable, RUNNER, path], stdin=null, stdout=null, stderr=null, start_new_session=True,
                          close_fds=True)
@@ -115,11 +114,7 @@ def launch(adir, failover, t0, steps):
 
 def read_log(adir):
     """What the timer ran (its log), or None when there is none."""
-    try:
-        with open(os.path.join(adir, LOG)) as fh:
-            return json.load(fh)
-    except (OSError, ValueError):
-        return None
+    return read_json_or_none(os.path.join(adir, LOG))
 
 
 def _event(log, name):

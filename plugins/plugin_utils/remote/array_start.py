@@ -17,7 +17,7 @@ import time
 from ansible.errors import AnsibleActionFail
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.job import lockstep as _ls
-from ansible_collections.fleetqual.storage.plugins.module_utils.common.atomic import write_json_atomic
+from ansible_collections.fleetqual.storage.plugins.module_utils.common.atomic import read_json_or_none, write_json_atomic
 from ansible_collections.fleetqual.storage.plugins.module_utils.job.status import pid_start
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.array import mode as _arrays
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.array import failover as _failover
@@ -144,14 +144,6 @@ def stream_exchange(argv, n, test_clock, make_doc=None, env=None):
     return samples, doc, written
 
 
-def _read_json_or_none(path):
-    try:
-        with open(path) as fh:
-            return json.load(fh)
-    except (OSError, ValueError):
-        return None
-
-
 def fix_t0(adir, n_members, forks, wait_s=60.0):
     """The array's T0 of this playbook run: fixed by the first caller (``O_EXCL`` claim), read
     by the others. ``(t0_doc, fixed_here)``."""
@@ -163,13 +155,13 @@ def fix_t0(adir, n_members, forks, wait_s=60.0):
     except FileExistsError:
         limit = time.monotonic() + wait_s
         while time.monotonic() < limit:
-            doc = _read_json_or_none(path)
+            doc = read_json_or_none(path)
             if doc and doc.get("controller") == me:
                 return doc, False
             time.sleep(0.02)
         raise AnsibleActionFail("the array's common start was not fixed within %d s (%s)" % (wait_s, path))
     os.close(fd)
-    ready = [_read_json_or_none(os.path.join(adir, n)) for n in sorted(os.listdir(adir)) if n.endswith(".json") and n != "t0.json"]
+    ready = [read_json_or_none(os.path.join(adir, n)) for n in sorted(os.listdir(adir)) if n.endswith(".json") and n != "t0.json"]
     rtts = [d["connect_s"] for d in ready if isinstance(d, dict) and d.get("controller") == me and d.get("connect_s") is not None]
     lead = start_lead(n_members, forks, max(rtts or [0.0]))
     now = time.time()
