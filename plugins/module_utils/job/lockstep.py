@@ -415,11 +415,15 @@ class ArrayRun:
         _ws, _we, warm_host, window_host = scheduled(start, step)
         reached = self.now()
         if reached > warm_host:
-            e["error"] = ("not ready at the start: the host reached step %d %.3f s after its warm-up start"
+            e["error"] = ("not ready at the start: the host reached step %d %.3f s after its warm-up start "
+                          "(it was still saving the step before; the array's step_gap_s gives it more time)"
                           % (step["index"], reached - warm_host))
             return e
         wl = step_workload(self.spec, step)
         timeout = int(LAUNCH_LEAD_S + step["warmup"] + step["time"] + 60)
+        if step["index"] == self.spec.get("failover_step"):
+            # its read-back of the data set: no slower than the preparation's bound
+            timeout += int(self.spec.get("prepare_timeout_s") or 0)
         params = self.job.params_for(wl, timeout)
         params["start_at"] = round(warm_host - self.skew, 6)      # iobench sleeps on the real clock
         # everything but the launch before the wait (resolving the devices, probing the

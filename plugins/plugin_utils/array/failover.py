@@ -29,6 +29,7 @@ import sys
 from ansible_collections.fleetqual.storage.plugins.module_utils.common.atomic import read_json_or_none, write_json_atomic
 from ansible_collections.fleetqual.storage.plugins.module_utils.common.numeric import fmt_num, is_int, is_number
 from ansible_collections.fleetqual.storage.plugins.module_utils.plan.vocabulary import type_name
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.array.figures import entry_problem, step_bench
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.stalls import stall_figures
 
 FAILOVER_VAR = "fleetqual_failover"
@@ -192,9 +193,7 @@ def path_events(kernel, run, targets):
 
 def _host_figures(entry, log, failover):
     """One initiator's figures over the failover step."""
-    result = (entry or {}).get("result") or {}
-    bench = result.get("bench") or {}
-    window = bench.get("window") or {}
+    bench = step_bench(entry) or {}
     cut = _event(log, "cut")
     out = {"stall_s": None, "stall_from_s": None, "stall_to_s": None, "errors": None, "error_first": [],
            "mismatches": None, "verified": None, "kernel": list((entry or {}).get("failover_kernel") or [])}
@@ -258,7 +257,8 @@ def judge_failover(step, entries, log, failover):
         unknown = f["stall_s"] is None
         f.update(verdict="FAIL" if reasons else "ERROR" if unknown else "PASS", reasons=reasons)
         if unknown:
-            out["reasons"].append("failover: %s: no interval series from the step: its stall is not known" % h)
+            out["reasons"].append("failover: %s: its stall is not known: step %s %s" % (
+                h, failover["step"], entry_problem(entries[h]) or "has no interval series"))
             out["verdict"] = "ERROR"
         failed = failed or bool(reasons)
         out["hosts"][h] = f

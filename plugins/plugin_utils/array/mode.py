@@ -13,8 +13,9 @@ a common start ``T0`` (the controller's clock), so no controller round trip is n
 * order: modes (outer), then initiators, then threads (inner), as listed in the config;
 * each step runs ``warmup`` seconds, then its measured window of ``time`` seconds;
 * step 1's warm-up starts at ``T0 + LEAD_S``; between the end of one measured window and
-  the start of the next step's warm-up there is a fixed gap of ``STEP_GAP_S`` seconds
-  (iobench exits, its result is saved, the next iobench starts and lays out its workers);
+  the start of the next step's warm-up there is a gap of ``step_gap_s`` seconds (the
+  config's, default ``STEP_GAP_S``: iobench exits, its result is saved, the next iobench
+  starts and lays out its workers; the failover step's read-back runs in it too);
 * ``offset_s``: seconds from ``T0`` at which the step's *measured* window opens;
   ``end_s = offset_s + time``.
 
@@ -61,6 +62,7 @@ ARRAY_DEFAULTS = {
     "iodepth": 1,
     "engine": "sync",
     "file_num": 1,
+    "step_gap_s": STEP_GAP_S,   # from a window's end to the next step's warm-up (seconds)
 }
 
 
@@ -167,6 +169,7 @@ def plan_steps(cfg, n_members=None, cache_size=None):
     iodepth = cfg.get("iodepth", ARRAY_DEFAULTS["iodepth"])
     engine = cfg.get("engine", ARRAY_DEFAULTS["engine"])
     file_num = cfg.get("file_num", ARRAY_DEFAULTS["file_num"])
+    gap = float(cfg.get("step_gap_s", ARRAY_DEFAULTS["step_gap_s"]))
     total_size = data_set_per_host(dict(cfg, initiators=initiators), n_members, cache_size)[0]
     steps = []
     start = LEAD_S   # warm-up start of the next step, seconds from T0
@@ -182,7 +185,7 @@ def plan_steps(cfg, n_members=None, cache_size=None):
                     "offset_s": offset, "end_s": end, "iodepth": iodepth, "engine": engine,
                     "file_num": file_num, "total_size": total_size,
                 })
-                start = end + STEP_GAP_S
+                start = end + gap
     return steps
 
 

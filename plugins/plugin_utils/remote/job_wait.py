@@ -61,12 +61,16 @@ class JobAction(ActionBase):
         result["changed"] = False
         return result
 
-    def _progress(self, progress_dir, host, status, state=None):
+    def _progress(self, progress_dir, host, status, state=None, polls=None):
+        """``<progress_dir>/<host>.json``: the job's progress as last read, and ``polls``, the
+        wait's raw status reads so far (each one SSH session that starts no Python)."""
         if not progress_dir:
             return
         doc = {k: status.get(k) for k in ("run_id", "pid", "started_epoch", "deadline_epoch", "planned_s", "of",
                                           "index", "current", "quiet", "waited_s", "burnin")} if status else {}
         doc.update(host=host, state=state or (status or {}).get("state"), updated=round(time.time(), 3))
+        if polls is not None:
+            doc["polls"] = polls
         write_json(os.path.join(progress_dir, host + ".json"), doc)
 
     def _start(self, args, host, progress_dir, task_vars):
@@ -132,19 +136,21 @@ class JobAction(ActionBase):
         workloads = list(args.get("workloads") or [])
         controller = os.getppid()   # this worker's ansible-playbook
         overdue = 0                 # polls in a row that found the workload past its planned end
+        polls = 0
         while True:
             try:
+                polls += 1
                 res = self._poll(path, task_vars)
             except AnsibleConnectionFailure:
-                self._progress(progress_dir, host, None, state="unreachable")
+                self._progress(progress_dir, host, None, state="unreachable", polls=polls)
                 raise
             if res.get("failed") or not res.get("status"):
-                self._progress(progress_dir, host, None, state="lost")
+                self._progress(progress_dir, host, None, state="lost", polls=polls)
                 return res
             st = res["status"]
             state = st.get("state")
             final = state not in ("running",)
-            self._progress(progress_dir, host, st)
+            self._progress(progress_dir, host, st, polls=polls)
             now = time.time()
             if progress_dir and claim_round(progress_dir, "round-%d" % int(now // interval)):
                 display.display(fleet_line(read_progress(progress_dir), now))
@@ -152,7 +158,7 @@ class JobAction(ActionBase):
                 break
             host_now = st.get("now") or now
             if host_now > (st.get("deadline_epoch") or host_now) + margin:
-                self._progress(progress_dir, host, st, state="lost")
+                self._progress(progress_dir, host, st, state="lost", polls=polls)
                 return {"failed": True, "status": st,
                         "msg": "the measurement job (pid %s) is still running %d s after its deadline"
                                % (st.get("pid"), margin)}

@@ -44,8 +44,9 @@ ARRAYS_VAR = _arrays.ARRAYS_VAR
 SERIAL_VAR = "fleetqual_serial"     # playbooks/qualify.yml: serial: "{{ fleetqual_serial | default('100%') }}"
 CONFIG_KEYS = ("description", "groups", "initiators", "threads", "modes", "time", "warmup", "block_size", "rw_ratio",
                "direct", "iodepth", "engine", "file_num", "total_size", "working_set", "cache_size", "capacity",
-               "target", "latency_bound_ms", "max_clock_uncertainty_ms", "thresholds")
+               "target", "latency_bound_ms", "max_clock_uncertainty_ms", "step_gap_s", "thresholds")
 ENGINES = tuple(_OPTIONS["engine"]["choices"])   # the option table's (the binary's own)
+MIN_STEP_GAP_S = 1
 SIZE_KEYS = ("block_size", "total_size", "cache_size", "capacity")
 # host rule names a user may carry over to an array rule
 RULE_ALIASES = {"min_iops": "min_aggregate_iops", "min_mibps": "min_aggregate_mibps", "max_read_p99_ms": "max_p99_ms",
@@ -131,6 +132,11 @@ def _check_config(name, cfg, hosts, errors):
     for key in ("rw_ratio", "latency_bound_ms", "max_clock_uncertainty_ms"):
         if key in cfg and cfg[key] is not None and (not is_number(cfg[key]) or cfg[key] <= 0):
             errors.append("%s.%s: must be a number > 0, got %r" % (where, key, cfg[key]))
+    if "step_gap_s" in cfg and (not is_number(cfg["step_gap_s"]) or cfg["step_gap_s"] < MIN_STEP_GAP_S):
+        errors.append("%s.step_gap_s: must be a number of seconds >= %s (the host saves one step's result and "
+                      "starts the next iobench in it), got %r; closest valid value: %s"
+                      % (where, MIN_STEP_GAP_S, cfg["step_gap_s"], MIN_STEP_GAP_S if not is_number(cfg["step_gap_s"])
+                         else max(MIN_STEP_GAP_S, cfg["step_gap_s"])))
     if "direct" in cfg and not isinstance(cfg["direct"], bool):
         errors.append("%s.direct: must be true or false, got %s %r" % (where, type_name(cfg["direct"]), cfg["direct"]))
     if "engine" in cfg and cfg["engine"] not in ENGINES:

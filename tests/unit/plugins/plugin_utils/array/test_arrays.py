@@ -260,16 +260,19 @@ def test_members_rank_in_natural_order_and_groups_join():
 @given(st.lists(st.integers(1, 16), min_size=1, max_size=4, unique=True),
        st.lists(st.integers(1, 64), min_size=1, max_size=4, unique=True),
        st.lists(st.sampled_from(["rndrd", "rndwr", "rndrw"]), min_size=1, max_size=3, unique=True),
-       st.integers(1, 60), st.integers(0, 10))
-def test_schedule_windows_never_overlap_and_keep_the_gap(inits, threads, modes, t, w):
-    steps = arrays.plan_steps({"initiators": inits, "threads": threads, "modes": modes, "time": t, "warmup": w})
+       st.integers(1, 60), st.integers(0, 10), st.one_of(st.none(), st.floats(1, 30, allow_nan=False)))
+def test_schedule_windows_never_overlap_and_keep_the_gap(inits, threads, modes, t, w, gap):
+    cfg = {"initiators": inits, "threads": threads, "modes": modes, "time": t, "warmup": w}
+    if gap is not None:
+        cfg["step_gap_s"] = gap
+    steps = arrays.plan_steps(cfg)
     assert len(steps) == len(inits) * len(threads) * len(modes)
     assert [s["index"] for s in steps] == list(range(1, len(steps) + 1))
     assert steps[0]["offset_s"] == arrays.LEAD_S + w
     for a, b in zip(steps, steps[1:]):
-        assert b["offset_s"] - b["warmup"] - a["end_s"] == pytest.approx(arrays.STEP_GAP_S)
+        assert b["offset_s"] - b["warmup"] - a["end_s"] == pytest.approx(arrays.STEP_GAP_S if gap is None else gap)
     for s in steps:
-        assert s["end_s"] - s["offset_s"] == t
+        assert s["end_s"] - s["offset_s"] == pytest.approx(t)
         assert (s["rw_ratio"] is not None) == (s["mode"] == "rndrw")
 
 

@@ -150,6 +150,18 @@ def test_a_cut_that_failed_or_that_no_initiator_saw_is_an_error_never_a_pass():
     assert got["verdict"] == "FAIL" and "(from 1 s to 9 s after the cut), over max_stall_s 5" in got["reasons"][0], got
 
 
+def test_an_initiator_that_did_not_run_the_step_whole_is_an_error_that_says_why():
+    """Its stall is not known, and the reason is the step entry's own (never a bare "no series")."""
+    spec = dict(GOOD, step=2)
+    late = {"active": True, "complete": False, "result": None,
+            "error": "not ready at the start: the host reached step 2 0.8 s after its warm-up start"}
+    got = F.judge_failover({}, {"h1": _entry([3] * 20 + [0] * 30 + [3] * 20), "h2": late}, dict(_log(), spec=spec), spec)
+    assert got["verdict"] == "ERROR" and got["hosts"]["h2"]["verdict"] == "ERROR", got
+    assert got["hosts"]["h1"]["verdict"] == "PASS", got
+    assert any(r.startswith("failover: h2: its stall is not known: step 2 not ready at the start: the host reached step 2")
+               for r in got["reasons"]), got["reasons"]
+
+
 def test_kernel_lines_of_the_failover_in_the_hosts_clock():
     log = _log(cut_at=1000.0)
     kernel = {"messages": [{"epoch": 1003.0 + 7.0, "kind": "dm_error", "text": "Failing path 8:0."},

@@ -281,3 +281,17 @@ def test_the_validation_play_refuses_an_array_split_by_fleetqual_serial(tmp_path
     ok = subprocess.run(cmd + ["-e", "fleetqual_serial=3"], env=env, capture_output=True, text=True, timeout=300,
                         cwd=str(tmp_path), check=False)
     assert ok.returncode == 0, ok.stdout + ok.stderr
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(st.floats(-5, 40, allow_nan=False), st.integers(-5, 40), st.text(max_size=3), st.booleans()))
+def test_a_step_gap_is_a_number_of_seconds_of_at_least_one(gap):
+    """``step_gap_s`` (the time a host has to save one step and start the next) is refused below
+    1 s or when not a number, with the closest valid value, which is accepted."""
+    errors = check(fleet(cfg=dict(SAN, step_gap_s=gap)))
+    ok = isinstance(gap, (int, float)) and not isinstance(gap, bool) and gap >= 1
+    assert (errors == []) == ok, errors
+    if not ok:
+        e = one(errors, "fleetqual_arrays.san.step_gap_s", "closest valid value: ")
+        closest = e.split("closest valid value: ")[1].split(" ")[0]
+        assert check(fleet(cfg=dict(SAN, step_gap_s=float(closest)))) == []
