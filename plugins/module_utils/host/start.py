@@ -245,12 +245,11 @@ def privileges(p, ident):
     if ident["uid"] == 0:
         return
     for t in p.get("targets") or []:
-        if isinstance(t, dict) and any(t.get(k) for k in ("device", "wwid", "alias")):
-            t = dict(t, device=t.get("device") or _targets.LUN_DEVICE["wwid" if t.get("wwid") else "alias"] % (
-                t.get("wwid") or t.get("alias")))
+        device = _targets.raw_device(t)
+        if device:
             raise StartError("privileges: target %s is the raw device %s, which only root may measure, and this run "
-                             "is %s: use a directory target, %s" % (t.get("name") or t["device"], t["device"],
-                                                                    _who(ident), NO_ROOT_FIX))
+                             "is %s: use a directory target, %s" % (t.get("name") or device, device, _who(ident),
+                                                                    NO_ROOT_FIX))
     _writable_dir("fleetqual_test_dir", p["path"], ident)
     for t in p.get("targets") or []:
         if isinstance(t, dict) and t.get("path"):

@@ -261,7 +261,20 @@ def _lun_device(entry, where, out, errors):
                           "'.', '+', '-'), got %s %r; for example %s" % (where, type_name(val), val, close))
         return None
     out[key] = val.strip()
-    return LUN_DEVICE[key] % out[key]
+    return raw_device({key: out[key]})
+
+
+def raw_device(entry):
+    """The raw device a target entry names, as written (not checked): its ``device``, or its
+    LUN's multipath device (:data:`LUN_DEVICE`); None for a directory target."""
+    if not isinstance(entry, dict):
+        return None
+    if entry.get("device"):
+        return entry["device"]
+    for key in ("wwid", "alias"):
+        if entry.get(key):
+            return LUN_DEVICE[key] % str(entry[key]).strip()
+    return None
 
 
 def _check_expected_paths(entry, where, out, errors):

@@ -145,3 +145,24 @@ def test_hosts_share_a_lun_exactly_when_their_regions_are_apart(regions):
         for k, o, sz in fix:
             proposed[int(k)] = (int(float(o)), int(float(sz)))
         assert A.validate_arrays(fleet(proposed)) == []
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(["wwid", "alias", "device", "path"]), st.text(alphabet=ALIAS_CHARS, min_size=1, max_size=20))
+def test_a_run_without_root_refuses_every_raw_target_by_the_device_it_resolves_to(key, name):
+    """The privileges check reads the targets as written (before they are resolved) and names
+    the device each raw one resolves to; a directory target is not refused for being raw."""
+    value = "/dev/" + name if key == "device" else "/srv/" + name if key == "path" else name
+    entry = {key: value, "destroy_data": True, "name": "t"}
+    got, errors = resolve([entry])
+    ident = {"uid": 1000, "gid": 1000, "user": "fq", "become": False}
+    if key == "path" or errors:
+        return
+    device = got[0]["device"]
+    assert T.raw_device(entry) == device
+    try:
+        S.privileges({"targets": [entry], "path": "/nonexistent"}, ident)
+    except S.StartError as exc:
+        assert "target t is the raw device %s, which only root may measure" % device in str(exc), str(exc)
+    else:
+        raise AssertionError("a raw target passed the privileges check without root")
