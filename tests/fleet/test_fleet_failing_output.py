@@ -173,7 +173,10 @@ def test_the_records_hold_what_is_not_printed(runs):
     for n in (117, 118):
         # the wait judged and stored it (the job's own record), and the rescue handed it to the report
         rec = load_json(os.path.join(results, "fq%d.json" % n))
-        assert rec["verdict"] == "ERROR" and rec["workloads"], rec
+        assert rec["verdict"] == "ERROR" and "was stopped by its deadline" in rec["error"]["msg"], rec
+        # the workload it was measuring when the deadline came, with what it measured; a loaded
+        # host may still have been preparing after the deadline of 1 s (no slack), and says so
+        assert rec["workloads"] or rec["error"]["msg"].endswith("before its first workload began (preparing)"), rec
         assert run.fleet_host("fq%d" % n)["verdict"] == "ERROR"
     for n in range(111, 123):
         assert run.has_record("fq%d" % n)

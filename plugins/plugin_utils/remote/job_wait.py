@@ -186,17 +186,22 @@ class JobAction(ActionBase):
             records.append(workload_record(by_key.get(key, {"id": r.get("id")}), res))
         error = None
         of = len(workloads)
+
+        def at(index, ident):
+            # where the job was: a workload, or its preparation before the first one began
+            if not index or ident is None:
+                return "Before workload 1/%d" % of, "before its first workload began (preparing)"
+            return "Workload %s/%d: %s" % (index, of, ident), "at workload %s/%d (%s)" % (index, of, ident)
         if st.get("error"):
             e = st["error"]
-            error = {"task": "Workload %s/%d: %s" % (e.get("index"), of, e.get("id")), "msg": e.get("msg")}
+            error = {"task": at(e.get("index"), e.get("id"))[0], "msg": e.get("msg")}
         elif st.get("state") == "died":
-            error = {"task": "Workload %s/%d: %s" % (st.get("index"), of, st.get("current")),
+            error = {"task": at(st.get("index"), st.get("current"))[0],
                      "msg": "the measurement job (pid %s) died without a final status" % st.get("pid")}
         elif st.get("state") in ("expired", "stopped"):
-            error = {"task": "Workload %s/%d: %s" % (st.get("index"), of, st.get("current")),
-                     "msg": "the measurement job was %s at workload %s/%d (%s)"
-                            % ("stopped by its deadline" if st["state"] == "expired" else "stopped",
-                               st.get("index"), of, st.get("current"))}
+            task, when = at(st.get("index"), st.get("current"))
+            error = {"task": task, "msg": "the measurement job was %s %s"
+                     % ("stopped by its deadline" if st["state"] == "expired" else "stopped", when)}
         cleanup = st.get("cleanup") or {}
         run = _lockstep.array_run(st.get("array"))
         if run and progress_dir:
