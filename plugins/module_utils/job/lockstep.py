@@ -415,9 +415,10 @@ class ArrayRun:
         _ws, _we, warm_host, window_host = scheduled(start, step)
         reached = self.now()
         if reached > warm_host:
-            e["error"] = ("not ready at the start: the host reached step %d %.3f s after its warm-up start "
-                          "(it was still saving the step before; the array's step_gap_s gives it more time)"
-                          % (step["index"], reached - warm_host))
+            e["error"] = ("not ready at the start: the host reached step %d %.3f s after its warm-up start%s"
+                          % (step["index"], reached - warm_host,
+                             " (it was still saving the step before; the array's step_gap_s gives it more time)"
+                             if step["index"] > 1 else ""))
             return e
         wl = step_workload(self.spec, step)
         timeout = int(LAUNCH_LEAD_S + step["warmup"] + step["time"] + 60)

@@ -177,6 +177,9 @@ def test_steps_whose_start_passed_are_not_ready_and_never_run(iobench_binary, ad
     assert inactive["active"] is False and inactive["result"] is None and inactive["complete"] is True
     assert late["active"] and not late["complete"] and late["result"] is None
     assert late["error"].startswith("not ready at the start: the host reached step 2"), late["error"]
+    # a step after another: the host was still saving the one before, and the key that helps is named
+    assert late["error"].endswith("(it was still saving the step before; the array's step_gap_s gives it more "
+                                  "time)"), late["error"]
     assert not os.path.exists(os.path.join(adir, "array-a")), "the array's data set is removed"
 
 
