@@ -135,8 +135,7 @@ def _check_config(name, cfg, hosts, errors):
     if "step_gap_s" in cfg and (not is_number(cfg["step_gap_s"]) or cfg["step_gap_s"] < MIN_STEP_GAP_S):
         errors.append("%s.step_gap_s: must be a number of seconds >= %s (the host saves one step's result and "
                       "starts the next iobench in it), got %r; closest valid value: %s"
-                      % (where, MIN_STEP_GAP_S, cfg["step_gap_s"], MIN_STEP_GAP_S if not is_number(cfg["step_gap_s"])
-                         else max(MIN_STEP_GAP_S, cfg["step_gap_s"])))
+                      % (where, MIN_STEP_GAP_S, cfg["step_gap_s"], MIN_STEP_GAP_S))
     if "direct" in cfg and not isinstance(cfg["direct"], bool):
         errors.append("%s.direct: must be true or false, got %s %r" % (where, type_name(cfg["direct"]), cfg["direct"]))
     if "engine" in cfg and cfg["engine"] not in ENGINES:
