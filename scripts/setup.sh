@@ -7,7 +7,8 @@
 #                             pkg-config (the fault-injecting drive of tests/faultdrive);
 #                             debootstrap (hosts of other Debian releases); sudo (non-root
 #                             logins); qemu-system-x86, qemu-utils and nbdkit (the VM tier's
-#                             guests and their drives); libvirt-daemon,
+#                             guests and their drives); tgt and iptables (the SAN lab's iSCSI
+#                             target and its path cuts); libvirt-daemon,
 #                             libvirt-daemon-driver-qemu and python3-libvirt (the BMC lab of
 #                             tests/bmc: a private libvirtd whose domains sushy-tools and
 #                             virtualbmc power off and on), its emulators in .venv-bmc, and
@@ -36,7 +37,7 @@ test_pkgs=(fio sysbench openssh-server chromium libxml2-utils
            e2fsprogs util-linux dmsetup procps shellcheck git prometheus
            smartmontools nvme-cli python3-apt
            fuse3 libfuse3-dev pkg-config debootstrap sudo
-           qemu-system-x86 qemu-utils nbdkit
+           qemu-system-x86 qemu-utils nbdkit tgt iptables
            libvirt-daemon libvirt-daemon-driver-qemu python3-libvirt)
 pkgs=("${runtime_pkgs[@]}")
 $test_mode && pkgs+=("${test_pkgs[@]}")

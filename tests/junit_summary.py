@@ -2,7 +2,8 @@
 
 `make test` runs the pytest suites as two processes at once, each writing a JUnit XML file;
 this reads them and prints ``pytest: N passed, N failed, N skipped`` alone on a line, the
-count of every stream together. A stream whose file is missing (its pytest did not get as
+count of every stream together, after one line per skipped test with its reason (a skip is
+never silent). A stream whose file is missing (its pytest did not get as
 far as writing it) counts as a failure, so the line never claims a complete run it did
 not see. Exit status: 0 when every file was read and nothing failed or erred.
 """
@@ -22,6 +23,17 @@ def counts(path):
     return tests, failed, skipped
 
 
+def skips(path):
+    """``["<class>::<name>: <reason>"]``: the skipped tests of one pytest JUnit file."""
+    out = []
+    for case in ET.parse(path).getroot().iter("testcase"):
+        skip = case.find("skipped")
+        if skip is not None:
+            out.append("%s::%s: %s" % (case.get("classname"), case.get("name"),
+                                       skip.get("message") or (skip.text or "").strip() or "no reason given"))
+    return out
+
+
 def main(paths):
     tests = failed = skipped = 0
     missing = []
@@ -34,6 +46,8 @@ def main(paths):
         tests += t
         failed += f
         skipped += s
+        for line in skips(path):
+            print("skipped: %s" % line)
     for m in missing:
         print("junit_summary: no result from %s" % m, file=sys.stderr)
     failed += len(missing)

@@ -10,13 +10,14 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 
 import bmclab  # noqa: E402
+import labs  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def lab():
     lacking = bmclab.missing()
     if lacking:
-        pytest.skip("the BMC lab needs: %s" % "; ".join(lacking))
+        labs.unavailable("the BMC lab needs: %s" % "; ".join(lacking))
     lab = bmclab.Lab(["fq-redfish", "fq-ipmi", "fq-refused"])
     try:
         lab.start()

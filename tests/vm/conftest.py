@@ -24,6 +24,7 @@ from guests import Drive  # noqa: E402
 
 import fleetlib  # noqa: E402  (tests/fleet, on sys.path through vmimage)
 import fleetrun  # noqa: E402
+import labs  # noqa: E402  (tests/, on sys.path through tests/conftest.py)
 
 CRITICAL_WARNING = 0x04         # NVM subsystem reliability degraded
 HDD = {"vendor": "FQDISK", "product": "FQ-HDD-7200", "rotation_rate": 7200}
@@ -150,7 +151,7 @@ def vm_boot(request):
     """The session's booting guests (``guests.Boot``); stopped, and checked gone, at the end."""
     why = vmimage.unavailable()
     if why:
-        pytest.skip(why)
+        labs.unavailable(why)
     boot = _boot(wanted_guests(request.session.items))
     if boot is None:
         pytest.skip("no test of this session names a guest (pytest.mark.vm)")
@@ -170,7 +171,7 @@ def vm_guest(vm_boot):
         try:
             return vm_boot.guest(name)
         except vmimage.Unavailable as e:
-            pytest.skip(str(e))
+            labs.unavailable(str(e))
     return get
 
 
