@@ -25,6 +25,7 @@ import os
 import pytest
 
 import fleetrun
+import labs
 import san
 from conftest import host_entry
 
@@ -64,7 +65,7 @@ def _blank(path):
 def lab(vm_guest, tmp_path_factory):
     why = san.missing()
     if why:
-        pytest.skip("the SAN lab cannot run here: %s" % ", ".join(why))
+        labs.unavailable("the SAN lab cannot run here: %s" % ", ".join(why))
     first, second = vm_guest(FIRST), vm_guest(SECOND)
     # vm-crit's NVMe drive reports a critical warning (test_vm_drives): cleared through QMP for
     # this run, so that its verdict is the LUN's, and set back for the tests after it
@@ -224,7 +225,8 @@ def test_a_lun_with_fewer_paths_than_expected_is_refused_before_any_write(san_ru
 def test_a_path_cut_mid_step_is_a_stall_measured_and_every_block_checked(san_run):
     """The failover's step: portal 0 blackholed 3 s into the window, for 12 s. Each initiator
     stalled (its requests queued until multipath failed the path) for less than max_stall_s,
-    saw no I/O error, read back every block it wrote, and its kernel said which path failed.
+    saw no I/O error, read back every block it wrote, and its kernel said which path failed
+    and when it was reinstated (the time to fail back).
 
     Whether every block read back right is the lab target's truth, not the test's: tgt keeps
     executing the writes it had queued from the blackholed connection, so a write that
@@ -240,6 +242,17 @@ def test_a_path_cut_mid_step_is_a_stall_measured_and_every_block_checked(san_run
         # the I/O waited: at least the NOP-Out's detection, at most the limit; after the cut
         assert 1.0 <= h["stall_s"] <= MAX_STALL_S and h["stall_from_s"] >= -0.5, (host, h)
         assert any("Failing path" in k["text"] for k in h["kernel"]), (host, h["kernel"])
+        # the path failed is the cut portal's, of this LUN (vm-crit's other LUN, logged in on
+        # the same portal, fails too and is left out); its time to fail back is from the
+        # kernel's own "Reinstating path" line, when the job saw it
+        mp = san_run.record(host)["targets"][0]["multipath"]
+        cut_path = next(p["name"] for p in mp["paths"] if p["portal"] == san_run.lab["tgt"].portals()[0])
+        assert h["paths_failed"] == [cut_path], (host, h)
+        if h["failback_s"] is None:
+            assert h["not_reinstated"] == [cut_path], (host, h)
+        else:
+            assert h["failback_s"] >= 0 and not h["not_reinstated"], (host, h)
+            assert [k["drive"] for k in h["kernel"] if k["kind"] == "path_reinstated"] == [cut_path], h["kernel"]
         assert h["verdict"] == ("FAIL" if h["mismatches"] else "PASS"), (host, h)
         if h["mismatches"]:
             assert any("read back wrong (verify)" in r for r in h["reasons"]), h

@@ -38,6 +38,11 @@ import time
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.devices import sysfs
 from ansible_collections.fleetqual.storage.plugins.module_utils.devices.disks import walk_sysfs
+from ansible_collections.fleetqual.storage.plugins.module_utils.collect.mpath_states import (
+    MAX_PATH_STATES,
+    path_state,
+    record_times,
+)
 from ansible_collections.fleetqual.storage.plugins.module_utils.collect.probes import (
     PROBE,
     probe_note,
@@ -260,10 +265,7 @@ def message(record, resolver, workload=None, before_run=False, clock=None):
         return None
     kind, severity, refs = found
     device, disks = resolver.attribute(refs, record.get("fields"))
-    time_s = round(record["usec"] / 1e6, 6)
-    epoch = record.get("epoch")
-    if epoch is None and clock:
-        epoch = round(clock[1] - (clock[0] - time_s), 3)
+    time_s, epoch = record_times(record, clock)
     out = {"seq": record["seq"], "time_s": time_s, "epoch": epoch, "level": LEVELS[record["level"] & 7],
            "kind": kind, "severity": severity, "text": record["text"], "device": device,
            "drive": disks[0] if disks else None, "workload": workload, "before_run": bool(before_run)}
@@ -486,6 +488,7 @@ class KernelLog:
         self.counts = {}
         self.counts_before = {}
         self.notes = {}
+        self.path_states = []
         self.dropped = 0
         self.started_s = None
         self.start_seq = None
@@ -562,6 +565,9 @@ class KernelLog:
             clock = _clock()
             n = 0
             for rec in recs:
+                state = path_state(rec, self.resolver, clock)
+                if state is not None and len(self.path_states) < MAX_PATH_STATES:
+                    self.path_states.append(state)
                 msg = message(rec, self.resolver, workload=tag, clock=clock)
                 if is_note(msg):
                     self._absorb(msg, self.during, self.counts)
@@ -616,6 +622,7 @@ class KernelLog:
                 "counts_before": _copy(self.counts_before),
                 "notes": [dict(self.notes[k], first=dict(self.notes[k]["first"]))
                           for k in sorted(self.notes, key=lambda k: (k[0] or "", k[1]))],
+                "path_states": [dict(p) for p in self.path_states],
             }
 
 
@@ -675,4 +682,5 @@ def _copy(counts):
 def not_collected(reason):
     """The section of a job that could not read the kernel log at all (``reason``)."""
     return {"source": None, "collected": False, "reason": reason, "warnings": [], "lost": 0, "dropped": 0,
-            "start_seq": None, "started_s": None, "messages": [], "counts": {}, "counts_before": {}, "notes": []}
+            "start_seq": None, "started_s": None, "messages": [], "counts": {}, "counts_before": {}, "notes": [],
+            "path_states": []}

@@ -6,19 +6,23 @@ initiator, and restored later; what each initiator saw, judged.
 ``fleetqual_failover`` (the same on every member of the array)::
 
     {cut: <command>, restore: <command>, at_s: 5, hold_s: 20, max_stall_s: 30,
-     step: <array step, default the last>, timeout_s: 60}
+     step: <array step, default the last>, timeout_s: 60, max_failback_s: <seconds, optional>}
 
 * :func:`check` validates it against the array's steps (before any host is touched);
 * :func:`launch` starts the timer (``failover_run.py``, detached, on the controller) when the
   array's common start is fixed: the cut at ``at_s`` seconds into the step's measured window,
   the restore ``hold_s`` seconds later, both inside the window;
 * :func:`read_log` reads what ran; :func:`kernel_lines` keeps a host's kernel lines of the
-  failover's time (``Failing path``, I/O errors);
+  failover's time (``Failing path``, I/O errors, ``Reinstating path``); :func:`path_changes`
+  what dm-multipath did to each path from the cut on (failed, reinstated: the time to fail
+  back);
 * :func:`judge_failover` gives each active initiator of the step its figures, the longest stretch
   without a completed request (its stall, from iobench's 0.1 s series), the I/O errors, the
   verify mismatches (the step reads back every block it wrote: iobench ``--verify-pass``), the
-  kernel's lines, and a verdict: FAIL on an I/O error, a mismatch or a stall over
-  ``max_stall_s``; ERROR when the cut did not run, or ran and no initiator saw it (no stall,
+  kernel's lines, the time to fail back (from the restore to the last failed path's
+  reinstatement), and a verdict: FAIL on an I/O error, a mismatch, a stall over
+  ``max_stall_s``, or (with ``max_failback_s``) a path back later than that or not at all;
+  ERROR when the cut did not run, or ran and no initiator saw it (no stall,
   no kernel line): a failover nobody saw proves nothing.
 """
 
@@ -33,13 +37,15 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.array.figures im
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.stalls import stall_figures
 
 FAILOVER_VAR = "fleetqual_failover"
-KEYS = ("cut", "restore", "at_s", "hold_s", "max_stall_s", "step", "timeout_s")
+KEYS = ("cut", "restore", "at_s", "hold_s", "max_stall_s", "step", "timeout_s", "max_failback_s")
 REQUIRED = ("cut", "restore", "at_s", "hold_s", "max_stall_s")
 DEFAULT_TIMEOUT_S = 60
 LOG = "failover.state"          # in the array's progress directory (not *.json: those are the members')
 SPEC = "failover.spec"
 RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "failover_run.py")
-KERNEL_MARGIN_S = 5.0           # kernel lines this long after the restore still belong to it
+# kernel lines this long after the restore, or after a failed path's reinstatement when later,
+# still belong to the failover
+KERNEL_MARGIN_S = 5.0
 MAX_LINES = 20
 
 
@@ -68,13 +74,15 @@ def check(value, steps, where=FAILOVER_VAR):
         if key in value and not (isinstance(value[key], str) and value[key].strip()):
             errors.append("%s.%s: must be a shell command (a non-empty string), got %s %r"
                           % (where, key, type_name(value[key]), value[key]))
-    for key, low, strict in (("at_s", 0, False), ("hold_s", 0, True), ("max_stall_s", 0, True), ("timeout_s", 0, True)):
+    for key, low, strict in (("at_s", 0, False), ("hold_s", 0, True), ("max_stall_s", 0, True), ("timeout_s", 0, True),
+                             ("max_failback_s", 0, True)):
         if key in value:
             v = value[key]
             if not is_number(v) or (v <= low if strict else v < low):
                 errors.append("%s.%s: must be a number of seconds %s 0, got %s %r; for example %s"
                               % (where, key, "above" if strict else "of", type_name(v), v,
-                                 {"at_s": 5, "hold_s": 20, "max_stall_s": 30, "timeout_s": DEFAULT_TIMEOUT_S}[key]))
+                                 {"at_s": 5, "hold_s": 20, "max_stall_s": 30, "timeout_s": DEFAULT_TIMEOUT_S,
+                                  "max_failback_s": 60}[key]))
     index = value.get("step", len(steps) if steps else None)
     if "step" in value and (not is_int(value["step"]) or not 1 <= value["step"] <= len(steps or [])):
         errors.append("%s.step: must be an array step from 1 to %d, got %r; for example %d"
@@ -122,20 +130,69 @@ def _event(log, name):
     return next((e for e in (log or {}).get("events") or [] if e.get("event") == name), None)
 
 
-def kernel_lines(kernel, log, offset_s=0.0):
-    """The host's kernel storage lines (the job's kernel section, ``messages``) from the cut to
-    a little after the restore, oldest first: ``[{"t_s" (from the cut), "kind", "text"}]``.
-    ``offset_s``: the host's clock minus the controller's."""
-    cut, restore = _event(log, "cut"), _event(log, "restore")
+def path_changes(kernel, log, offset_s=0.0, paths=None):
+    """What dm-multipath did to a host's paths from the failover on (the kernel section's
+    ``path_states``, module_utils/collect/kmsg.py): one entry per path it failed from a second
+    before the cut, ``{"path" (maj:min), "drive", "failed_s", "reinstated_s"}`` in seconds from
+    the cut; ``reinstated_s`` its first reinstatement after that failure, None when the job saw
+    none. ``offset_s``: the host's clock minus the controller's; ``paths``: the path disks of
+    the step's device (its collector's ``devices``), another LUN's paths left out (None: all)."""
+    cut = _event(log, "cut")
     if not cut:
         return []
     start = cut["start"] + offset_s
-    end = (restore or cut)["end"] + offset_s + KERNEL_MARGIN_S
+    out = {}
+    for p in (kernel or {}).get("path_states") or []:
+        at = p.get("epoch") if isinstance(p, dict) else None
+        if not is_number(at) or at < start - 1.0 or (paths is not None and p.get("drive") not in paths):
+            continue
+        key, t = p.get("path"), round(at - start, 3)
+        if p.get("state") == "failed" and key not in out:
+            out[key] = {"path": key, "drive": p.get("drive"), "failed_s": t, "reinstated_s": None, "text": p.get("text")}
+        elif p.get("state") == "reinstated" and key in out and out[key]["reinstated_s"] is None:
+            out[key].update(reinstated_s=t, reinstated_text=p.get("text"))
+    return list(out.values())
+
+
+def _window_end(log, changes, path=None):
+    """Seconds from the cut to the end of the failover's time on a host: a little after the
+    restore, or after the reinstatement of ``path`` (every failed path without one) when
+    later; None (no end) when that path was failed and never reinstated."""
+    cut, restore = _event(log, "cut"), _event(log, "restore")
+    end = (restore or cut)["end"] - cut["start"] + KERNEL_MARGIN_S
+    for c in changes:
+        if path is not None and c["drive"] != path:
+            continue
+        if c["reinstated_s"] is None:
+            if path is not None:
+                return None
+            continue
+        end = max(end, c["reinstated_s"] + KERNEL_MARGIN_S)
+    return end
+
+
+def kernel_lines(kernel, log, offset_s=0.0, paths=None):
+    """The host's kernel storage lines (the job's kernel section, ``messages``) and
+    dm-multipath's reinstatements, from the cut to a little after the restore or the failed
+    paths' reinstatement (:func:`path_changes`), oldest first: ``[{"t_s" (from the cut),
+    "kind", "text"}]``. ``offset_s``: the host's clock minus the controller's; ``paths``: as
+    :func:`path_changes`."""
+    cut = _event(log, "cut")
+    if not cut:
+        return []
+    start = cut["start"] + offset_s
+    changes = path_changes(kernel, log, offset_s, paths)
+    end = start + _window_end(log, changes)
     out = []
     for m in (kernel or {}).get("messages") or []:
         at = m.get("epoch") if is_number(m.get("epoch")) else m.get("time")
         if is_number(at) and start - 1.0 <= at <= end:
             out.append({"t_s": round(at - start, 3), "kind": m.get("kind"), "drive": m.get("drive"), "text": m.get("text")})
+    for c in changes:
+        if c["reinstated_s"] is not None and c["reinstated_s"] <= end - start:
+            out.append({"t_s": c["reinstated_s"], "kind": "path_reinstated", "drive": c["drive"],
+                        "text": c["reinstated_text"]})
+    out.sort(key=lambda k: k["t_s"])
     return out[:MAX_LINES]
 
 
@@ -150,7 +207,10 @@ def attach(run, log, kernel):
     offset = ((run.get("clock") or {}).get("offset_s")) or 0.0
     for e in run.get("steps") or []:
         if e.get("index") == step:
-            e["failover_kernel"] = kernel_lines(kernel, log, offset)
+            devices = (((e.get("result") or {}).get("collector") or {}).get("devices")) or None
+            paths = set(devices) if devices else None
+            e["failover_kernel"] = kernel_lines(kernel, log, offset, paths)
+            e["failover_paths"] = path_changes(kernel, log, offset, paths)
     return run
 
 
@@ -160,20 +220,27 @@ def path_events(kernel, run, targets):
     little after the restore are the cut itself (the path's requests failed back to multipath,
     which sent them down another path), not errors of a drive. They leave ``messages`` and
     ``counts`` for ``failover_path_events``; the failover's own judgement (:func:`judge_failover`) says
-    whether the LUN's I/O saw an error. Unchanged without a failover."""
+    whether the LUN's I/O saw an error. A path's time ends a little after the restore, or after
+    dm-multipath reinstated it when later (a recovering session's errors come until then), and
+    never when it failed and was not reinstated. Unchanged without a failover."""
     log = (run or {}).get("failover") if isinstance(run, dict) else None
-    cut, restore = _event(log, "cut"), _event(log, "restore")
+    cut = _event(log, "cut")
     if not isinstance(kernel, dict) or not cut:
         return kernel
     paths = {p.get("name") for t in targets or [] if isinstance(t, dict)
              for p in ((t.get("multipath") or {}).get("paths") or []) if isinstance(p, dict)}
     offset = ((run.get("clock") or {}).get("offset_s")) or 0.0
-    start, end = cut["start"] + offset - 1.0, (restore or cut)["end"] + offset + KERNEL_MARGIN_S
+    changes = path_changes(kernel, log, offset)
+    start = cut["start"] + offset
+    ends = {}
+    for drive in paths:
+        end = _window_end(log, changes, drive)
+        ends[drive] = float("inf") if end is None else start + end
     kept, moved = [], []
     for m in kernel.get("messages") or []:
         at = m.get("epoch") if isinstance(m, dict) else None
         if (isinstance(m, dict) and m.get("drive") in paths and not m.get("before_run") and is_number(at)
-                and start <= at <= end):
+                and start - 1.0 <= at <= ends[m["drive"]]):
             moved.append(m)
         else:
             kept.append(m)
@@ -197,6 +264,7 @@ def _host_figures(entry, log, failover):
     cut = _event(log, "cut")
     out = {"stall_s": None, "stall_from_s": None, "stall_to_s": None, "errors": None, "error_first": [],
            "mismatches": None, "verified": None, "kernel": list((entry or {}).get("failover_kernel") or [])}
+    out.update(failback(entry, log))
     figures = stall_figures(bench.get("intervals"))
     if figures is not None:
         longest = max(figures["silences"], key=lambda s: s["seconds"], default=None)
@@ -214,6 +282,21 @@ def _host_figures(entry, log, failover):
         out["mismatches"] = sum(int(v.get(k) or 0) for k in ("corrupt", "misplaced", "stale"))
         out["verified"] = int(v.get("checked") or 0)
     return out
+
+
+def failback(entry, log):
+    """``{paths_failed, failback_s, not_reinstated}`` of one initiator: the path disks
+    dm-multipath failed from the cut on, the seconds from the restore's end to the last one's
+    reinstatement (None when none failed, or one was not reinstated while the job ran: those
+    in ``not_reinstated``)."""
+    changes = (entry or {}).get("failover_paths") or []
+    cut, restore = _event(log, "cut"), _event(log, "restore")
+    failed = [c.get("drive") or c.get("path") for c in changes]
+    lost = [c.get("drive") or c.get("path") for c in changes if c.get("reinstated_s") is None]
+    back = None
+    if changes and not lost and cut and restore:
+        back = round(max(c["reinstated_s"] for c in changes) - (restore["end"] - cut["start"]), 3)
+    return {"paths_failed": failed, "failback_s": back, "not_reinstated": lost}
 
 
 def judge_failover(step, entries, log, failover):
@@ -249,6 +332,15 @@ def judge_failover(step, entries, log, failover):
         if f["stall_s"] is not None and f["stall_s"] > limit:
             reasons.append("no request completed for %s s (from %s s to %s s after the cut), over max_stall_s %s"
                            % (fmt_num(f["stall_s"]), fmt_num(f["stall_from_s"]), fmt_num(f["stall_to_s"]), fmt_num(limit)))
+        slow = failover.get("max_failback_s")
+        if slow is not None and f["paths_failed"] and restore:
+            if f["not_reinstated"]:
+                reasons.append("path %s not reinstated by dm-multipath while the job ran (after the restore), "
+                               "max_failback_s %s" % (", ".join(map(str, f["not_reinstated"])), fmt_num(slow)))
+            elif f["failback_s"] is not None and f["failback_s"] > slow:
+                reasons.append("the failed path%s came back %s s after the restore, over max_failback_s %s"
+                               % ("" if len(f["paths_failed"]) == 1 else "s", fmt_num(f["failback_s"]),
+                                  fmt_num(slow)))
         if reasons and f["kernel"]:
             reasons.append("the kernel: %s" % " | ".join("%+.1f s %s" % (k["t_s"], k["text"]) for k in f["kernel"][:4]))
         # seen: a kernel line, a stall of a second or more, or anything this initiator FAILs on (a
@@ -277,18 +369,26 @@ def judge_failover(step, entries, log, failover):
     return out
 
 
+def _failback_text(x):
+    if x.get("not_reinstated"):
+        return ", path %s not reinstated" % ", ".join(map(str, x["not_reinstated"]))
+    if x.get("failback_s") is not None:
+        return ", failed back %s s after the restore" % fmt_num(x["failback_s"])
+    return ""
+
+
 def failover_line(f):
     """One line per initiator for the terminal and report.md."""
     parts = []
     for h, x in sorted((f.get("hosts") or {}).items()):
-        parts.append("%s %s: stall %s s, %s error%s, %s mismatch%s%s" % (
+        parts.append("%s %s: stall %s s, %s error%s, %s mismatch%s%s%s" % (
             h, x["verdict"], fmt_num(x["stall_s"]) if x["stall_s"] is not None else "?", x["errors"] or 0,
             "" if x["errors"] == 1 else "s", x["mismatches"] if x["mismatches"] is not None else "?",
-            "" if x["mismatches"] == 1 else "es", ", %d kernel line%s" % (len(x["kernel"]), "" if len(x["kernel"]) == 1
-                                                                          else "s") if x["kernel"] else ""))
+            "" if x["mismatches"] == 1 else "es", _failback_text(x),
+            ", %d kernel line%s" % (len(x["kernel"]), "" if len(x["kernel"]) == 1 else "s") if x["kernel"] else ""))
     return "failover step %s (max_stall_s %s): %s %s" % (f.get("step"), fmt_num(f.get("max_stall_s")), f.get("verdict"),
                                                          "; ".join(parts))
 
 
-__all__ = ["FAILOVER_VAR", "KEYS", "check", "schedule", "launch", "read_log", "attach", "kernel_lines", "path_events",
-           "judge_failover", "failover_line"]
+__all__ = ["FAILOVER_VAR", "KEYS", "check", "schedule", "launch", "read_log", "attach", "kernel_lines", "path_changes",
+           "path_events", "failback", "judge_failover", "failover_line"]

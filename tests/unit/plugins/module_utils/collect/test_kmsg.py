@@ -153,6 +153,27 @@ def test_attribution_to_whole_disks(tree, text, fields, device, disks):
     assert msg["epoch"] == 999.0 and msg["time_s"] == 1.0 and msg["level"] == "err"
 
 
+@pytest.mark.parametrize("text,state,map_,path,drive", [
+    # drivers/md/dm-mpath.c fail_path / reinstate_path, with the map (v5.x on) and without (older)
+    ("device-mapper: multipath: 253:0: Failing path 8:0.", "failed", "253:0", "8:0", "sda"),
+    ("device-mapper: multipath: 253:0: Reinstating path 8:0.", "reinstated", "253:0", "8:0", "sda"),
+    ("device-mapper: multipath: Reinstating path 8:16.", "reinstated", None, "8:16", None),
+    ("device-mapper: multipath: 253:0: Failing path 8:0", None, None, None, None),      # not the kernel's format
+    ("sd 2:0:0:0: [sda] Reinstating path", None, None, None, None),
+])
+def test_multipath_path_states_and_only_a_failure_is_a_storage_message(tree, text, state, map_, path, drive):
+    rec = {"seq": 9, "usec": 3000000, "level": 4, "facility": 0, "text": text, "fields": {}}
+    got = kmsg.path_state(rec, kmsg.Resolver(tree), clock=(4.0, 1000.0))
+    if state is None:
+        assert got is None
+        return
+    assert got == {"seq": 9, "time_s": 3.0, "epoch": 999.0, "state": state, "map": map_, "path": path,
+                   "drive": drive, "text": text}
+    # a failing path is a dm_error on the path's disk; a reinstated one is no storage message
+    msg = kmsg.message(rec, kmsg.Resolver(tree), clock=(4.0, 1000.0))
+    assert (msg["kind"], msg["drive"]) == ("dm_error", drive) if state == "failed" else msg is None
+
+
 def test_ata_port_without_a_device_link_resolves_through_its_parents(tree):
     os.unlink(os.path.join(tree, "devices", "pci0000:00", "0000:00:1f.2", "ata3", "ata_port", "ata3", "device"))
     assert kmsg.Resolver(tree).attribute([("ata", "3")]) == ("ata3", ["sda"])
@@ -353,3 +374,30 @@ def test_live_eio_on_the_fault_drive_is_a_kernel_io_error_of_its_loop_device(fau
     assert m["device"] == name and m["workload"] == "eio-read" and m["level"] == "err"
     assert "sector %d" % ((1 << 20) // 512) in m["text"] and "(READ)" in m["text"]
     assert log.section()["counts"][name]["io_error"] >= 1
+
+
+def test_the_job_keeps_the_run_s_path_states_in_order_and_bounded(tree):
+    class Source:
+        name, lost = "kmsg", 0
+
+        def __init__(self, recs):
+            self.recs = recs
+
+        def read(self):
+            out, self.recs = self.recs, []
+            return out
+
+    texts = ["device-mapper: multipath: 253:0: Failing path 8:0.", "sd 2:0:0:0: [sda] Synchronize Cache failed",
+             "device-mapper: multipath: 253:0: Reinstating path 8:0."]
+    log = kmsg.KernelLog(sysfs_root=tree)
+    log.source = Source([{"seq": i, "usec": (i + 1) * 10 ** 6, "level": 4, "facility": 0, "text": t, "fields": {}}
+                         for i, t in enumerate(texts)])
+    log.poll("w1")
+    section = log.section()
+    assert [(p["state"], p["drive"]) for p in section["path_states"]] == [("failed", "sda"), ("reinstated", "sda")]
+    assert section["counts"] == {"sda": {"dm_error": 1}} and len(section["messages"]) == 1
+    log.source = Source([{"seq": 10 + i, "usec": 1, "level": 4, "facility": 0, "text": texts[0], "fields": {}}
+                         for i in range(kmsg.MAX_PATH_STATES)])
+    log.poll("w1")
+    assert len(log.section()["path_states"]) == kmsg.MAX_PATH_STATES
+    assert kmsg.not_collected("x")["path_states"] == []

@@ -194,3 +194,99 @@ def test_a_failovers_path_events_are_set_apart_from_the_drives_errors():
     assert out["counts"] == {"sda": {"io_error": 1}, "vda": {"io_error": 1}}
     assert kernel["counts"]["sda"] == {"io_error": 2, "dm_error": 1}          # the input is not changed
     assert F.path_events(kernel, {"clock": {}}, targets) is kernel             # no failover: as it was
+
+
+def _state(epoch, state, path="8:0", drive="sda"):
+    what = "Failing" if state == "failed" else "Reinstating"
+    return {"epoch": epoch, "state": state, "map": "254:0", "path": path, "drive": drive,
+            "text": "device-mapper: multipath: 254:0: %s path %s." % (what, path)}
+
+
+def test_a_paths_errors_until_its_reinstatement_are_the_failover_s_not_the_drives():
+    """A recovering session logs errors on its path until dm-multipath reinstates it, however
+    long after the restore; errors after that are the drive's again. A path never reinstated
+    keeps every later error of the run out of the drive's count."""
+    log = _log(cut_at=1000.0)          # restore ends at 1012.1
+    run = {"failover": dict(log, spec=dict(GOOD, step=2)), "clock": {"offset_s": 0.0}}
+    targets = [{"name": "lun", "multipath": {"paths": [{"name": "sda"}, {"name": "sdb"}]}}]
+    msgs = [{"drive": "sda", "kind": "scsi_sense", "epoch": 1029.0, "text": "hostbyte=DID_TRANSPORT_DISRUPTED"},
+            {"drive": "sda", "kind": "io_error", "epoch": 1036.0, "text": "after the reinstatement"},
+            {"drive": "sdb", "kind": "io_error", "epoch": 1029.0, "text": "sdb, its path never failed"}]
+    kernel = {"messages": msgs, "counts": {"sda": {"scsi_sense": 1, "io_error": 1}, "sdb": {"io_error": 1}},
+              "path_states": [_state(1003.0, "failed"), _state(1030.0, "reinstated")]}
+    out = F.path_events(kernel, run, targets)
+    assert [m["text"] for m in out["failover_path_events"]] == ["hostbyte=DID_TRANSPORT_DISRUPTED"]
+    assert out["counts"] == {"sda": {"io_error": 1}, "sdb": {"io_error": 1}}
+    # never reinstated: the path's later errors are all the cut's
+    stuck = dict(kernel, path_states=[_state(1003.0, "failed")])
+    out = F.path_events(stuck, run, targets)
+    assert [m["text"] for m in out["failover_path_events"]] == ["hostbyte=DID_TRANSPORT_DISRUPTED",
+                                                                "after the reinstatement"]
+    # the kernel lines: the reinstatement among them, the window up to it
+    lines = F.kernel_lines(dict(kernel, messages=msgs[:1]), log)
+    assert [(k["t_s"], k["kind"]) for k in lines] == [(29.0, "scsi_sense"), (30.0, "path_reinstated")]
+
+
+def test_time_to_fail_back_and_max_failback_s():
+    spec = dict(GOOD, step=2)
+    log = dict(_log(cut_at=101.0), spec=spec)      # the restore ends 12.1 s after the cut
+    kernel = {"path_states": [_state(101.5, "failed"), _state(99.0, "reinstated", "8:16", "sdb"),
+                              _state(121.1, "reinstated")]}
+    # another LUN's path (sdc under map 253:1) failed and came back later: not this step's device
+    kernel["path_states"] += [_state(101.6, "failed", "8:32", "sdc"), _state(130.0, "reinstated", "8:32", "sdc")]
+    run = {"steps": [{"index": 2, "result": {"collector": {"devices": ["sda", "sdb"]}}}], "clock": {"offset_s": 0.0}}
+    F.attach(run, log, kernel)
+    assert [k["drive"] for k in run["steps"][0]["failover_kernel"]] == ["sda"]
+    entry = dict(_entry([3] * 20 + [0] * 30 + [3] * 100), failover_paths=run["steps"][0]["failover_paths"])
+    got = F.judge_failover({}, {"h1": entry}, log, spec)
+    h = got["hosts"]["h1"]
+    assert (h["paths_failed"], h["failback_s"], h["not_reinstated"]) == (["sda"], 8.0, []), h
+    assert got["verdict"] == "PASS" and "failed back 8 s after the restore" in F.failover_line(got), got
+    strict = dict(spec, max_failback_s=5)
+    got = F.judge_failover({}, {"h1": entry}, dict(log, spec=strict), strict)
+    assert got["verdict"] == "FAIL" and "came back 8 s after the restore, over max_failback_s 5" in got["reasons"][0]
+    # not reinstated while the job ran: a figure, and a FAIL with max_failback_s
+    entry["failover_paths"] = F.path_changes({"path_states": [_state(101.5, "failed")]}, log)
+    got = F.judge_failover({}, {"h1": entry}, log, spec)
+    assert got["verdict"] == "PASS" and got["hosts"]["h1"]["not_reinstated"] == ["sda"]
+    assert "path sda not reinstated" in F.failover_line(got)
+    got = F.judge_failover({}, {"h1": entry}, dict(log, spec=strict), strict)
+    assert got["verdict"] == "FAIL" and "path sda not reinstated by dm-multipath" in got["reasons"][0], got
+    assert F.check(dict(GOOD, max_failback_s=0), M.plan_steps(ARRAY))[1][0].startswith(
+        "fleetqual_failover.max_failback_s: must be a number of seconds above 0")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(-5, 60, allow_nan=False), st.sampled_from(["failed", "reinstated"]),
+                          st.sampled_from(["sda", "sdb"])), max_size=8),
+       st.lists(st.tuples(st.floats(-5, 80, allow_nan=False), st.sampled_from(["sda", "sdb", "vda"])), max_size=8))
+def test_property_a_message_leaves_the_count_exactly_inside_its_paths_failover_time(states, msgs):
+    """A message is set apart exactly when it is on a LUN path, from 1 s before the cut to the
+    end of that path's failover time (restore + margin, or its reinstatement + margin when
+    later; no end when it failed and was not reinstated); the counts keep every other one."""
+    cut = 1000.0
+    log = _log(cut_at=cut)
+    run = {"failover": dict(log, spec=dict(GOOD, step=2)), "clock": {"offset_s": 0.0}}
+    targets = [{"name": "lun", "multipath": {"paths": [{"name": "sda"}, {"name": "sdb"}]}}]
+    path_of = {"sda": "8:0", "sdb": "8:16"}
+    states = sorted(states)
+    kernel = {"path_states": [_state(cut + t, s, path_of[d], d) for t, s, d in states],
+              "messages": [{"drive": d, "kind": "io_error", "epoch": cut + t, "text": "m%d" % i}
+                           for i, (t, d) in enumerate(msgs)]}
+    kernel["counts"] = {}
+    for m in kernel["messages"]:
+        kernel["counts"].setdefault(m["drive"], {}).setdefault("io_error", 0)
+        kernel["counts"][m["drive"]]["io_error"] += 1
+    out = F.path_events(kernel, run, targets)
+    restore_end = 12.1
+    for i, (t, d) in enumerate(msgs):
+        end = restore_end + F.KERNEL_MARGIN_S
+        if d != "vda":
+            failed_at = next((st_ for st_, s, dd in states if dd == d and s == "failed" and st_ >= -1.0), None)
+            if failed_at is not None:
+                back = next((st_ for st_, s, dd in states if dd == d and s == "reinstated" and st_ >= failed_at), None)
+                end = float("inf") if back is None else max(end, back + F.KERNEL_MARGIN_S)
+        moved = d != "vda" and -1.0 <= t <= end
+        assert any(m["text"] == "m%d" % i for m in out.get("failover_path_events", [])) is moved, (i, t, d, end)
+    kept = sum(sum(k.values()) for k in out["counts"].values())
+    assert kept == len(msgs) - len(out.get("failover_path_events", []))
