@@ -123,12 +123,14 @@ class ActionModule(ActionBase):
                 break
             time.sleep(1.0)
         sample = self._exchange(bool(args.get("test_clock")))
+        arr = st.get("array") or {}
         doc = {"host": host, "controller": controller_id(), "ready": array_state in READY_STATES,
                "array_state": array_state, "job_state": job_state, "connect_s": round(sample[2] - sample[0], 6),
+               "launch_s": arr.get("launch_s"), "launch_lead_s": arr.get("launch_lead_s"),
                "at": round(time.time(), 6)}
         write_json_atomic(os.path.join(adir, host + ".json"), doc, mode=0o644)
         return {"ready": doc["ready"], "array_state": array_state, "job_state": job_state,
-                "connect_s": doc["connect_s"]}
+                "connect_s": doc["connect_s"], "launch_s": doc["launch_s"], "launch_lead_s": doc["launch_lead_s"]}
 
     def _start(self, args, host, adir, task_vars):
         array = args["array"]
@@ -183,10 +185,11 @@ class ActionModule(ActionBase):
                 display.warning("fleetqual array %s: %s" % (array["name"], msg))
         first = (array.get("steps") or [{}])[0]
         warm0 = t0doc["t0"] + float(first.get("offset_s") or 0) - float(first.get("warmup") or 0)
-        if handed > warm0 - _ls.LAUNCH_LEAD_S:
+        need = float(t0doc.get("launch_need_s") or _ls.LAUNCH_LEAD_S)
+        if handed > warm0 - need:
             display.warning("fleetqual array %s: host %s got the common start %.1f s before step 1's warm-up "
-                            "(less than the %.1f s its iobench needs): its first steps may be incomplete"
-                            % (array["name"], host, warm0 - handed, _ls.LAUNCH_LEAD_S))
+                            "(less than the %.1f s the slowest member's launch needs): its first steps may be "
+                            "incomplete" % (array["name"], host, warm0 - handed, need))
         return {"t0": t0doc["t0"], "fixed_here": fixed, "lead_s": t0doc["lead_s"], "failover": failover,
                 "clock": {k: start.get(k) for k in ("offset_s", "uncertainty_s", "rtt_s", "exchanges", "method")},
                 "refused": start["refused"], "warning": start["warning"], "handed_at": round(handed, 6),

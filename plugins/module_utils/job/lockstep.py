@@ -5,7 +5,9 @@ Every member host of an array runs the array's steps inside its detached job
 (``module_utils/job/runner.py`` calls :func:`run_array` before the host's own plan):
 
 1. it prepares its data set (``iobench prepare`` in ``<target>/array-<name>``), records its
-   clock's sync state (:func:`sync_state`) and says ``ready`` in its status;
+   clock's sync state (:func:`sync_state`), rehearses a step's launch (:meth:`ArrayRun.rehearse`:
+   its probes, its collectors started and stopped, an iobench started; ``launch_s``) and says
+   ``ready`` in its status with the lead it needs (``launch_lead_s``);
 2. it waits for the start file ``<test_dir>/.fleetqual-job/array-start.json`` that the
    controller writes ONCE per host (action ``fleetqual.storage.lockstep``, phase ``start``),
    after every member was ready: the common start ``t0`` (controller clock), this host's
@@ -13,7 +15,7 @@ Every member host of an array runs the array's steps inside its detached job
 3. it runs the steps on the schedule fixed by ``plugin_utils/array/mode.py`` (``plan_steps``):
    step k's measured window opens at ``t0 + offset_s(k)`` controller time, i.e. at
    ``t0 + clock.offset_s + offset_s(k)`` in this host's clock. Each active step is an
-   ``iobench run --start-at <warm-up start, real clock>`` started ``LAUNCH_LEAD_S`` before
+   ``iobench run --start-at <warm-up start, real clock>`` started ``launch_lead_s`` before
    its warm-up (all setup is done before the instant), with ``--report-interval``
    ``REPORT_INTERVAL_S`` so per-interval counts exist. No controller round trip per step.
 
@@ -30,9 +32,12 @@ Status ``array`` (in ``status.json``)::
 
     {"name", "rank", "state": "preparing" | "ready" | "running" | "done" | "failed",
      "ready_epoch" (host clock), "prepare": {"elapsed_s", "error"}, "sync": {...},
+     "launch_s", "launch_lead_s",
      "start": <the start file> | null, "step": k, "of": n,
      "steps": [{"index", "active", "complete", "error", "scheduled_start", "scheduled_end",
                 "window_start", "window_end" (controller clock), "start_late_ms",
+                "launch": {"reached_s", "probed_s", "launched_s"} (seconds before the warm-up
+                start at which the job reached the step, had probed, launched iobench),
                 "result": <run_workload result, epochs in the host clock> | null}]}
 
 A step is incomplete (``complete: false`` with ``error``) when this host was not ready at
@@ -49,15 +54,21 @@ import re
 import subprocess
 import time
 
+from ansible_collections.fleetqual.storage.plugins.module_utils.collect.collector import Collector
 from ansible_collections.fleetqual.storage.plugins.module_utils.job import workload as _workload
 from ansible_collections.fleetqual.storage.plugins.module_utils.job.cleanup import remove_datasets
 
 START_FILE = "array-start.json"
 TEST_CLOCK_ENV = "FLEETQUAL_TEST_CLOCK_OFFSET_S"
-# iobench is started this long before its step's warm-up (the collectors' and iobench's
-# start, then iobench's setup: open the files, drop their page cache, start the threads;
-# the devices and probes are done before); arrays.STEP_GAP_S leaves room for it
+# iobench is started at least this long before its step's warm-up (the collectors' and
+# iobench's start, then iobench's setup: open the files, drop their page cache, start the
+# threads; the devices and probes are done before); arrays.STEP_GAP_S leaves room for it
 LAUNCH_LEAD_S = 1.5
+# a host whose rehearsed launch (probes, collectors, an iobench exec) took launch_s starts
+# iobench LAUNCH_MARGIN x launch_s before the warm-up when that is more (a loaded or emulated
+# host: measured, not guessed), at most MAX_LAUNCH_LEAD_S
+LAUNCH_MARGIN = 3.0
+MAX_LAUNCH_LEAD_S = 60.0
 # per-interval counts for the aggregate over the common window
 REPORT_INTERVAL_S = 0.1
 # members whose measured windows began further apart than this share of the step's time
@@ -306,6 +317,15 @@ def prepare_argv(spec, binary):
             "--total-size", str(int(spec["total_size"]))]
 
 
+def launch_lead(launch_s):
+    """Seconds before a step's warm-up at which a host whose rehearsed launch took
+    ``launch_s`` starts iobench: ``LAUNCH_LEAD_S``, or ``LAUNCH_MARGIN`` x ``launch_s`` when
+    more, at most ``MAX_LAUNCH_LEAD_S``."""
+    if not isinstance(launch_s, (int, float)) or launch_s < 0:
+        return LAUNCH_LEAD_S
+    return round(min(MAX_LAUNCH_LEAD_S, max(LAUNCH_LEAD_S, LAUNCH_MARGIN * float(launch_s))), 3)
+
+
 def scheduled(start, step):
     """Controller-clock and host-clock instants of a step: ``(window_start, window_end,
     host_warmup_start, host_window_start)``."""
@@ -322,6 +342,7 @@ class ArrayRun:
         self.spec = job.spec["array"]
         self.skew = clock_skew(self.spec.get("test_clock"))
         self.start_path = os.path.join(job.dir, START_FILE)
+        self.lead = LAUNCH_LEAD_S
 
     def now(self):
         return now(self.skew)
@@ -337,7 +358,8 @@ class ArrayRun:
                              "config": spec.get("config"), "plan": steps,
                              "spec": {k: v for k, v in spec.items() if k not in ("steps", "config", "members")},
                              "state": "preparing", "ready_epoch": None,
-                             "prepare": None, "sync": None, "start": None, "step": 0, "of": len(steps),
+                             "prepare": None, "sync": None, "launch_s": None, "launch_lead_s": None,
+                             "start": None, "step": 0, "of": len(steps),
                              "steps": [], "test_clock_skew_s": self.skew or None}
         self.save()
         try:
@@ -353,6 +375,9 @@ class ArrayRun:
                     error = "iobench prepare of the array's data set failed (exit %s%s): %s" % (
                         rc, ", stopped" if timed_out else "", _workload.error_line(err) or "no error message")
             doc["prepare"] = {"elapsed_s": round(time.time() - began, 3), "error": error}
+            if not error:
+                doc["launch_s"] = self.rehearse(steps, rank)
+                self.lead = doc["launch_lead_s"] = launch_lead(doc["launch_s"])
             doc["ready_epoch"] = round(self.now(), 6)
             doc["state"] = "ready" if not error else "failed"
             self.save()
@@ -375,6 +400,30 @@ class ArrayRun:
                                                             self.job.spec["binary"])
                 doc["cleanup_warnings"] = warnings
             self.save()
+
+    def rehearse(self, steps, rank):
+        """Seconds this host takes to launch a step, measured before it says ready: its first
+        active step's probes (``workload.prepare``, whether iobench reads device counters),
+        its collectors started and stopped, and an iobench started (``run --help``); None
+        when it has no active step or the probes refuse the step (the step says why)."""
+        step = next((s for s in steps if rank < int(s["initiators"])), None)
+        if step is None:
+            return None
+        began = time.monotonic()
+        params = self.job.params_for(step_workload(self.spec, step), 60)
+        errors, _sizes, info, source, tools = _workload.prepare(params)
+        if errors:
+            return None
+        _workload.supports_devstat(params["binary"])
+        collector = Collector(info["devices"], params["collect_interval"], source, tools)
+        try:
+            collector.start()
+        except OSError:
+            pass
+        finally:
+            collector.stop()
+        _workload.run_help(params["binary"])
+        return round(time.monotonic() - began, 3)
 
     def wait_start(self):
         """The start file's content, once the controller wrote it (None: never, before the
@@ -414,6 +463,7 @@ class ArrayRun:
             return e
         _ws, _we, warm_host, window_host = scheduled(start, step)
         reached = self.now()
+        e["launch"] = {"reached_s": round(warm_host - reached, 3), "probed_s": None, "launched_s": None}
         if reached > warm_host:
             e["error"] = ("not ready at the start: the host reached step %d %.3f s after its warm-up start%s"
                           % (step["index"], reached - warm_host,
@@ -432,7 +482,9 @@ class ArrayRun:
         errors, sizes, info, source, tools = _workload.prepare(params)
         if not errors:
             _workload.supports_devstat(params["binary"])
-        self.job.stop.wait(max(0.0, warm_host - LAUNCH_LEAD_S - self.now()))
+        e["launch"]["probed_s"] = round(warm_host - self.now(), 3)
+        self.job.stop.wait(max(0.0, warm_host - self.lead - self.now()))
+        e["launch"]["launched_s"] = round(warm_host - self.now(), 3)
         if self.job.stop.is_set():
             e["error"] = "lost: the job was stopped (%s) before the step" % (self.job.reason or "stopped")
             return e

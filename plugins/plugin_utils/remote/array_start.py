@@ -79,13 +79,24 @@ def array_spec(name, arrays, hosts_vars, host, test_dir, targets=None, workloads
         raise AnsibleActionFail(str(exc))
 
 
-def start_lead(n_members, forks, connect_max):
+def launch_need(ready_docs):
+    """Seconds a member needs from its start file to step 1's warm-up: its probes
+    (``launch_s``, rehearsed before it said ready) and its launch lead (``launch_lead_s``),
+    the slowest member's; ``LAUNCH_LEAD_S`` when no member measured one."""
+    needs = [float(d.get("launch_s") or 0.0) + float(d["launch_lead_s"]) for d in ready_docs
+             if isinstance(d, dict) and isinstance(d.get("launch_lead_s"), (int, float))]
+    return round(max(needs + [_ls.LAUNCH_LEAD_S]), 3)
+
+
+def start_lead(n_members, forks, connect_max, need=None):
     """Seconds from fixing T0 to step 1's warm-up: every member must have its start file
-    ``LAUNCH_LEAD_S`` before it, handed over in waves of ``forks`` hosts; one host's hand-over
-    costs Ansible's task overhead plus about two connections (``connect_max``: the slowest
-    command round trip measured when the hosts were ready), with a factor 2 of margin."""
+    ``need`` seconds (:func:`launch_need`; default ``LAUNCH_LEAD_S``) before it, handed over in
+    waves of ``forks`` hosts; one host's hand-over costs Ansible's task overhead plus about two
+    connections (``connect_max``: the slowest command round trip measured when the hosts were
+    ready), with a factor 2 of margin."""
     waves = int(math.ceil(float(max(1, n_members)) / max(1, int(forks or 1))))
-    return round(MIN_LEAD_S + _ls.LAUNCH_LEAD_S + waves * 2.0 * (PER_HOST_TASK_S + 2.0 * max(0.0, connect_max or 0.0)), 3)
+    need = _ls.LAUNCH_LEAD_S if need is None else max(float(need), _ls.LAUNCH_LEAD_S)
+    return round(MIN_LEAD_S + need + waves * 2.0 * (PER_HOST_TASK_S + 2.0 * max(0.0, connect_max or 0.0)), 3)
 
 
 class _Lines:
@@ -162,11 +173,13 @@ def fix_t0(adir, n_members, forks, wait_s=60.0):
         raise AnsibleActionFail("the array's common start was not fixed within %d s (%s)" % (wait_s, path))
     os.close(fd)
     ready = [read_json_or_none(os.path.join(adir, n)) for n in sorted(os.listdir(adir)) if n.endswith(".json") and n != "t0.json"]
-    rtts = [d["connect_s"] for d in ready if isinstance(d, dict) and d.get("controller") == me and d.get("connect_s") is not None]
-    lead = start_lead(n_members, forks, max(rtts or [0.0]))
+    ours = [d for d in ready if isinstance(d, dict) and d.get("controller") == me]
+    rtts = [d["connect_s"] for d in ours if d.get("connect_s") is not None]
+    need = launch_need(ours)
+    lead = start_lead(n_members, forks, max(rtts or [0.0]), need)
     now = time.time()
     doc = {"controller": me, "t0": round(now + lead, 6), "fixed_at": round(now, 6), "lead_s": lead,
-           "forks": forks, "members": n_members, "connect_max_s": max(rtts or [0.0])}
+           "forks": forks, "members": n_members, "connect_max_s": max(rtts or [0.0]), "launch_need_s": need}
     write_json_atomic(path, doc, mode=0o644)
     return doc, True
 

@@ -127,6 +127,30 @@ def test_start_lead_grows_with_the_waves_of_forks():
     assert ctl.start_lead(16, 16, 0.5) == one
 
 
+@settings(max_examples=200, deadline=None)
+@given(a=st.one_of(st.none(), st.floats(-5, 100, allow_nan=False)), b=st.floats(0, 100, allow_nan=False))
+def test_a_hosts_launch_lead_is_its_rehearsed_launch_with_margin_within_bounds(a, b):
+    lead = ls.launch_lead(a)
+    assert ls.LAUNCH_LEAD_S <= lead <= ls.MAX_LAUNCH_LEAD_S
+    if a is None or a < 0:
+        assert lead == ls.LAUNCH_LEAD_S          # nothing measured: the fixed lead
+    else:
+        assert lead == pytest.approx(min(ls.MAX_LAUNCH_LEAD_S, max(ls.LAUNCH_LEAD_S, ls.LAUNCH_MARGIN * a)), abs=1e-3)
+        if b >= a:
+            assert ls.launch_lead(b) >= lead      # a slower launch never gets less lead
+
+
+def test_t0_gives_the_slowest_members_launch_its_time():
+    fast = {"launch_s": 0.1, "launch_lead_s": ls.LAUNCH_LEAD_S}
+    slow = {"launch_s": 4.0, "launch_lead_s": ls.launch_lead(4.0)}
+    assert ctl.launch_need([]) == ctl.launch_need([{"connect_s": 0.2}]) == ls.LAUNCH_LEAD_S
+    assert ctl.launch_need([fast, slow, None]) == pytest.approx(4.0 + ls.launch_lead(4.0))
+    base = ctl.start_lead(2, 2, 0.5)
+    assert ctl.start_lead(2, 2, 0.5, ctl.launch_need([fast])) == pytest.approx(base + 0.1)
+    assert ctl.start_lead(2, 2, 0.5, ctl.launch_need([fast, slow])) - base == pytest.approx(
+        4.0 + ls.launch_lead(4.0) - ls.LAUNCH_LEAD_S)
+
+
 def test_fix_t0_once_per_playbook_run(tmp_path):
     adir = ctl.array_dir(str(tmp_path), "san 1")
     first, fixed = ctl.fix_t0(adir, 3, 2)
@@ -212,6 +236,11 @@ def test_one_lock_step_window_on_a_skewed_host_clock(iobench_binary, adir, monke
     assert e["window_start"] - e["scheduled_start"] <= late_s + 0.05 * steps[0]["time"]
     assert "--start-at" in e["result"]["argv"] and "--report-interval" in e["result"]["argv"]
     assert len(e["result"]["bench"]["intervals"]) >= 10
+    # the launch rehearsed before ready, and the step's lead is the one it gives; the step's
+    # own moments in order (seconds before the warm-up: reached, probed, launched)
+    a = job.status["array"]
+    assert a["launch_s"] > 0 and a["launch_lead_s"] == ls.launch_lead(a["launch_s"]), a
+    assert e["launch"]["reached_s"] >= e["launch"]["probed_s"] >= e["launch"]["launched_s"], e["launch"]
 
 
 def test_timedatectl_state_when_chrony_is_absent():
