@@ -176,7 +176,7 @@ def kernel_lines(kernel, log, offset_s=0.0, paths=None):
     dm-multipath's reinstatements, from the cut to a little after the restore or the failed
     paths' reinstatement (:func:`path_changes`), oldest first: ``[{"t_s" (from the cut),
     "kind", "text"}]``. ``offset_s``: the host's clock minus the controller's; ``paths``: as
-    :func:`path_changes`."""
+    :func:`path_changes` (a line on another disk left out; one that names none kept)."""
     cut = _event(log, "cut")
     if not cut:
         return []
@@ -186,6 +186,9 @@ def kernel_lines(kernel, log, offset_s=0.0, paths=None):
     out = []
     for m in (kernel or {}).get("messages") or []:
         at = m.get("epoch") if is_number(m.get("epoch")) else m.get("time")
+        drives = set(m.get("drives") or [m.get("drive")]) - {None}
+        if paths is not None and drives and not drives & paths:
+            continue        # another device's line (another LUN's path cut at the same time)
         if is_number(at) and start - 1.0 <= at <= end:
             out.append({"t_s": round(at - start, 3), "kind": m.get("kind"), "drive": m.get("drive"), "text": m.get("text")})
     for c in changes:

@@ -235,8 +235,12 @@ def test_time_to_fail_back_and_max_failback_s():
     # another LUN's path (sdc under map 253:1) failed and came back later: not this step's device
     kernel["path_states"] += [_state(101.6, "failed", "8:32", "sdc"), _state(130.0, "reinstated", "8:32", "sdc")]
     run = {"steps": [{"index": 2, "result": {"collector": {"devices": ["sda", "sdb"]}}}], "clock": {"offset_s": 0.0}}
+    kernel["messages"] = [{"epoch": 110.0, "kind": "io_error", "drive": "sdc", "text": "I/O error, dev sdc"},
+                          {"epoch": 110.1, "kind": "io_error", "drive": "sda", "text": "I/O error, dev sda"},
+                          {"epoch": 110.2, "kind": "dm_error", "drive": None, "text": "device-mapper: a line"}]
     F.attach(run, log, kernel)
-    assert [k["drive"] for k in run["steps"][0]["failover_kernel"]] == ["sda"]
+    assert [(k["drive"], k["kind"]) for k in run["steps"][0]["failover_kernel"]] == [
+        ("sda", "io_error"), (None, "dm_error"), ("sda", "path_reinstated")]
     entry = dict(_entry([3] * 20 + [0] * 30 + [3] * 100), failover_paths=run["steps"][0]["failover_paths"])
     got = F.judge_failover({}, {"h1": entry}, log, spec)
     h = got["hosts"]["h1"]
