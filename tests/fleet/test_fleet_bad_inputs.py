@@ -1,7 +1,10 @@
 """Bad inventory values over the fleet inventory stop the play before any host is touched.
 
-Each case puts ONE wrong value into group_vars (group ``db``) or into one host's host_vars
-of a two-host fleet (fq11, fq12, both with a live sshd). Each must:
+Each case puts ONE wrong value into the group_vars of a group of its own or into the
+host_vars of a host of its own; all the cases are hosts of ONE inventory run at once (each
+a name of its own on one of two live sshd instances, fq11 and fq12), with a host that is
+fine beside them, and one ``ansible-playbook -v`` run (the validation gathers every host's
+problems before any host is contacted). Each must:
 
 * make ansible-playbook exit non-zero in the validation play,
 * print a message naming the variable (and the host, for host_vars),
@@ -16,7 +19,7 @@ profile name, unparsable fleetqual_cache_size, relative test dir, misspelt thres
  3. negative size in a fleetqual_matrix entry (host_vars)
  4. 0 threads in a fleetqual_matrix entry (host_vars)
  5. unknown mode in a fleetqual_matrix entry (group_vars)
- 6. unknown profile on one host only (host_vars; the other host is fine)
+ 6. unknown profile on one host only (host_vars; the other hosts are fine)
  7. a threshold on an unknown metric limit (``min_p99_ms``; group_vars)
  8. a negative threshold limit (group_vars)
  9. a test dir with a ``..`` component (host_vars)
@@ -76,34 +79,54 @@ CASES = [
 ]
 
 
+def case_host(cid, where):
+    """The inventory host of a case: named after the case (and the host it stood for)."""
+    return "%s-%s" % ("grp" if where == "group" else where, cid)
+
+
 @pytest.fixture(scope="module")
-def pair(fleet):
-    return {"fq11": fleet.host(11), "fq12": fleet.host(12)}
+def batch(fleet, tmp_path_factory):
+    """Every case in one inventory, one run: ``(run, new logins per sshd, base)``."""
+    base = tmp_path_factory.mktemp("bad-batch")
+    insts = {"fq11": fleet.host(11), "fq12": fleet.host(12)}
+    hosts = [{"name": "fine", "inst": insts["fq11"]}]
+    group_vars = {}
+    for i, (cid, where, variables, _text) in enumerate(CASES):
+        name = case_host(cid, where)
+        inst = insts.get(where) or insts[("fq11", "fq12")[i % 2]]
+        if where == "group":
+            group = "g_" + cid.replace("-", "_")
+            hosts.append({"name": name, "inst": inst, "group": group})
+            group_vars[group] = dict(variables)
+        else:
+            hosts.append({"name": name, "inst": inst, "vars": dict(variables)})
+    inv = fleet.inventory(str(base / "inventory"), hosts, group_vars=group_vars, dirs_root=str(base / "hostdirs"))
+    before = {n: inst.accepted_logins() for n, inst in insts.items()}
+    run = run_playbook(fleet, inv, str(base), "bad", args=["-v"], timeout=300)
+    logins = {n: inst.accepted_logins() - before[n] for n, inst in insts.items()}
+    return run, logins, base
 
 
-def run_case(fleet, pair, tmp_path, where, variables):
-    hosts = [{"name": n, "inst": inst, "vars": dict(variables) if where == n else {}} for n, inst in pair.items()]
-    inv = fleet.inventory(str(tmp_path / "inventory"), hosts,
-                          group_vars={"db": variables} if where == "group" else None,
-                          dirs_root=str(tmp_path / "hostdirs"))
-    before = {n: inst.accepted_logins() for n, inst in pair.items()}
-    run = run_playbook(fleet, inv, str(tmp_path), "bad", timeout=180)
-    run.new_logins = {n: inst.accepted_logins() - before[n] for n, inst in pair.items()}
-    return run
+def test_the_batch_stopped_in_the_validation_play_touching_nothing(batch):
+    run, logins, base = batch
+    assert run.rc != 0, run.out[-3000:]
+    # it stopped in the validation play: no SSH login, no task ran on a fleet host
+    assert logins == {"fq11": 0, "fq12": 0}, logins
+    assert "Gathering Facts" not in run.out and "PLAY [Qualify storage]" not in run.out
+    assert tree_snapshot(str(base / "hostdirs")) == {}
+    assert not os.path.exists(os.path.join(str(base), "results", "bad"))
+    # the host that is fine is not refused
+    assert "fine: " not in run.out, run.out[-3000:]
 
 
 @pytest.mark.parametrize("where, variables, text", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_bad_value_stops_before_any_host_is_touched(fleet, pair, tmp_path, where, variables, text):
-    run = run_case(fleet, pair, tmp_path, where, variables)
-    assert run.rc != 0, run.out[-3000:]
-    assert text in run.out, run.out[-3000:]
-    if where != "group":
-        assert "%s: %s" % (where, text.split(":")[0]) in run.out      # the message names the host
-    # it stopped in the validation play: no SSH login, no task ran on a fleet host
-    assert run.new_logins == {"fq11": 0, "fq12": 0}, run.new_logins
-    assert "Gathering Facts" not in run.out and "PLAY [Qualify storage]" not in run.out
-    assert tree_snapshot(str(tmp_path / "hostdirs")) == {}
-    assert not os.path.exists(os.path.join(str(tmp_path), "results", "bad"))
+def test_bad_value_stops_before_any_host_is_touched(batch, request, where, variables, text):
+    run, _logins, _base = batch
+    name = case_host(request.node.callspec.id, where)
+    text = text.replace("host %s:" % where, "host %s:" % name)
+    assert text in run.out, (text, run.out[-3000:])
+    # the message names the host (a group's value too: each case's group holds one host)
+    assert any(text in line and name in line for line in run.out.splitlines()), (name, text, run.out[-3000:])
 
 
 def test_jmespath_on_an_unknown_metric_is_refused(fleet, tmp_path):

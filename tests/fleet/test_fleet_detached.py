@@ -3,8 +3,8 @@
 * 8 hosts at ``forks = 2`` complete with every host's full results, and the controller
   printed at most one progress line per round for the whole fleet (never one per host per
   poll, no ``FAILED - RETRYING``).
-* ``ansible-playbook`` killed (SIGKILL or SIGTERM to the PID we started; 4 hosts at
-  ``forks = 2``) while the jobs run: after
+* ``ansible-playbook`` killed (SIGKILL and SIGTERM to the PIDs we started, two runs at once
+  on 4 hosts each at ``forks = 2``) while the jobs run: after
   the jobs' deadline no iobench process and no test file is left on any host; each job's
   final status waits in its test directory for the next run, whose preflight reports and
   clears it.
@@ -43,12 +43,12 @@ def matrix(time_s, n=3):
             for i in range(n)]
 
 
-def inventory(fleet, base, time_s, extra=None, names=HOSTS):
+def inventory(fleet, base, time_s, extra=None, names=HOSTS, dirs_root=None):
     hosts = [{"name": name, "inst": fleet.host(int(name[2:]))} for name in names]
     gv = {"fleetqual_matrix": matrix(time_s), "fleetqual_progress_interval": 3,
           "fleetqual_thresholds": [fleetlib.SHARED_DISK_STALL_RULE]}
     gv.update(extra or {})
-    return fleet.inventory(os.path.join(base, "inventory"), hosts, group_vars={"all": gv})
+    return fleet.inventory(os.path.join(base, "inventory"), hosts, group_vars={"all": gv}, dirs_root=dirs_root)
 
 
 def test_eight_hosts_at_two_forks_complete_with_one_line_per_round(fleet, tmp_path_factory):
@@ -99,14 +99,14 @@ def _processes_naming(text):
 _status = fleetlib.job_status
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
-def test_killed_controller_leaves_nothing_running_after_the_deadline(fleet, tmp_path_factory, sig):
-    base = str(tmp_path_factory.mktemp("killed"))
-    # 4 hosts at 2 forks (still more hosts than forks); slack 15 s: the deadline is the
-    # planned 3 x 7 s + 15 s after each job's start
-    names = HOSTS[:4]
-    inv = inventory(fleet, base, 6, {"fleetqual_workload_timeout_slack": 15}, names=names)
-    tdirs = {h: fleet.host_dirs(h, fleet.default_dirs_root(os.path.join(base, "inventory")))["fleetqual_test_dir"] for h in names}
+KILLED = {"fleetqual_workload_timeout_slack": 15}
+
+
+def _start_killable(fleet, base, names, dirs_root):
+    """An ansible-playbook over ``names`` (2 forks, slack 15 s: each job's deadline is the
+    planned 3 x 7 s + 15 s after its start): ``(proc, inventory, test dirs, log)``."""
+    inv = inventory(fleet, base, 6, KILLED, names=names, dirs_root=dirs_root)
+    tdirs = {h: fleet.host_dirs(h, dirs_root)["fleetqual_test_dir"] for h in names}
     ev = {"fleetqual_results_dir": os.path.join(base, "results"),
           "fleetqual_build_cache_dir": fleetrun.build_cache_dir(), "fleetqual_run_id": "killed"}
     env = fleetrun.playbook_run.ansible_env(fleet.ansible_env())
@@ -115,21 +115,39 @@ def test_killed_controller_leaves_nothing_running_after_the_deadline(fleet, tmp_
     proc = subprocess.Popen([os.path.join(fleetrun.BIN, "ansible-playbook"),
                              os.path.join(fleetrun.ROOT, "playbooks", "qualify.yml"), "-i", inv, "-e", json.dumps(ev)],
                             stdout=log, stderr=subprocess.STDOUT, env=env, cwd=fleetrun.ROOT)
+    return proc, inv, tdirs, log
+
+
+def test_killed_controllers_leave_nothing_running_after_the_deadline(fleet, tmp_path_factory):
+    """Two runs at once on 4 hosts each (still more hosts than forks), one killed with SIGKILL
+    and one with SIGTERM once its jobs measure: they wait for their deadlines side by side."""
+    runs = {}
+    # one root of the host directories for both runs and the one after them
+    dirs_root = str(tmp_path_factory.mktemp("killed-hostdirs"))
     try:
+        for sig, names in ((signal.SIGKILL, HOSTS[:4]), (signal.SIGTERM, HOSTS[4:])):
+            base = str(tmp_path_factory.mktemp("killed-%s" % sig.name))
+            runs[sig] = (base,) + _start_killable(fleet, base, names, dirs_root)
         limit = time.monotonic() + 300
-        # every host's job has started and is measuring
-        while not all((_status(t) or {}).get("index", 0) >= 1 for t in tdirs.values()):
-            assert proc.poll() is None, open(os.path.join(base, "out.log")).read()[-3000:]
-            assert time.monotonic() < limit, "the jobs did not all start"
+        pending = dict(runs)
+        while pending:
+            for sig, (base, proc, _inv, tdirs, _log) in list(pending.items()):
+                # every host's job of this run has started and is measuring: kill its controller
+                assert proc.poll() is None, open(os.path.join(base, "out.log")).read()[-3000:]
+                if all((_status(t) or {}).get("index", 0) >= 1 for t in tdirs.values()):
+                    assert any(find_iobench(t) for t in tdirs.values())
+                    proc.send_signal(sig)
+                    proc.wait(timeout=60)
+                    del pending[sig]
+            assert time.monotonic() < limit, "the jobs did not all start: %s" % [s.name for s in pending]
             time.sleep(0.2)
-        assert any(find_iobench(t) for t in tdirs.values())
-        proc.send_signal(sig)
-        proc.wait(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        log.close()
+        for _base, proc, _inv, _tdirs, log in runs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            log.close()
+    tdirs = {h: t for _b, _p, _i, td, _l in runs.values() for h, t in td.items()}
     deadline = max(_status(t)["deadline_epoch"] for t in tdirs.values())
     # after the deadline (and iobench's SIGTERM grace), every job has ended by itself
     limit = time.time() + (deadline - time.time()) + 60
@@ -141,17 +159,21 @@ def test_killed_controller_leaves_nothing_running_after_the_deadline(fleet, tmp_
         assert st["finished_epoch"] <= st["deadline_epoch"] + 35, host
         assert find_iobench(t) == [], host
         assert glob.glob(os.path.join(t, "**", "test_file.*"), recursive=True) == [], host
-    # no process of the killed run is left on the controller either (a fork of
+    # no process of the killed runs is left on the controller either (a fork of
     # ansible-playbook waiting on a job notices that its parent is gone at its next poll,
     # at most fleetqual_progress_interval (30 s) after the jobs ended, and exits)
+    invs = [inv for _b, _p, inv, _t, _l in runs.values()]
     limit = time.monotonic() + 90
-    while _processes_naming(inv) and time.monotonic() < limit:
+    while any(_processes_naming(inv) for inv in invs) and time.monotonic() < limit:
         time.sleep(0.5)
-    assert _processes_naming(inv) == []
-    # the next run's preflight finds each job's result, reports it and clears it
+    assert [p for inv in invs for p in _processes_naming(inv)] == []
+    # the next run's preflight finds each job's result, reports it and clears it (one run for
+    # the 8 hosts, over the same host directories)
+    base = str(tmp_path_factory.mktemp("after-kill"))
+    inv = inventory(fleet, base, 6, KILLED, names=HOSTS, dirs_root=dirs_root)
     run = run_playbook(fleet, inv, base, "after-kill", env_extra={"ANSIBLE_FORKS": "2"})
     assert run.rc == 0, run.out[-4000:]
-    assert "a measurement job of run killed was left in" in run.out
+    assert "a measurement job of run killed was left in" in run.out, run.out[-4000:]
     for t in tdirs.values():
         assert not os.path.exists(t)
 

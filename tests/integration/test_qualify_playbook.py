@@ -46,27 +46,20 @@ def test_quick_profile_passes_and_stores_results(playbook, tmp_path):
         assert check.returncode == 0 and not (check.stdout + check.stderr).strip(), check.stdout + check.stderr
 
 
-def test_threshold_failure_makes_the_playbook_exit_non_zero(playbook):
-    run = playbook({"fleetqual_thresholds": [{"workload": "cache", "min_iops": 1e12}], **SHORT})
-    assert run.rc != 0, run.out[-3000:]
-    rec = run.record()
-    assert rec["verdict"] == "FAIL", rec["reasons"]
-    assert any("1000000000000" in r or "1e+12" in r or "1e12" in r for r in rec["reasons"]), rec["reasons"]
-    assert "Gate on the verdict" in run.out
-    assert not os.path.exists(os.path.join(run.base, "test")), "test files must be removed on failure too"
+BAD_INPUTS = {"fleetqual_profile": "nosuch", "fleetqual_cache_size": "12Q", "fleetqual_test_dir": "relative/dir",
+              "fleetqual_thresholds": [{"max_raed_p99_ms": 5}]}
 
 
-@pytest.mark.parametrize("extra, names", [
-    ({"fleetqual_profile": "nosuch"}, "fleetqual_profile"),
-    ({"fleetqual_cache_size": "12Q"}, "fleetqual_cache_size"),
-    ({"fleetqual_test_dir": "relative/dir"}, "fleetqual_test_dir"),
-    ({"fleetqual_thresholds": [{"max_raed_p99_ms": 5}]}, "max_raed_p99_ms"),
-])
-def test_bad_input_stops_before_any_host_is_touched(playbook, extra, names):
+def test_bad_inputs_stop_before_any_host_is_touched_each_named(playbook):
+    """Four bad inputs in one run (each is refused by the same validation, which gathers every
+    problem before any host): each is named in the message, nothing was touched."""
     results_before = tree_snapshot(os.path.join(ROOT, "results"))
-    run = playbook(extra)
+    run = playbook(BAD_INPUTS, args=["-v"])          # -v: the refusal in full, not bounded
     assert run.rc != 0
-    assert names in run.out, run.out[-3000:]
+    for names in ("fleetqual_profile: unknown profile 'nosuch'", "fleetqual_cache_size: unknown size suffix 'Q'",
+                  "fleetqual_test_dir: must be an absolute path, got 'relative/dir'",
+                  "fleetqual_thresholds[0].max_raed_p99_ms"):
+        assert names in run.out, (names, run.out[-3000:])
     # The fleet report says the inputs were refused instead of inventing an ERROR host.
     assert "fleet: no host qualified: the inputs were refused" in run.out
     assert "FLEET REPORT" not in run.out
@@ -84,20 +77,31 @@ def test_check_mode_reports_without_building(playbook, tmp_path):
     assert not os.path.exists(os.path.join(run.base, "bin", "iobench"))
 
 
-def test_build_on_target_compiles_on_the_host_and_uses_no_controller_cache(playbook, tmp_path):
+def test_build_on_target_compiles_on_the_host_and_a_threshold_failure_exits_non_zero(playbook, tmp_path):
+    """One run for two things apart (a run costs a minute): the build on the host, and the
+    gate of a failing threshold."""
     cache = tmp_path / "unused-cache"
     src = tmp_path / "hostsrc"
     run = playbook({"fleetqual_build_on": "target", "fleetqual_src_dir": str(src),
-                    "fleetqual_build_cache_dir": str(cache), **SHORT})
-    assert run.rc == 0, run.out[-4000:]
-    assert "Run make on the host" in run.out
+                    "fleetqual_build_cache_dir": str(cache),
+                    "fleetqual_thresholds": [{"workload": "cache", "min_iops": 1e12}], **SHORT})
+    # the build: made on the host, the controller's cache unused, the binary installed
+    assert "Run make on the host" in run.out, run.out[-4000:]
     assert not cache.exists(), "the controller cache must not be used"
     builds = list(src.glob("*/iobench"))
     assert len(builds) == 1
     installed = os.path.join(run.base, "bin", "iobench")
     with open(builds[0], "rb") as a, open(installed, "rb") as b:
         assert a.read() == b.read()
-    assert run.record()["verdict"] == "PASS"
+    # the gate: the threshold FAILs the host and the playbook exits non-zero
+    assert run.rc != 0, run.out[-3000:]
+    rec = run.record()
+    assert rec["verdict"] == "FAIL", rec["reasons"]
+    assert any("1000000000000" in r or "1e+12" in r or "1e12" in r for r in rec["reasons"]), rec["reasons"]
+    # the binary built on the host measured every workload
+    assert rec["workloads"] and all(w["metrics"]["iops"] > 0 for w in rec["workloads"]), rec["workloads"]
+    assert "Gate on the verdict" in run.out
+    assert not os.path.exists(os.path.join(run.base, "test")), "test files must be removed on failure too"
 
 
 def test_search_and_database_pattern_reach_the_diagnostics(playbook):
