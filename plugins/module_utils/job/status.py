@@ -237,7 +237,9 @@ def parse_poll(stdout, results=False):
 
 def stop_job(status, directory, grace=60.0):
     """SIGTERM a live job and wait up to ``grace`` s for its final status. Returns the last
-    status read (the job's own, final when it stopped in time)."""
+    status read (the job's own, final when it stopped in time). A job found gone is judged on
+    the status read after that finding (:func:`settled`): it writes its final status and then
+    exits, so the read before may be its last "running" one."""
     if not is_alive(status):
         return status
     try:
@@ -250,6 +252,6 @@ def stop_job(status, directory, grace=60.0):
         if cur and cur.get("state") in FINAL_STATES and not is_alive(cur):
             return cur
         if not is_alive(status):
-            return cur
+            return settled(cur, read_status(directory))
         time.sleep(0.2)
     return read_status(directory)

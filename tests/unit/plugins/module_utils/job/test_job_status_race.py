@@ -152,3 +152,30 @@ def test_settled_takes_the_second_read_only_of_the_same_job():
     assert jr.settled(first, doc(8, "done", 2)) is first
     assert jr.settled(first, None) is first
     assert jr.settled(None, doc(7, "done", 2)) is None
+
+
+def test_a_job_stopped_that_exits_between_the_reads_is_stopped_not_died(job, monkeypatch):
+    """The controller's cleanup stops a live job (SIGTERM, then it waits for the final
+    status): the job writes "stopped" and exits right after the wait's status read, so the
+    wait finds it gone holding a "running" document. Judged on the read after that finding,
+    it stopped (a CI run under load reported it "died")."""
+    work, pid, put, paths = job
+    put(doc(pid, "running", 1), doc(pid, "stopped", 1))
+    checks = {"n": 0}
+
+    def alive(_status):
+        checks["n"] += 1
+        if checks["n"] == 1:
+            return True             # live when the cleanup finds it
+        finish_now(paths)           # it writes its final status and exits as it is checked
+        return False
+
+    monkeypatch.setattr(jr, "is_alive", alive)
+    monkeypatch.setattr(jr.os, "kill", lambda _pid, _sig: None)
+    got = jr.stop_job(doc(pid, "running", 1), jr.job_dir(work), grace=5)
+    assert got["state"] == "stopped" and jr.summary(got)["state"] == "stopped", got
+    # and a job that never wrote one is still said to have died
+    put(doc(pid, "running", 1))
+    checks["n"] = 0
+    got = jr.stop_job(doc(pid, "running", 1), jr.job_dir(work), grace=5)
+    assert got["state"] == "running" and jr.summary(got)["state"] == "died", got
