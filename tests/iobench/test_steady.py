@@ -1,7 +1,11 @@
 """--steady-state (SNIA PTS rule over rounds), --rate-iops and `iobench precondition`.
 The rule itself on recorded series is tests/ss_test.c (make test)."""
 import hashlib
+import json
 import os
+import signal
+import subprocess
+import time
 
 import pytest
 
@@ -69,6 +73,37 @@ def test_rate_iops_paces_requests(ib, prepared):
     # requests are due every 1 ms per thread from the start: never more than the schedule allows
     assert 0 < r.json["ops"]["read"]["count"] <= 2 * 1001
     assert r.json["config"]["rate_iops"] == 2000
+
+
+def test_rate_iops_is_a_cap_a_stalled_run_does_not_make_up_what_it_missed(iobench, prepared):
+    """A stall (the process stopped for 1.5 s, as a host that froze) leaves the schedule behind:
+    the slots it let pass are dropped, so no interval after it holds more than its share of the
+    rate. A pacer that made them up issued 1.5 s of requests at once (a compliance impact cap
+    that bursts). The bound holds however loaded the machine is: per thread, the issues of an
+    interval are due at least gap apart, and its completions are at most its issues plus one."""
+    rate, nth, ival = 400, 2, 0.5
+    start = time.time() + 2.0           # the measured window starts here (--start-at), whatever the setup took
+    p = subprocess.Popen([iobench, "run", "--dir", prepared, *SMALL, *PACED[:3], "--rate-iops", str(rate),
+                          "--threads", str(nth), "--time", "6", "--report-interval", str(ival), "--start-at",
+                          "%.3f" % start], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(max(0.0, start + 1.0 - time.time()))
+        p.send_signal(signal.SIGSTOP)
+        time.sleep(1.5)
+        p.send_signal(signal.SIGCONT)
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, err
+    j = json.loads(out)
+    ivs = j["intervals"]
+    # the stall is in the record: a whole interval without a completion
+    assert any(i["read_ops"] == 0 for i in ivs), [i["read_ops"] for i in ivs]
+    assert all(i["read_ops"] <= rate * i["duration_s"] + 3 * nth for i in ivs), \
+        [(i["t"], i["read_ops"]) for i in ivs]
+    assert j["ops"]["read"]["count"] < rate * 6
 
 
 @pytest.mark.parametrize("args,flag", [

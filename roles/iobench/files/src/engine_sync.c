@@ -21,7 +21,9 @@ static inline __attribute__((always_inline)) void *sync_loop(thread_t *t, const 
     unsigned char *buf = t->buf;
     uint32_t *const vmap = b->vmap;
     /* --rate-iops: this thread's requests are due every gap ns (issue times fixed in advance;
-     * latency is still measured from the actual issue) */
+     * latency is still measured from the actual issue). A cap, not an average: the slots a
+     * slow request or a stalled host let pass are dropped, never made up in a burst, so no
+     * window of W s holds more than W x rate issues, plus two per thread at its edges */
     const uint64_t gap = o->rate_iops > 0 ? (uint64_t)(1e9 * (double)b->nth / o->rate_iops) : 0;
     uint64_t due = 0;
     if (atomic_load(&b->stop)) return NULL;
@@ -31,7 +33,7 @@ static inline __attribute__((always_inline)) void *sync_loop(thread_t *t, const 
         if (limit && t->measured >= limit) break;
         if (gap) {
             uint64_t now = now_ns();
-            if (!due) due = now;
+            if (!due || (now > due && now - due >= gap)) due = now;
             if (due >= deadline) break;
             while (due > now && !stop_requested(b)) {   /* sleep in slices of at most 50 ms */
                 uint64_t until = due - now > 50000000ull ? now + 50000000ull : due;
