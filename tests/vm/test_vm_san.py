@@ -8,7 +8,8 @@ VM tier are iSCSI initiators whose dm-multipath groups each LUN's paths by WWID.
   which portal 0 is cut and restored (``fleetqual_failover``), and then each host's own plan
   (writes and reads, every block read verified). Each record names the map, both paths, their
   portals and states; the array's aggregate IOPS equals the sum of its initiators' device
-  counters (the path devices under each host's map, read at its window's edges) within 5 %;
+  counters of the kind it issued (writes, on the path devices under each host's map, read at
+  its window's edges) within 5 %;
   each initiator stalled through the cut, saw no I/O error and read back every block it wrote;
   each host's own workloads equal their paths' counters within 5 %; LUN 1 is blank again
   afterwards.
@@ -147,12 +148,16 @@ def _paths(rec):
     return {p["name"] for p in rec["targets"][0]["multipath"]["paths"]}
 
 
-def _device_ops(window, paths):
-    """Requests the path devices completed over a window (iobench --devstat: each one's
-    /sys/block/<dev>/stat at the window's edges; reads + writes)."""
+# the fields of /sys/block/<dev>/stat that count completed requests (Documentation/block/stat.rst)
+STAT_FIELD = {"read": 0, "write": 4}
+
+
+def _device_ops(window, paths, kinds):
+    """Requests of these kinds the path devices completed over a window (iobench --devstat: each
+    one's /sys/block/<dev>/stat at the window's edges)."""
     devstat = window.get("devstat") or {}
     assert set(devstat) == paths, (devstat.keys(), paths, window.get("devstat_error"))
-    return sum((d["end"][0] - d["start"][0]) + (d["end"][4] - d["start"][4]) for d in devstat.values())
+    return sum(d["end"][STAT_FIELD[k]] - d["start"][STAT_FIELD[k]] for d in devstat.values() for k in kinds)
 
 
 @pytest.mark.parametrize("host", [FIRST, SECOND])
@@ -202,8 +207,14 @@ def test_the_arrays_aggregate_is_the_sum_of_its_initiators_device_counters(san_r
         device = 0.0
         for h in active:
             e = next(x for x in runs[h]["steps"] if x["index"] == s["index"])
-            window = e["result"]["bench"]["window"]
-            device += _device_ops(window, _paths(san_run.record(h))) / (window["end_epoch"] - window["start_epoch"])
+            bench = e["result"]["bench"]
+            # the kinds the step issued (random writes): the paths also complete reads it never
+            # issued, the guest's own during the failover's path events (54-80 on the surviving
+            # path in every run, whatever the step's rate), as each host's own workload shows
+            kinds = [k for k in ("read", "write") if bench["ops"][k]["count"]]
+            assert kinds == ["write"], kinds
+            window = bench["window"]
+            device += _device_ops(window, _paths(san_run.record(h)), kinds) / (window["end_epoch"] - window["start_epoch"])
         agg = s["aggregate"]["iops"]
         assert agg > 0 and abs(agg - device) <= TOLERANCE * device, (s["index"], agg, device)
 
