@@ -119,18 +119,19 @@ def _user_targets(p):
     return resolved
 
 
-def _inventory_targets(p):
-    targets = _user_targets(p)
+def _inventory_targets(p, targets):
+    """What the drive inventory reads: the resolved targets' paths and devices (the test
+    directory when there are none)."""
     out = [] if targets else [p["path"]]
     out += [t["path"] for t in targets if t.get("kind") == "path"]
     out += [t["device"] for t in targets if t.get("kind") == "device"]
     return out
 
 
-def _check_devices(p):
-    """The raw-device guard's entries: the device targets without their report name."""
+def _check_devices(targets):
+    """The raw-device guard's entries: the resolved device targets without their report name."""
     return [dict((k, v) for k, v in t.items() if k not in ("name", "kind", "shorthand"))
-            for t in _user_targets(p) if t.get("kind") == "device"]
+            for t in targets if t.get("kind") == "device"]
 
 
 def _packages(p, out):
@@ -331,9 +332,10 @@ def start(p, check_mode=False):
     if not check_mode:
         # the AnsiballZ payloads that killed module runs of this collection left (docs/privileges.md)
         out["stale_payloads_removed"] = _payloads.clean()
+    targets = _user_targets(p)
     try:
-        drives = _drives_inventory.host_inventory(targets=_inventory_targets(p), health=p.get("health", True),
-                                                  check_devices=_check_devices(p), sysfs_root=p.get("sysfs_root") or "/sys",
+        drives = _drives_inventory.host_inventory(targets=_inventory_targets(p, targets), health=p.get("health", True),
+                                                  check_devices=_check_devices(targets), sysfs_root=p.get("sysfs_root") or "/sys",
                                                   dev_root=p.get("dev_root") or "/dev")
     except _drives.DrivesError as exc:
         raise StartError("drives: %s" % exc.msg, drives=exc.result, **out)
@@ -410,7 +412,7 @@ def cleanup(p, check_mode=False):
     problems = []
     if p.get("health_after"):
         try:
-            out["drives_after"] = _drives_inventory.host_inventory(targets=_inventory_targets(p), health=True,
+            out["drives_after"] = _drives_inventory.host_inventory(targets=_inventory_targets(p, _user_targets(p)), health=True,
                                                                    sysfs_root=p.get("sysfs_root") or "/sys",
                                                                    dev_root=p.get("dev_root") or "/dev")
             lift_warnings(out, out["drives_after"])

@@ -64,6 +64,8 @@ TEST_CLOCK_ENV = "FLEETQUAL_TEST_CLOCK_OFFSET_S"
 # iobench's start, then iobench's setup: open the files, drop their page cache, start the
 # threads; the devices and probes are done before); arrays.STEP_GAP_S leaves room for it
 LAUNCH_LEAD_S = 1.5
+# the rehearsal's iobench exec gives up after this (the job's own start would then be late too)
+REHEARSAL_EXEC_TIMEOUT_S = 20
 # a host whose rehearsed launch (probes, collectors, an iobench exec) took launch_s starts
 # iobench LAUNCH_MARGIN x launch_s before the warm-up when that is more (a loaded or emulated
 # host: measured, not guessed), at most MAX_LAUNCH_LEAD_S
@@ -404,25 +406,31 @@ class ArrayRun:
     def rehearse(self, steps, rank):
         """Seconds this host takes to launch a step, measured before it says ready: its first
         active step's probes (``workload.prepare``, whether iobench reads device counters),
-        its collectors started and stopped, and an iobench started (``run --help``); None
-        when it has no active step or the probes refuse the step (the step says why)."""
+        its collectors started and stopped, and an iobench executed (``--version``); None
+        when it has no active step, the probes refuse the step (the step says why) or the
+        rehearsal itself failed (the launch lead is then its floor)."""
         step = next((s for s in steps if rank < int(s["initiators"])), None)
         if step is None:
             return None
         began = time.monotonic()
-        params = self.job.params_for(step_workload(self.spec, step), 60)
-        errors, _sizes, info, source, tools = _workload.prepare(params)
-        if errors:
-            return None
-        _workload.supports_devstat(params["binary"])
-        collector = Collector(info["devices"], params["collect_interval"], source, tools)
         try:
-            collector.start()
-        except OSError:
-            pass
-        finally:
-            collector.stop()
-        _workload.run_help(params["binary"])
+            params = self.job.params_for(step_workload(self.spec, step), 60)
+            errors, _sizes, info, source, tools = _workload.prepare(params)
+            if errors:
+                return None
+            _workload.supports_devstat(params["binary"])
+            collector = Collector(info["devices"], params["collect_interval"], source, tools)
+            try:
+                collector.start()
+            except OSError:
+                pass            # the step's own start says so; its launch is still measured
+            finally:
+                collector.stop()
+            # an exec of its own: the help text behind supports_devstat is read once per job
+            subprocess.run([params["binary"], "--version"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=REHEARSAL_EXEC_TIMEOUT_S, check=False)
+        except (OSError, ValueError, KeyError, TypeError, subprocess.SubprocessError):
+            return None
         return round(time.monotonic() - began, 3)
 
     def wait_start(self):

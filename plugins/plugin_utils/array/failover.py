@@ -171,17 +171,19 @@ def _window_end(log, changes, path=None):
     return end
 
 
-def kernel_lines(kernel, log, offset_s=0.0, paths=None):
+def kernel_lines(kernel, log, offset_s=0.0, paths=None, changes=None):
     """The host's kernel storage lines (the job's kernel section, ``messages``) and
     dm-multipath's reinstatements, from the cut to a little after the restore or the failed
     paths' reinstatement (:func:`path_changes`), oldest first: ``[{"t_s" (from the cut),
     "kind", "text"}]``. ``offset_s``: the host's clock minus the controller's; ``paths``: as
-    :func:`path_changes` (a line on another disk left out; one that names none kept)."""
+    :func:`path_changes` (a line on another disk left out; one that names none kept);
+    ``changes``: :func:`path_changes` of the same arguments when the caller has it."""
     cut = _event(log, "cut")
     if not cut:
         return []
     start = cut["start"] + offset_s
-    changes = path_changes(kernel, log, offset_s, paths)
+    if changes is None:
+        changes = path_changes(kernel, log, offset_s, paths)
     end = start + _window_end(log, changes)
     out = []
     for m in (kernel or {}).get("messages") or []:
@@ -212,8 +214,8 @@ def attach(run, log, kernel):
         if e.get("index") == step:
             devices = (((e.get("result") or {}).get("collector") or {}).get("devices")) or None
             paths = set(devices) if devices else None
-            e["failover_kernel"] = kernel_lines(kernel, log, offset, paths)
             e["failover_paths"] = path_changes(kernel, log, offset, paths)
+            e["failover_kernel"] = kernel_lines(kernel, log, offset, paths, e["failover_paths"])
     return run
 
 

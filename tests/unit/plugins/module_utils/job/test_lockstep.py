@@ -243,6 +243,21 @@ def test_one_lock_step_window_on_a_skewed_host_clock(iobench_binary, adir, monke
     assert e["launch"]["reached_s"] >= e["launch"]["probed_s"] >= e["launch"]["launched_s"], e["launch"]
 
 
+def test_a_rehearsal_that_cannot_run_leaves_the_floor_lead_and_one_that_can_measures(iobench_binary, adir, monkeypatch):
+    job, steps = _job_for(iobench_binary, adir, rank=0)
+    run = ls.ArrayRun(job)
+    measured = run.rehearse(steps, 0)
+    assert isinstance(measured, float) and measured > 0
+    # a host no step is active on has nothing to rehearse
+    assert run.rehearse([dict(s, initiators=1) for s in steps], 1) is None
+
+    def broken(_params):
+        raise OSError("no such device")
+    monkeypatch.setattr(ls._workload, "prepare", broken)
+    assert run.rehearse(steps, 0) is None
+    assert ls.launch_lead(None) == ls.LAUNCH_LEAD_S
+
+
 def test_timedatectl_state_when_chrony_is_absent():
     answers = {"chronyc": None, "timedatectl": "NTPSynchronized=yes\nNTP=yes\n"}
     got = ls.sync_state(run=lambda argv: answers[argv[0]])

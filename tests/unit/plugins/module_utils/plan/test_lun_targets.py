@@ -98,9 +98,11 @@ def test_the_plan_and_the_hosts_guard_carry_the_lun():
     assert S.resolved_targets(specs) == [{"name": "lun0", "kind": "device", "device": "/dev/disk/by-id/dm-uuid-mpath-"
                                           + WWID, "serial": None, "wwid": WWID, "expected_paths": 2}]
     p = {"targets": raw, "path": "/var/tmp/fleetqual"}
-    assert S._check_devices(p) == [{"device": "/dev/disk/by-id/dm-uuid-mpath-" + WWID, "wwid": WWID,
+    targets = S._user_targets(p)
+    assert S._check_devices(targets) == [{"device": "/dev/disk/by-id/dm-uuid-mpath-" + WWID, "wwid": WWID,
                                     "destroy_data": True, "serial": None, "size": 64 << 20, "expected_paths": 2}]
-    assert S._inventory_targets(p) == ["/dev/disk/by-id/dm-uuid-mpath-" + WWID]
+    assert S._inventory_targets(p, targets) == ["/dev/disk/by-id/dm-uuid-mpath-" + WWID]
+    assert S._inventory_targets(p, []) == ["/var/tmp/fleetqual"]
 
 
 def test_a_lun_shared_by_hosts_without_regions_of_their_own_is_refused_before_any_host():
