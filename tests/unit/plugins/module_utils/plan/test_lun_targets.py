@@ -100,7 +100,7 @@ def test_the_plan_and_the_hosts_guard_carry_the_lun():
     p = {"targets": raw, "path": "/var/tmp/fleetqual"}
     targets = S._user_targets(p)
     assert S._check_devices(targets) == [{"device": "/dev/disk/by-id/dm-uuid-mpath-" + WWID, "wwid": WWID,
-                                    "destroy_data": True, "serial": None, "size": 64 << 20, "expected_paths": 2}]
+                                          "destroy_data": True, "serial": None, "size": 64 << 20, "expected_paths": 2}]
     assert S._inventory_targets(p, targets) == ["/dev/disk/by-id/dm-uuid-mpath-" + WWID]
     assert S._inventory_targets(p, []) == ["/var/tmp/fleetqual"]
 
