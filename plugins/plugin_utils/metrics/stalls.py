@@ -27,9 +27,13 @@ which not one request completed. docs/integrity.md, "Stalls", explains the rule:
   nothing: the host did not run it (CPU starvation, a pause), which is not the device
   either; counted in ``idle``. When the sampler itself (a thread reading sysfs at a steady
   cadence) did not run through nearly the whole silence, missing its cadence by ``STALL_S``
-  or more, the host ran none of the job's processes (:func:`sampler_gap`): ``paused``.
-  Without two samples spanning half of a silence (``others`` None) a silence long enough
-  is a stall, as it is when the device held requests and completed none.
+  or more, the host ran none of the job's processes (:func:`sampler_gap`): ``paused``; so
+  too when the samples say nothing of the device inside the silence (``others`` None) and
+  the sampler missed its cadence (gaps of ``MISSED_FACTOR`` x its cadence or more) through
+  nearly all of it (:func:`missed_cadence`: a host that ran it once in a second where it was
+  due five times). Otherwise, without two samples spanning half of a silence (``others``
+  None), a silence long enough is a stall, as it is when the device held requests and
+  completed none.
 
 The interval series is iobench's own (``bench.intervals``: ``t`` is the interval's end in
 seconds from the window's start, ``duration_s``, ``read_ops``/``write_ops``/``fsync_ops`` and
@@ -44,6 +48,9 @@ from ansible_collections.fleetqual.storage.plugins.module_utils.plan.vocabulary 
 
 STALL_S = 1.0
 MIN_EXPECTED = 3.0
+# a gap between two device samples of this many times the sampler's cadence is a cadence
+# missed: the host did not run the job's sampler thread on time
+MISSED_FACTOR = 3.0
 
 
 def _max_us(iv):
@@ -102,6 +109,18 @@ def sampler_gap(samples, t0, t1):
     return max(pairs, key=lambda p: p[1]) if pairs else None
 
 
+def missed_cadence(samples, t0, t1, every):
+    """The part of ``[t0, t1]`` (epochs, seconds) that lies in gaps between consecutive device
+    samples of ``MISSED_FACTOR`` x ``every`` (the sampler's cadence) or more: when the sampler
+    was not run on time. None without a sample on each side or a cadence."""
+    if not isinstance(samples, dict) or not (is_number(every) and every > 0):
+        return None
+    es = sorted(x["e"] for x in samples.get("samples") or [] if isinstance(x, dict) and is_number(x.get("e")))
+    if not es or es[0] > t0 or es[-1] < t1:
+        return None
+    return sum(max(0.0, min(b, t1) - max(a, t0)) for a, b in zip(es, es[1:]) if b - a >= MISSED_FACTOR * every)
+
+
 def _sample_interval(samples):
     """The interval the samples were meant to be read at (``device_samples.interval``, the
     foreign-I/O settings' ``interval``), or None."""
@@ -150,13 +169,16 @@ def stall_figures(intervals, rate_iops=None, samples=None, start_epoch=None):
     every = _sample_interval(samples)
     for a, b in silences:
         seconds = round(b - a, 3)
-        others = idle = gap = None
+        others = idle = gap = missed = None
         if seconds >= STALL_S - 1e-9 and is_number(start_epoch):
             others, idle = device_inside(samples, start_epoch + a, start_epoch + b)
             gap = sampler_gap(samples, start_epoch + a, start_epoch + b)
+            missed = missed_cadence(samples, start_epoch + a, start_epoch + b, every)
         # the sampler missed its cadence by a stall's length or more, over (nearly) the whole
-        # silence: the host did not run the job's processes
-        paused = bool(every and gap and gap[0] >= every + STALL_S and gap[1] >= seconds - every)
+        # silence: the host did not run the job's processes; or, the samples saying nothing
+        # of the device inside it, the sampler missed its cadence through (nearly) all of it
+        paused = bool(every and ((gap and gap[0] >= every + STALL_S and gap[1] >= seconds - every)
+                                 or (others is None and missed is not None and missed >= seconds - every)))
         out.append({"from_s": round(a, 3), "to_s": round(b, 3), "seconds": seconds, "others": others,
                     "idle": bool(idle) and not _served(others) and not paused,
                     "paused": paused and not _served(others)})

@@ -237,3 +237,50 @@ def test_a_silence_the_hosts_own_sampler_did_not_run_through_is_a_paused_host():
     # a gap of half the silence is not a pause of the whole of it
     half = device_samples([(1001.9, 5100, 3), (1002.0, 5100, 3), (1002.5, 5100, 3), (1003.1, 5100, 3)])
     assert stalls.stall_figures(ivs, samples=half, start_epoch=1000.0)["stalls"] == 1
+
+
+def test_a_silence_the_sampler_ran_once_in_where_it_was_due_five_times_is_a_paused_host():
+    """A loaded CI run's quick profile on this machine's disk (its record, epochs from the
+    window's start): the sampler, due every 0.2 s, read the device at 2.211 s, 5.392 s and
+    6.08 s; the job completed nothing from 3 s to 4 s and from 5 s to 6 s (one write took
+    2393 ms). Neither gap alone covers the second silence, and its one sample inside says
+    nothing of the device: the host ran the job's sampler once where it was due five times."""
+    start = 1000.0
+    ivs = [{"t": t, "duration_s": d, "read_ops": 0, "write_ops": w, "fsync_ops": f, "read_max_us": 0.0,
+            "write_max_us": m, "fsync_max_us": 0.0}
+           for t, d, w, f, m in ((1.0, 1.0, 7358, 74, 95791.7), (2.0, 1.0, 307, 3, 371777.1), (3.0, 1.0, 1112, 11, 108679.3),
+                                 (4.0, 1.0, 0, 0, 0.0), (5.0, 1.0, 1, 0, 2392863.3), (6.0, 1.0, 0, 0, 0.0),
+                                 (6.224, 0.224, 0, 1, 0.0))]
+    ran = device_samples([(start + 2.211, 65721828, 0), (start + 5.392, 65722523, 0), (start + 6.08, 65722584, 1)])
+    f = stalls.stall_figures(ivs, samples=ran, start_epoch=start)
+    assert [(s["from_s"], s["to_s"], s["others"], s["paused"]) for s in f["silences"]] == [
+        (3.0, 4.0, None, True), (5.0, 6.0, None, True)]
+    assert (f["stalls"], f["paused"]) == (0, 2) and stalls.stall_message("cache-rndwr-t1", f) is None
+    # the same silences with the sampler on time through them, its samples inside too close
+    # together to say what the device did: stalls, as before
+    kept = device_samples([(start + e, 5000, 2) for e in (2.9, 3.45, 3.5, 4.05, 4.6, 4.9, 5.45, 5.5, 6.05)])
+    f = stalls.stall_figures(ivs, samples=kept, start_epoch=start)
+    assert [s["others"] for s in f["silences"]] == [None, None] and (f["stalls"], f["paused"]) == (2, 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(0.0, 4.0, allow_nan=False), min_size=2, max_size=30, unique=True),
+       st.floats(0.5, 2.0), st.floats(0.5, 2.5), st.sampled_from([0.2, 0.5, 1.0]))
+def test_missed_cadence_is_the_silence_inside_gaps_of_three_cadences(offsets, t0, length, every):
+    es = sorted(offsets)
+    samples = {"samples": [{"e": e} for e in es]}
+    t1 = t0 + length
+    got = stalls.missed_cadence(samples, t0, t1, every)
+    if es[0] > t0 or es[-1] < t1:
+        assert got is None
+        return
+    # measured on a fine grid: a point of the silence is missed when the samples on each side
+    # of it are three cadences apart or more
+    step, missed, n = 0.0005, 0, int(length / 0.0005)
+    for i in range(n):
+        x = t0 + (i + 0.5) * step
+        before = max(e for e in es if e <= x)
+        after = min(e for e in es if e >= x)
+        missed += after - before >= stalls.MISSED_FACTOR * every
+    assert abs(got - missed * step) <= 2 * len(es) * step + 1e-9
+    assert 0.0 <= got <= length + 1e-9
