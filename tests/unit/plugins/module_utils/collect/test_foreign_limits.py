@@ -150,7 +150,7 @@ def _remove_group(path):
 @pytest.fixture
 def loop():
     _blkio()
-    with loopdev.loop_ext4(256, prefix="fq-limits-") as lp:
+    with loopdev.loop_ext4(256, prefix="fq-limits-", where="/dev/shm") as lp:
         d = os.path.join(lp["mnt"], "fq")
         os.mkdir(d, 0o700)
         yield dict(lp, dir=d)
