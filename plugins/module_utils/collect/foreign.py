@@ -232,9 +232,10 @@ class Sampler(threading.Thread):
 
 # --------------------------------------------------------------------------- silences
 
-# The device samples a workload outside a compliance run keeps (``device_samples``): read
-# this often, so that a silence of one second holds several of them, and at most the last
-# hour of them in memory (a silence earlier in a longer workload is judged without them).
+# The device samples every workload keeps (``device_samples``; a compliance run's too, beside
+# its foreign-I/O samples): read this often, so that a silence of one second holds several of
+# them, and at most the last hour of them in memory (a silence earlier in a longer workload
+# is judged without them).
 SILENCE_SAMPLE_S = 0.2
 SILENCE_KEEP = int(3600 / SILENCE_SAMPLE_S)
 

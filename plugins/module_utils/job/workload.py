@@ -327,16 +327,16 @@ def run_workload(p, stop=None, sizes=None, collector_info=None, source=None, too
             collector_info["source"] = "none"
             collector_info["reason"] = "; ".join(
                 [r for r in (collector_info["reason"], "could not start the %s collectors: %s" % (source, e)) if r])
-        # outside a compliance run (whose foreign-I/O sampler reads the same counters), the
-        # devices' counters a few times a second: whether a silence of the benchmark was the
-        # device's (docs/integrity.md, "Stalls")
+        # the devices' counters a few times a second: whether a silence of the benchmark was
+        # the device's (docs/integrity.md, "Stalls"); in a compliance run too, whose
+        # foreign-I/O sampler reads them once a report interval, too seldom to see inside a
+        # one-second silence
         silence = None
-        if fx is None:
-            readable = _foreign.readable_devices(collector_info["devices"])
-            if readable:
-                silence = _foreign.Sampler(readable, None, None, {"interval": _foreign.SILENCE_SAMPLE_S},
-                                           threading.Event(), keep=_foreign.SILENCE_KEEP)
-                silence.start()
+        readable = _foreign.readable_devices(collector_info["devices"])
+        if readable:
+            silence = _foreign.Sampler(readable, None, None, {"interval": _foreign.SILENCE_SAMPLE_S},
+                                       threading.Event(), keep=_foreign.SILENCE_KEEP)
+            silence.start()
         try:
             if fx is not None:
                 rc, out, err, timed_out, started, ended = run_bench(argv, p["timeout"], bench_stop, preexec_fn,

@@ -17,8 +17,9 @@ which not one request completed. docs/integrity.md, "Stalls", explains the rule:
 * a workload paced so slowly (``rate_iops``) that fewer than ``MIN_EXPECTED`` completions
   are due in ``STALL_S`` is not judged (an empty interval is its cadence, not a stall);
 * a silence is read against the device's own counters read inside it (the result's
-  ``foreign`` samples in a compliance run, its ``device_samples`` otherwise: the devices'
-  ``/sys/block/<dev>/stat`` a few times a second). When the device completed at least
+  ``device_samples``: the devices' ``/sys/block/<dev>/stat`` a few times a second, in a
+  compliance run too; its ``foreign`` samples, read once a report interval, when it has
+  none). When the device completed at least
   ``MIN_EXPECTED`` requests inside it (``others``: the device's completions less the job's
   own, where a cgroup tells them apart; else every completion, the job's own writeback
   included), the device did not stall: the job's requests waited behind that work. Such a
@@ -178,7 +179,8 @@ def stall_figures(intervals, rate_iops=None, samples=None, start_epoch=None):
         # silence: the host did not run the job's processes; or, the samples saying nothing
         # of the device inside it, the sampler missed its cadence through (nearly) all of it
         paused = bool(every and ((gap and gap[0] >= every + STALL_S and gap[1] >= seconds - every)
-                                 or (others is None and missed is not None and missed >= seconds - every)))
+                                 or (others is None and missed is not None
+                                     and missed >= max(seconds - every, seconds / 2.0))))
         out.append({"from_s": round(a, 3), "to_s": round(b, 3), "seconds": seconds, "others": others,
                     "idle": bool(idle) and not _served(others) and not paused,
                     "paused": paused and not _served(others)})

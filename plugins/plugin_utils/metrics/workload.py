@@ -314,7 +314,7 @@ def workload_metrics(record):
         m["steady_state"] = steady_state_of(bench)
         m["stability"] = run_pace(bench.get("intervals"))
         m["stall"] = stall_figures(bench.get("intervals"), as_number(dig(bench, "config", "rate_iops")),
-                                   result.get("foreign") or result.get("device_samples"),
+                                   result.get("device_samples") or result.get("foreign"),
                                    as_number(dig(bench, "window", "start_epoch")))
         m["search"] = search_figures(bench)
         m["db"] = db_figures(bench)

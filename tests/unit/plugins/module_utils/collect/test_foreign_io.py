@@ -337,6 +337,10 @@ def test_impact_limits_are_applied_and_recorded(iobench_binary, loop_ext4):
     assert cfg["threads"] == 2
     assert cfg["rate_iops"] == pytest.approx(4 * 1048576 / 16384)       # 4 MiB/s of 16K requests
     assert rec["metrics"]["iops"] <= 1.1 * cfg["rate_iops"]
+    # beside the foreign-I/O samples, the device's counters five times a second: what the stall
+    # rule reads a silence from (docs/integrity.md "Stalls")
+    ds = rec["result"]["device_samples"]
+    assert ds["interval"] == 0.2 and ds["devices"] == [loop_ext4["dev"]], ds
 
 
 def test_the_budget_skips_what_it_cannot_start(iobench_binary, loop_ext4):

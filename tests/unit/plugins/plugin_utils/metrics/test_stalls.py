@@ -284,3 +284,19 @@ def test_missed_cadence_is_the_silence_inside_gaps_of_three_cadences(offsets, t0
         missed += after - before >= stalls.MISSED_FACTOR * every
     assert abs(got - missed * step) <= 2 * len(es) * step + 1e-9
     assert 0.0 <= got <= length + 1e-9
+
+
+def test_a_compliance_runs_silence_is_read_from_its_device_samples_not_its_coarser_foreign_ones():
+    """A compliance result carries both: its foreign-I/O samples, once a report interval
+    (one inside a one-second silence: they cannot say), and the device samples five times a
+    second, which can (here the device served others: the job waited, no stall)."""
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import workload as metrics
+    start = 1000.0
+    bench = {"intervals": series([900, 880, 0, 910]), "window": {"start_epoch": start}, "config": {}}
+    coarse = {"settings": {"interval": 1.0},
+              "samples": [{"e": start + e, "d": {"sdb": [5000, 0, 0, 0, 0, 0, 0, 3]}, "c": None} for e in (1.9, 2.5, 3.1)]}
+    fine = device_samples([(start + 1.9 + 0.2 * i, 5000 + 40 * i, 3) for i in range(7)])
+    alone = metrics.workload_metrics({"bench": bench, "foreign": coarse})["stall"]
+    assert alone["silences"][0]["others"] is None and alone["stalls"] == 1
+    both = metrics.workload_metrics({"bench": bench, "foreign": coarse, "device_samples": fine})["stall"]
+    assert both["silences"][0]["others"] >= 3 and (both["stalls"], both["starved"]) == (0, 1)
