@@ -29,10 +29,11 @@ def test_real_run_reaches_steady_state(ib, prepared):
     assert ev["range"] <= ev["range_limit"] and ev["slope_excursion"] <= ev["slope_limit"]
     last5 = ss["rounds"][-5:]
     assert abs(ev["avg"] - sum(x["iops"] for x in last5) / 5) < 1e-3 * ev["avg"]
-    # the measured window is the last five rounds
+    # the measured window is the last five rounds, on one timeline with them (equal to the
+    # JSON's microsecond; a round's own clock reads drifted 41 us from the window's on a loaded run)
     assert ss["measured_rounds"] == [ss["round"] - 4, ss["round"]]
-    assert abs(j["window"]["start_epoch"] - last5[0]["start_epoch"]) < 1e-5
-    assert abs(j["window"]["end_epoch"] - last5[-1]["end_epoch"]) < 1e-5
+    assert abs(j["window"]["start_epoch"] - last5[0]["start_epoch"]) <= 2e-6
+    assert abs(j["window"]["end_epoch"] - last5[-1]["end_epoch"]) <= 2e-6
     assert len(j["intervals"]) == 10
     assert sum(i["read_ops"] for i in j["intervals"]) == j["ops"]["read"]["count"]
     per_round = [x["iops"] * (x["end_epoch"] - x["start_epoch"]) for x in last5]

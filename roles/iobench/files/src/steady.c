@@ -173,6 +173,8 @@ int run_steady(options_t *o, int *fds, ss_res_t *sr)
     uint64_t *pos = NULL;
     if (!win) return EXIT_INTERNAL;
     int have = 0, rc = 0;
+    double anchor_epoch = 0;
+    uint64_t anchor_ns = 0;
     double *y = calloc((size_t)w, sizeof *y);
     if (!y) { free(win); return EXIT_INTERNAL; }
     for (int k = 0; k < o->ss_max_rounds; k++) {
@@ -191,6 +193,15 @@ int run_steady(options_t *o, int *fds, ss_res_t *sr)
             if (!rc) { err_msg("%s", b->setup_err); rc = EXIT_ENV; }
             bench_free_owned(b);
             break;
+        }
+        /* one timeline for every round: each round's epoch from the first round's anchor and
+         * the monotonic clock, as the merged window's (two clock reads per round drift apart
+         * by tens of microseconds on a loaded host) */
+        if (k == 0) {
+            anchor_epoch = b->epoch_at_measure_start;
+            anchor_ns = atomic_load(&b->measure_start);
+        } else {
+            b->epoch_at_measure_start = anchor_epoch + (double)(atomic_load(&b->measure_start) - anchor_ns) / 1e9;
         }
         free(b->arena);              /* I/O buffers are not needed any more; keep the statistics */
         b->arena = NULL;

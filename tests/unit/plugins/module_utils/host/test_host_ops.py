@@ -242,7 +242,14 @@ def test_poll_gives_the_module_status_running_done_and_without_a_job(iobench_bin
         while same_status(path)["state"] == "running":
             assert time.monotonic() < end
             time.sleep(0.5)
+        # the job writes "done", then exits: alive until it has (a loaded CI run read done and
+        # alive once)
         st = same_status(path)
+        assert st["state"] == "done" and st["results"][0]["id"] == "w1", st
+        while st["alive"]:
+            assert time.monotonic() < end and st["state"] == "done", st
+            time.sleep(0.2)
+            st = same_status(path)
         assert st["state"] == "done" and st["alive"] is False and st["results"][0]["id"] == "w1"
     finally:
         if alive(pid):
