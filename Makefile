@@ -12,7 +12,7 @@ PYTEST := $(VENV)/pytest -q -p no:cacheprovider
 # The parallel test run's JUnit files and pytest base directories (one per stream).
 STREAMS := $(CURDIR)/build/test-streams
 
-.PHONY: test test-c test-py test-fleet test-rest checks lint docs-check changelog-lint docs-lint galaxy \
+.PHONY: test stream-vm stream-fleet stream-rest stream-checks test-c test-py test-fleet test-rest checks lint docs-check changelog-lint docs-lint galaxy \
 	galaxy-import galaxy-import-release sanity molecule qualify clean
 
 # Every suite. The C tests first (the pytest suites use the build); then four streams at
@@ -24,13 +24,28 @@ STREAMS := $(CURDIR)/build/test-streams
 # closing line counts every pytest stream (tests/junit_summary.py).
 # A lab that setup.sh provides but cannot run here fails its tests instead of skipping them
 # (tests/labs.py).
+# Each stream runs in a control group of its own (tests/suitecost.py), so its CPU seconds count
+# every process it started, wherever re-parented (detached jobs, sshd sessions, guests); at the
+# end the cost of each stream, of the whole command and of the 15 costliest tests is printed
+# and written to build/test-streams/cost.json (docs/testing.md, "What the suite costs").
 test: export FLEETQUAL_REQUIRE_LABS := 1
-test: test-c
+test:
 	rm -rf $(STREAMS) && mkdir -p $(STREAMS)
-	$(MAKE) -j4 --output-sync=target test-vm test-fleet test-rest checks; rc=$$?; \
+	$(COST) c --out $(STREAMS)/c.cost.json -- $(MAKE) --no-print-directory test-c
+	$(MAKE) -j4 --output-sync=target stream-vm stream-fleet stream-rest stream-checks; rc=$$?; \
+	python3 tests/suitecost.py report $(STREAMS) || rc=1; \
 	$(VENV)/python tests/junit_summary.py $(STREAMS)/fleet.xml $(STREAMS)/kernel.xml $(STREAMS)/rest.xml \
 	    $(STREAMS)/vm.xml || rc=1; \
 	[ $$rc -eq 0 ] && echo "make test: all suites passed"; exit $$rc
+
+COST := python3 tests/suitecost.py run
+STREAM_vm := test-vm
+STREAM_fleet := test-fleet
+STREAM_rest := test-rest
+STREAM_checks := checks
+stream-%:
+	FLEETQUAL_COST_TESTS=$(STREAMS)/$*.tests $(COST) $* --out $(STREAMS)/$*.cost.json -- \
+	    $(MAKE) --no-print-directory $(STREAM_$*)
 
 test-c:
 	$(MAKE) -C $(SRC) test
