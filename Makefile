@@ -43,7 +43,8 @@ STREAM_vm := test-vm
 STREAM_fleet := test-fleet
 STREAM_rest := test-rest
 STREAM_checks := checks
-stream-%:
+# a static pattern rule: make applies no implicit rule to a .PHONY target
+stream-vm stream-fleet stream-rest stream-checks: stream-%:
 	FLEETQUAL_COST_TESTS=$(STREAMS)/$*.tests $(COST) $* --out $(STREAMS)/$*.cost.json -- \
 	    $(MAKE) --no-print-directory $(STREAM_$*)
 
