@@ -27,7 +27,7 @@ def pytest_runtest_protocol(item, nextitem):  # pylint: disable=unused-argument
     cpu0, method = suitecost.current_cpu()
     t0 = time.monotonic()
     yield
-    cpu1, _ = suitecost.current_cpu()
+    cpu1 = suitecost.current_cpu()[0]
     _TESTS.append({"nodeid": item.nodeid, "cpu_s": round(cpu1 - cpu0, 2), "wall_s": round(time.monotonic() - t0, 2),
                    "method": method})
 

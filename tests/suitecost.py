@@ -109,7 +109,7 @@ def run(name, out, argv):
         proc.send_signal(signum)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, forward)
-    _, status, usage = os.wait4(proc.pid, 0)
+    status, usage = os.wait4(proc.pid, 0)[1:]
     rc = os.waitstatus_to_exitcode(status)
     wall = time.monotonic() - t0
     rec = {"name": name, "argv": argv, "rc": rc, "wall_s": round(wall, 1)}
