@@ -60,12 +60,12 @@ test-py:
 # kernel_errors: the kernel rate-limits its "I/O error, dev ..." lines machine-wide, so two
 # such tests at once could hide each other's lines).
 test-fleet:
-	$(PYTEST) --basetemp=$(STREAMS)/fleet-tmp --junitxml=$(STREAMS)/fleet.xml tests/fleet; rc=$$?; \
-	$(PYTEST) --basetemp=$(STREAMS)/kernel-tmp --junitxml=$(STREAMS)/kernel.xml -m kernel_errors tests \
+	FLEETQUAL_LOOP_RANGE=1000-1099 $(PYTEST) --basetemp=$(STREAMS)/fleet-tmp --junitxml=$(STREAMS)/fleet.xml tests/fleet; rc=$$?; \
+	FLEETQUAL_LOOP_RANGE=1100-1199 $(PYTEST) --basetemp=$(STREAMS)/kernel-tmp --junitxml=$(STREAMS)/kernel.xml -m kernel_errors tests \
 	    --ignore=tests/fleet --ignore=$(VM_TESTS) || { e=$$?; [ $$e -eq 5 ] || rc=1; }; exit $$rc
 
 test-rest:
-	$(PYTEST) --basetemp=$(STREAMS)/rest-tmp --junitxml=$(STREAMS)/rest.xml -m "not kernel_errors" tests \
+	FLEETQUAL_LOOP_RANGE=1200-1299 $(PYTEST) --basetemp=$(STREAMS)/rest-tmp --junitxml=$(STREAMS)/rest.xml -m "not kernel_errors" tests \
 	    --ignore=tests/fleet --ignore=$(VM_TESTS) --ignore=$(BMC_TESTS)
 
 # The VM tier (tests/vm, docs/testing.md "The VM tier"): Debian 12 guests under QEMU, in a
@@ -77,7 +77,7 @@ BMC_TESTS := tests/bmc
 .PHONY: test-vm
 test-vm:
 	mkdir -p $(STREAMS)
-	$(PYTEST) --basetemp=$(STREAMS)/vm-tmp --junitxml=$(STREAMS)/vm.xml $(BMC_TESTS) $(VM_TESTS)
+	FLEETQUAL_LOOP_RANGE=1300-1399 $(PYTEST) --basetemp=$(STREAMS)/vm-tmp --junitxml=$(STREAMS)/vm.xml $(BMC_TESTS) $(VM_TESTS)
 
 # The static checks, one after the other.
 checks:
@@ -122,7 +122,7 @@ sanity:
 	scripts/ansible-test-sanity.sh
 
 molecule:
-	$(VENV)/molecule test -s default
+	FLEETQUAL_LOOP_RANGE=1400-1499 $(VENV)/molecule test -s default
 
 qualify:
 	scripts/qualify-localhost.sh

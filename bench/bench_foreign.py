@@ -186,7 +186,8 @@ def hook(a):
     os.mkdir(group)
     phases = {}
     try:
-        with loopdev.loop_ext4(256, prefix="fq-bench-hookA-") as la, loopdev.loop_ext4(256, prefix="fq-bench-hookB-") as lb:
+        with loopdev.loop_ext4(256, prefix="fq-bench-hookA-", where="/var/tmp") as la, \
+                loopdev.loop_ext4(256, prefix="fq-bench-hookB-", where="/var/tmp") as lb:
             dirs = {}
             for key, lp in (("A", la), ("B", lb)):
                 dirs[key] = os.path.join(lp["mnt"], "ds")
@@ -236,7 +237,7 @@ def membership(a):
     us = {"root": [], "child": []}
     ratios, us_ratios = [], []
     try:
-        with loopdev.loop_ext4(256, prefix="fq-bench-member-") as lp:
+        with loopdev.loop_ext4(256, prefix="fq-bench-member-", where="/var/tmp") as lp:
             d = os.path.join(lp["mnt"], "ds")
             os.mkdir(d)
             prepared(d, RNDRD)
@@ -273,7 +274,7 @@ def main():
     began = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
     rows, phases, member = [], {}, None
     if a.only in (None, "variants"):
-        with loopdev.loop_ext4(512, prefix="fq-bench-foreign-") as loop:
+        with loopdev.loop_ext4(512, prefix="fq-bench-foreign-", where="/var/tmp") as loop:
             d = os.path.join(loop["mnt"], "ds")
             os.mkdir(d)
             rows = variants(a, d)

@@ -24,6 +24,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 
@@ -31,6 +32,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join(HERE, "faultdrive.c")
 MAKEFILE = os.path.join(HERE, "Makefile")
 ROOT = os.path.dirname(os.path.dirname(HERE))
+if os.path.join(ROOT, "tests", "unit") not in sys.path:
+    sys.path.append(os.path.join(ROOT, "tests", "unit"))
+import loopdev  # noqa: E402  (tests/unit/loopdev.py: loop devices of this process's own)
 CACHE = os.path.join(ROOT, "build", "faultdrive")
 SECTOR = 512  # the loop device's logical block size and the drop bitmap's unit
 
@@ -237,13 +241,8 @@ def mount_type(path):
     return None
 
 
-def loop_backing(device):
-    """The backing file of a loop device (sysfs), or None when it is detached."""
-    try:
-        with open("/sys/block/%s/loop/backing_file" % os.path.basename(device)) as fh:
-            return fh.read().strip()
-    except OSError:
-        return None
+# the backing file of a loop device (sysfs), or None when it is detached
+loop_backing = loopdev.backing_file
 
 
 _LIVE = []
@@ -329,7 +328,10 @@ class FaultDrive:
                     raise FaultDriveError("fault drive %s: not mounted at %s after 15 s: %s"
                                           % (self.name, self.mountpoint, self._log_tail()))
                 time.sleep(0.02)
-            self.device = _run(["losetup", "--direct-io=on", "--show", "-f", self.path], timeout=60).stdout.strip()
+            try:
+                self.device = loopdev.attach(self.path, direct_io=True)
+            except loopdev.LoopError as exc:
+                raise FaultDriveError("fault drive %s: %s" % (self.name, exc)) from exc
             dio = _run(["losetup", "-l", "-n", "-O", "DIO", self.device]).stdout.strip()
             if dio != "1":
                 raise FaultDriveError("fault drive %s: %s attached without direct I/O (DIO=%s)" % (self.name, self.device, dio))
@@ -355,10 +357,15 @@ class FaultDrive:
         if self.proc is not None and self.proc.poll() is None and mount_type(self.mountpoint):
             self._write_with_timeout('{"op": "clear"}\n', 5)
         if self.device:
-            res = subprocess.run(["losetup", "-d", self.device], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 text=True, timeout=120, check=False)
+            # only while it is still ours: this process bound it and our file backs it
+            # (a device the kernel cleared may be another's by now)
+            try:
+                loopdev.detach(self.device, self.path)
+                why = "held open?"
+            except loopdev.LoopError as exc:
+                why = str(exc)
             if loop_backing(self.device) == self.path:
-                errors.append("%s is still attached (held open? %s)" % (self.device, res.stderr.strip()))
+                errors.append("%s is still attached (%s)" % (self.device, why))
             self.device = None
         if self.proc is not None:
             if self.proc.poll() is None:

@@ -42,8 +42,12 @@ import time
 
 import yaml
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, _TESTS)
 from proctree import descendants  # noqa: E402  (tests/proctree.py; also read as fleetlib.descendants)
+if os.path.join(_TESTS, "unit") not in sys.path:
+    sys.path.append(os.path.join(_TESTS, "unit"))
+import loopdev  # noqa: E402  (tests/unit/loopdev.py: loop devices of this process's own)
 
 SSHD = "/usr/sbin/sshd"
 PR_SET_PDEATHSIG = 1
@@ -444,15 +448,11 @@ def loop_device(image, size, mkfs=False, mount=None):
     """A loop device over ``image`` (created, ``size`` bytes of zeros): blank, or with
     ``mkfs`` an ext4 (inode tables and journal initialised at mkfs, so no ext4lazyinit
     writes in the background of a measurement), and with ``mount`` (a directory, created)
-    mounted there. Yields ``/dev/loopN``; unmounted (lazily if busy) and detached afterwards.
-    A losetup that fails (no free loop device) skips the test."""
+    mounted there. Yields ``/dev/loopN`` (:func:`loopdev.attach`: of this process's own range);
+    unmounted (lazily if busy) and detached afterwards. A losetup that fails skips the test."""
     with open(image, "wb") as fh:
         fh.truncate(size)
-    p = _cmd(["losetup", "--find", "--show", image])
-    if p.returncode != 0:
-        import pytest
-        pytest.skip("losetup failed: %s" % p.stderr.strip())
-    dev = p.stdout.strip()
+    dev = loopdev.attach_or_skip(image)
     mounted = False
     try:
         if mkfs or mount:
@@ -467,4 +467,4 @@ def loop_device(image, size, mkfs=False, mount=None):
     finally:
         if mounted and _cmd(["umount", mount]).returncode != 0:
             _cmd(["umount", "-l", mount])
-        _cmd(["losetup", "-d", dev])
+        loopdev.detach(dev, image)

@@ -16,13 +16,13 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import tempfile
 import threading
 import time
 
 import pytest
 
+import loopdev
 from proctree import alive, descendants, wait_gone
 from fleetrun import run_playbook
 
@@ -56,15 +56,10 @@ def blank_loop():
         fh.truncate(REGION)
         fh.seek(REGION)
         fh.write(os.urandom(DISK - REGION))
-    p = subprocess.run(["losetup", "--find", "--show", img], capture_output=True, text=True, check=False)
-    if p.returncode != 0:
-        shutil.rmtree(work, ignore_errors=True)
-        pytest.skip("cannot create a loop device: %s" % p.stderr.strip())
-    dev = p.stdout.strip()
     try:
-        yield dev, img, work
+        with loopdev.attached(img) as dev:
+            yield dev, img, work
     finally:
-        subprocess.run(["losetup", "-d", dev], check=False)
         shutil.rmtree(work, ignore_errors=True)
 
 

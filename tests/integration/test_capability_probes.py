@@ -51,21 +51,18 @@ def tmpfs_loop(file_mb, tmpfs_mb):
     dev = None
     try:
         with loopdev.tmpfs(os.path.join(base, "tmpfs"), tmpfs_mb) as backing:
+            image = os.path.join(backing, "disk.img")
             try:
-                image = os.path.join(backing, "disk.img")
                 with open(image, "wb") as fh:
                     fh.truncate(file_mb << 20)
-                p = _cmd(["losetup", "--find", "--show", image])
-                if p.returncode != 0:
-                    pytest.skip("losetup failed: %s" % p.stderr.strip())
-                dev = p.stdout.strip()
+                dev = loopdev.attach_or_skip(image)
                 yield dev, os.path.basename(dev), base
             finally:
                 mnt = os.path.join(base, "mnt")
                 if os.path.ismount(mnt) and _cmd(["umount", mnt]).returncode != 0:
                     _cmd(["umount", "-l", mnt])
                 if dev:
-                    _cmd(["losetup", "-d", dev])
+                    loopdev.detach(dev, image)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

@@ -65,8 +65,9 @@ def test_a_shared_disk_is_inconclusive_and_a_quiet_one_passes(playbook, tmp_path
           "fleetqual_progress_interval": 2}
     # the quiet one over a file in a tmpfs (docs/integrity.md "Stalls": over a loaded machine's
     # disk, a loop device stalls when that disk does); the shared one on the disk, where the
-    # neighbour's reads take their share of it (in a tmpfs they were too fast to)
-    with loopdev.loop_ext4(384, prefix="fq-compliance-") as shared, \
+    # neighbour's reads take their share of it (in a tmpfs they were too fast to): /var/tmp,
+    # not loop_ext4's tmpfs default
+    with loopdev.loop_ext4(384, prefix="fq-compliance-", where="/var/tmp") as shared, \
             loopdev.loop_ext4(256, prefix="fq-compliance-quiet-", where="/dev/shm") as quiet_loop:
         other = neighbour_file(os.path.join(shared["mnt"], "neighbour.dat"), 64)
         inv = _inventory(str(tmp_path / "hosts.yml"), str(tmp_path), quiet_loop["mnt"], shared["mnt"])

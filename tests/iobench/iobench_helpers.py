@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -12,6 +13,9 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SRC = os.path.join(ROOT, "roles", "iobench", "files", "src")
+if os.path.join(ROOT, "tests", "unit") not in sys.path:
+    sys.path.append(os.path.join(ROOT, "tests", "unit"))
+import loopdev  # noqa: E402  (tests/unit/loopdev.py: loop devices of this process's own)
 BIN = os.path.join(SRC, "iobench")
 
 SMALL = ["--file-num", "4", "--total-size", "16M"]
@@ -154,14 +158,9 @@ def loop_device(size_mb, fs=None):
     backing = os.path.join(work, "disk.img")
     with open(backing, "wb") as f:
         f.truncate(size_mb << 20)
-    r = subprocess.run(["losetup", "-f", "--show", backing], capture_output=True, text=True, check=False)
-    if r.returncode != 0:
-        os.unlink(backing)
-        os.rmdir(work)
-        pytest.skip("cannot create a loop device: %s" % r.stderr.strip())
-    dev = r.stdout.strip()
-    mnt = None
+    dev = mnt = None
     try:
+        dev = loopdev.attach_or_skip(backing)
         if fs:
             # ext4: initialise inode tables and journal now, not by ext4lazyinit in the background,
             # whose writes would land in a measured window (test_devstat's "a read writes nothing")
@@ -179,6 +178,7 @@ def loop_device(size_mb, fs=None):
             if os.path.ismount(mnt):
                 subprocess.run(["umount", "-l", mnt], capture_output=True, check=False)
             os.rmdir(mnt)
-        subprocess.run(["losetup", "-d", dev], capture_output=True, check=False)
+        if dev:
+            loopdev.detach(dev, backing)
         os.unlink(backing)
         os.rmdir(work)

@@ -1,7 +1,6 @@
 """The raw device guard on real loop devices (root + losetup) and on crafted signature images.
 
 Every refused device keeps its backing file byte-identical (sha256 before and after)."""
-import contextlib
 import hashlib
 import os
 import shutil
@@ -9,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import loopdev
 import pytest
 import unitpaths
 
@@ -41,18 +41,10 @@ def _need_loop():
         pytest.skip("losetup (util-linux) is not installed")
 
 
-@contextlib.contextmanager
 def loop(img, partscan=False):
-    """Attach ``img`` to a free loop device; always detached afterwards."""
-    argv = ["losetup", "--find", "--show"] + (["-P"] if partscan else []) + [img]
-    p = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
-    if p.returncode != 0:
-        pytest.skip("losetup failed: %s" % p.stderr.strip())
-    dev = p.stdout.strip()
-    try:
-        yield dev
-    finally:
-        subprocess.run(["losetup", "-d", dev], capture_output=True, timeout=60, check=False)
+    """Attach ``img`` to a loop device of this process's own (tests/unit/loopdev.py); always
+    detached afterwards."""
+    return loopdev.attached(img, partscan=partscan)
 
 
 @pytest.fixture
@@ -298,10 +290,7 @@ def test_not_a_block_device_and_missing(tmp_path):
 def test_detached_loop_has_no_capacity():
     if os.geteuid() != 0 or shutil.which("losetup") is None:
         pytest.skip("needs root and losetup")
-    p = subprocess.run(["losetup", "--find"], capture_output=True, text=True, timeout=60, check=False)
-    dev = p.stdout.strip()
-    if p.returncode != 0 or not os.path.exists(dev):
-        pytest.skip("no free loop device node")
+    dev = loopdev.unbound_device()        # of this process's range: no other stream binds it
     r = bd.check_raw_device(dev, {"destroy_data": True}, which=lambda n: None)
     if r["size_bytes"] != 0:
         pytest.skip("%s got attached meanwhile" % dev)

@@ -7,6 +7,7 @@ import sys
 import tempfile
 import uuid
 
+import loopdev
 import pytest
 import unitpaths
 
@@ -203,10 +204,7 @@ def test_real_partitioned_loop(loop_image):
         _run("sfdisk", "--quiet", img, input="label: dos\nstart=2048, type=83\n")
     else:
         blockimg.write_mbr(img, 64 * 1024 * 1024)
-    try:
-        loop = _run("losetup", "--find", "--show", "-P", img)
-    except subprocess.CalledProcessError as e:
-        pytest.skip("losetup failed: %s" % e.stderr)
+    loop = loopdev.attach_or_skip(img, partscan=True)
     mnt = os.path.join(d, "mnt")
     os.mkdir(mnt)
     mounted = False
@@ -235,16 +233,13 @@ def test_real_partitioned_loop(loop_image):
     finally:
         if mounted:
             subprocess.call(["umount", mnt])
-        subprocess.call(["losetup", "-d", loop])
+        loopdev.detach(loop, img)
 
 
 def test_real_dm_linear_over_loop(loop_image):
     _need_root_tools("dmsetup")
     d, img = loop_image
-    try:
-        loop = _run("losetup", "--find", "--show", img)
-    except subprocess.CalledProcessError as e:
-        pytest.skip("losetup failed: %s" % e.stderr)
+    loop = loopdev.attach_or_skip(img)
     name = "fqtest-%s" % uuid.uuid4().hex[:8]
     created = mounted = False
     mnt = os.path.join(d, "mnt")
@@ -273,17 +268,14 @@ def test_real_dm_linear_over_loop(loop_image):
             subprocess.call(["umount", mnt])
         if created:
             subprocess.call(["dmsetup", "remove", "--retry", name])
-        subprocess.call(["losetup", "-d", loop])
+        loopdev.detach(loop, img)
 
 
 def test_real_loop_device_node_resolves_to_itself(loop_image):
     """A raw device target: the path is the block device node itself, so the device is its
     own major:minor (st_rdev), not devtmpfs's st_dev that holds the node."""
     _d, img = loop_image
-    try:
-        loop = _run("losetup", "--find", "--show", img)
-    except subprocess.CalledProcessError as e:
-        pytest.skip("losetup failed: %s" % e.stderr)
+    loop = loopdev.attach_or_skip(img)
     try:
         st = os.stat(loop)
         r = resolve_devices(loop)
@@ -293,4 +285,4 @@ def test_real_loop_device_node_resolves_to_itself(loop_image):
         assert r["devices"] == [name] and r["chain"] == [name], r
         assert r["reason"] is None
     finally:
-        subprocess.call(["losetup", "-d", loop])
+        loopdev.detach(loop, img)

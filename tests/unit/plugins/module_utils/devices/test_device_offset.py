@@ -15,6 +15,7 @@ import tempfile
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
+import loopdev
 import test_module_iobench
 from test_device_regions import loops, nonzero, sha  # noqa: F401  # pylint: disable=unused-import
 
@@ -38,15 +39,8 @@ def test_two_runs_in_regions_of_one_device_verify_and_touch_nothing_else(iobench
     dev, backing = devs[0]
     # a second loop device on the same file: the LUN as a second initiator sees it (iobench
     # opens a device O_EXCL, so two runs on one host's device refuse each other)
-    r = subprocess.run(["losetup", "--find", "--show", "--direct-io=on", backing], capture_output=True, text=True,
-                       check=False)
-    if r.returncode != 0:
-        pytest.skip("cannot attach a second loop device: %s" % r.stderr.strip())
-    other = r.stdout.strip()
-    try:
+    with loopdev.attached(backing, direct_io=True) as other:
         _two_initiators(iobench_binary, (dev, other), backing)
-    finally:
-        subprocess.run(["losetup", "-d", other], check=False)
 
 
 def _two_initiators(iobench_binary, devices, backing):
@@ -107,14 +101,10 @@ def blank_device():
     backing = os.path.join(work, "disk.img")
     with open(backing, "wb") as fh:
         fh.truncate(64 * MIB)
-    r = subprocess.run(["losetup", "--find", "--show", backing], capture_output=True, text=True, check=False)
-    if r.returncode != 0:
-        shutil.rmtree(work, ignore_errors=True)
-        pytest.skip("cannot create a loop device: %s" % r.stderr.strip())
     try:
-        yield r.stdout.strip(), backing
+        with loopdev.attached(backing) as dev:
+            yield dev, backing
     finally:
-        subprocess.run(["losetup", "-d", r.stdout.strip()], check=False)
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -13,13 +13,13 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import tempfile
 import time
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import loopdev
 import test_module_iobench
 from proctree import descendants
 from test_module_job import JOB, TEST_DIR, alive, call
@@ -69,14 +69,11 @@ def loops():
                 fh.truncate(REGION)
                 fh.seek(REGION)
                 fh.write(os.urandom(DISK - REGION))
-            r = subprocess.run(["losetup", "--find", "--show", backing], capture_output=True, text=True, check=False)
-            if r.returncode != 0:
-                pytest.skip("cannot create a loop device: %s" % r.stderr.strip())
-            devs.append((r.stdout.strip(), backing))
+            devs.append((loopdev.attach_or_skip(backing), backing))
         yield work, devs
     finally:
-        for dev, _backing in devs:
-            subprocess.run(["losetup", "-d", dev], check=False)
+        for dev, backing in devs:
+            loopdev.detach(dev, backing)
         shutil.rmtree(work, ignore_errors=True)
 
 

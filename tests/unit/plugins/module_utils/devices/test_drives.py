@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 
+import loopdev
 import pytest
 import unitpaths
 
@@ -503,11 +504,8 @@ def test_module_guard_on_real_loop_devices(tmp_path):
             img = str(tmp_path / ("d%d.img" % i))
             with open(img, "wb") as f:
                 f.truncate(32 * 1024 * 1024)
-            p = subprocess.run(["losetup", "--find", "--show", img], capture_output=True, text=True, timeout=60, check=False)
-            if p.returncode != 0:
-                pytest.skip("losetup failed: %s" % p.stderr.strip())
+            devs.append(loopdev.attach_or_skip(img))
             imgs.append(img)
-            devs.append(p.stdout.strip())
         subprocess.run(["mkfs.ext4", "-q", "-F", devs[1]], check=True, capture_output=True, timeout=300)
         before = [hashlib.sha256(open(i, "rb").read()).hexdigest() for i in imgs]
         r = run_module(tmp_path, health=False, check_devices=[
@@ -519,5 +517,5 @@ def test_module_guard_on_real_loop_devices(tmp_path):
         assert {d["name"]: d["transport"] for d in r["drives"]}[os.path.basename(devs[0])] == "loop"
         assert [hashlib.sha256(open(i, "rb").read()).hexdigest() for i in imgs] == before
     finally:
-        for d in devs:
-            subprocess.run(["losetup", "-d", d], capture_output=True, timeout=60, check=False)
+        for d, img in zip(devs, imgs):
+            loopdev.detach(d, img)

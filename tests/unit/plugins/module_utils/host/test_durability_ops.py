@@ -8,7 +8,6 @@ with a volatile drive cache, is tests/vm/test_vm_durability.py."""
 import os
 import shutil
 import signal
-import subprocess
 import time
 
 import pytest
@@ -35,7 +34,7 @@ def devices(tmp_path):
         image = os.path.join(mem, "raw.img")
         with open(image, "wb") as fh:
             fh.truncate(8 << 20)
-        raw = loopdev.run(["losetup", "--find", "--show", image])
+        raw = loopdev.attach(image)
         started = set(dur._PROCS)
         try:
             with loopdev.loop_ext4(112, base=mem) as fs:
@@ -48,7 +47,7 @@ def devices(tmp_path):
                 if pid not in started and proc.poll() is None:
                     proc.kill()
                     proc.wait(timeout=30)
-            subprocess.run(["losetup", "-d", raw], check=False)
+            loopdev.detach(raw, image)
 
 
 def targets(dev):

@@ -620,15 +620,8 @@ def blank_loop(tmp_path):
     img = str(tmp_path / "raw.img")
     with open(img, "wb") as fh:
         fh.truncate(64 << 20)
-    p = subprocess.run(["losetup", "--find", "--show", img], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       universal_newlines=True, timeout=60, check=False)
-    if p.returncode != 0:
-        pytest.skip("losetup failed: %s" % p.stderr.strip())
-    dev = p.stdout.strip()
-    try:
+    with loopdev.attached(img) as dev:
         yield dev, img
-    finally:
-        subprocess.call(["losetup", "-d", dev], timeout=60)
 
 
 def test_real_run_on_a_raw_loop_device(iobench_binary, blank_loop, private_tmp):
