@@ -12,18 +12,18 @@ PYTEST := $(VENV)/pytest -q -p no:cacheprovider
 # The parallel test run's JUnit files and pytest base directories (one per stream).
 STREAMS := $(CURDIR)/build/test-streams
 
-.PHONY: test stream-vm stream-fleet stream-rest stream-checks test-c test-py test-fleet test-rest checks lint docs-check changelog-lint docs-lint galaxy \
+.PHONY: test stream-vm stream-fleet stream-rest stream-checks stream-c test-c test-py test-fleet test-rest checks lint docs-check changelog-lint docs-lint galaxy \
 	galaxy-import galaxy-import-release sanity molecule qualify clean
 
-# Every suite. The C tests first (the pytest suites use the build); then four streams at
-# once, since most of their time is spent waiting on workloads, sshd round trips, guests and
-# subprocesses rather than on the CPU: the fleet tests over SSH, every other pytest
-# directory, the VM tier (its guests boot while the other streams run), and the static
-# checks. A fifth stream (the two longest files apart) made the run longer: the machine's
-# two cores are the limit, and every stream slowed by a quarter. Each stream's output is printed whole when it ends (--output-sync), and one
-# closing line counts every pytest stream (tests/junit_summary.py).
-# A lab that setup.sh provides but cannot run here fails its tests instead of skipping them
-# (tests/labs.py).
+# Every suite, as five streams under one make -j4: the C tests, then the fleet tests over SSH
+# and every other pytest directory (they use the C build); beside them from the start the VM
+# tier (its image builds and its guests boot while the other streams run) and the static
+# checks. Most of their time is spent waiting on workloads, sshd round trips, guests and
+# subprocesses rather than on the CPU; more streams made the run longer (the machine's two
+# cores are the limit: every stream slowed by a quarter). Each stream's output is printed
+# whole when it ends (--output-sync), and one closing line counts every pytest stream
+# (tests/junit_summary.py). A lab that setup.sh provides but cannot run here fails its tests
+# instead of skipping them (tests/labs.py).
 # Each stream runs in a control group of its own (tests/suitecost.py), so its CPU seconds count
 # every process it started, wherever re-parented (detached jobs, sshd sessions, guests); at the
 # end the cost of each stream, of the whole command and of the 15 costliest tests is printed
@@ -31,8 +31,7 @@ STREAMS := $(CURDIR)/build/test-streams
 test: export FLEETQUAL_REQUIRE_LABS := 1
 test:
 	rm -rf $(STREAMS) && mkdir -p $(STREAMS)
-	$(COST) c --out $(STREAMS)/c.cost.json -- $(MAKE) --no-print-directory test-c
-	$(MAKE) -j4 --output-sync=target stream-vm stream-fleet stream-rest stream-checks; rc=$$?; \
+	$(MAKE) -j4 --output-sync=target stream-vm stream-checks stream-fleet stream-rest; rc=$$?; \
 	python3 tests/suitecost.py report $(STREAMS) || rc=1; \
 	$(VENV)/python tests/junit_summary.py $(STREAMS)/fleet.xml $(STREAMS)/kernel.xml $(STREAMS)/rest.xml \
 	    $(STREAMS)/vm.xml || rc=1; \
@@ -43,8 +42,13 @@ STREAM_vm := test-vm
 STREAM_fleet := test-fleet
 STREAM_rest := test-rest
 STREAM_checks := checks
+STREAM_c := test-c
+# The VM stream and the static checks start at once, beside the C tests: the guest image's
+# build (debootstrap, minutes on a fresh machine) and the BMC lab overlap them; the fleet and
+# the other pytest tests wait for the C tests (they use the build in roles/iobench/files/src).
+stream-fleet stream-rest: stream-c
 # a static pattern rule: make applies no implicit rule to a .PHONY target
-stream-vm stream-fleet stream-rest stream-checks: stream-%:
+stream-vm stream-fleet stream-rest stream-checks stream-c: stream-%:
 	FLEETQUAL_COST_TESTS=$(STREAMS)/$*.tests $(COST) $* --out $(STREAMS)/$*.cost.json -- \
 	    $(MAKE) --no-print-directory $(STREAM_$*)
 
