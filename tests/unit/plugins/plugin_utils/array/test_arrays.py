@@ -153,8 +153,10 @@ def test_aggregate_count_is_the_hosts_counts_over_the_overlap(real_runs):
                     expected += ops * max(0.0, min(b, hi) - max(a, lo)) / (b - a)
                 elif lo <= a <= hi:        # a tail interval of no width at epoch resolution
                     expected += ops
+        # the record keeps counts and IOPS to 3 decimals (figures.py): its rounding is the bound,
+        # whatever the rate (a loaded run's 50.127 IOPS was 3e-6 off in relative terms)
         assert s["aggregate"]["count"] == pytest.approx(expected, rel=1e-9, abs=1e-3)
-        assert s["aggregate"]["iops"] == pytest.approx(expected / (hi - lo), rel=1e-6)
+        assert s["aggregate"]["iops"] == pytest.approx(expected / (hi - lo), rel=1e-9, abs=1e-3)
         # never more than the hosts did in their whole windows
         assert s["aggregate"]["count"] <= sum(benches[h][step["index"] - 1]["total"]["count"] for h in active) + 1e-6
         assert set(s["hosts"]) == set(active) and s["missing_hosts"] == []
