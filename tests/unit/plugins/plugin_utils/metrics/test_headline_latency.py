@@ -6,8 +6,9 @@ after every write of the thread); a periodic-fsync workload is headed by its wri
 its fsync percentiles beside it, because its commit span runs from the oldest write since
 the file's last fsync and so holds every write, and every pacing pause, between. The slow
 test runs the real iobench, paced (``--rate-iops``), with an fsync every 8 writes per file,
-on a loop device of its own, and compares the headline with the device's own await from
-the record's device figures."""
+on a drive of known write latency (a fault drive's delay: the device's wait, not the host's
+scheduling, is what a loaded machine leaves to compare), and compares the headline with the
+device's own await from the record's device figures."""
 import copy
 import os
 
@@ -19,6 +20,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.history import d
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import workload as metrics
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet.rows import summarize_workload
 
+import faultdrive
 import loopdev
 import test_module_iobench
 
@@ -126,16 +128,32 @@ def test_drift_never_compares_a_commit_span_with_a_write_latency():
 
 # --------------------------------------------------------------------------- a real paced run
 
+# every write the drive serves waits this long: a device of known latency, far above what a
+# loaded host's scheduling adds to a request (over a plain loop device a write took 40 us, and
+# a CI run's iobench measured 178 us for it beside three other test streams)
+WRITE_DELAY_MS = 2
+
+
 @pytest.fixture
-def loop():
-    if loopdev.missing_tools():
-        pytest.skip(loopdev.missing_tools())
-    # on the disk (/var/tmp, not loop_ext4's tmpfs default): over a tmpfs a request took some
-    # 50 us, iobench's own overhead then more than the device's await (the 2x below)
-    with loopdev.loop_ext4(256, prefix="fq-headline-", where="/var/tmp") as lp:
-        d = os.path.join(lp["mnt"], "ds")
-        os.mkdir(d)
-        yield dict(lp, dir=d)
+def loop(tmp_path):
+    """An ext4 on a fault-injecting drive (tests/faultdrive) whose every write waits
+    WRITE_DELAY_MS, its backing file in a tmpfs of the test's own."""
+    ok, why = faultdrive.faultdrive_available()
+    if not ok or loopdev.missing_tools():
+        pytest.skip(why or loopdev.missing_tools())
+    with loopdev.tmpfs(str(tmp_path / "mem"), 256) as mem:
+        with faultdrive.FaultDrive(size=192 << 20, workdir=mem, name="headline") as fd:
+            loopdev.run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", fd.device])
+            fd.set([{"kind": "delay", "ms": WRITE_DELAY_MS, "ops": "write"}])
+            mnt = str(tmp_path / "mnt")
+            os.mkdir(mnt)
+            loopdev.run(["mount", fd.device, mnt])
+            try:
+                d = os.path.join(mnt, "ds")
+                os.mkdir(d)
+                yield {"dev": fd.device, "name": os.path.basename(fd.device), "mnt": mnt, "dir": d}
+            finally:
+                loopdev.run(["umount", mnt])
 
 
 @pytest.mark.slow
@@ -156,7 +174,7 @@ def test_a_paced_periodic_fsync_run_shows_the_devices_latency_not_its_schedule(i
     assert m["dev_source"] == "devstat", m["device_note"]
     await_ms = m["dev_w_await_ms"]
     assert m["latency_op"] == "write"
-    assert await_ms and await_ms > 0
+    assert await_ms and await_ms >= WRITE_DELAY_MS * 0.9, (await_ms, "the drive's delay did not reach its writes")
     # the headline is the device's own wait (O_DIRECT: each write is one device request): the
     # headline op's mean latency (iobench's, over the window) within 2x of the device's await
     # (a mean over the same window, from its own counters), and its median never above 2x of
