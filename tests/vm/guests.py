@@ -116,6 +116,17 @@ BLKDEBUG_MAX_RULES = 1024             # read_errors: 4 MiB of failing reads in a
 # unsafe acknowledges flushes it never does (a drive that lies), writethrough writes at once
 CACHE_MODES = ("writeback", "unsafe", "writethrough")
 SAFE = re.compile(r"^[\x21-\x7e]+$")        # printable ASCII, no space
+# ssh's own words when it could not log in at all (exit 255 before any command ran)
+SSH_TRANSPORT_ERRORS = ("Connection timed out during banner exchange", "kex_exchange_identification",
+                        "Connection reset by peer", "Connection refused", "Connection closed by remote host",
+                        "connect to host")
+
+
+def transport_failed(r):
+    """Whether a finished ssh ``r`` (CompletedProcess) failed to log in, not in its command."""
+    return r.returncode == 255 and any(e in (r.stderr or "") for e in SSH_TRANSPORT_ERRORS)
+
+
 SSH_OPTS = fleetlib.SSH_ARGS.split() + ["-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=15"]
 
 SLOTS_DIR = os.path.join(vmimage.CACHE, "slots")
@@ -683,10 +694,18 @@ class Guest:
     def _ssh_argv(self, argv):
         return ["ssh"] + SSH_OPTS + ["-i", self.ssh_key, "-p", str(self.port), "root@" + self.addr, "--"] + list(argv)
 
-    def ssh(self, command, timeout=120, check=True, input=None):
-        """Run ``command`` (a shell string) as root in the guest: CompletedProcess (text)."""
-        r = subprocess.run(self._ssh_argv([command]), capture_output=True, text=True, timeout=timeout, check=False,
-                           input=input, stdin=None if input is not None else subprocess.DEVNULL)
+    def ssh(self, command, timeout=120, check=True, input=None, connect_tries=3):
+        """Run ``command`` (a shell string) as root in the guest: CompletedProcess (text). A
+        login that never reached the command (ssh's own exit 255 with one of
+        :data:`SSH_TRANSPORT_ERRORS`: a TCG guest's sshd on a loaded machine answered its banner
+        after ConnectTimeout) is tried again, ``connect_tries`` times in all, as Ansible's ssh
+        connection retries; a command's own failure never is."""
+        for attempt in range(connect_tries):
+            r = subprocess.run(self._ssh_argv([command]), capture_output=True, text=True, timeout=timeout, check=False,
+                               input=input, stdin=None if input is not None else subprocess.DEVNULL)
+            if not transport_failed(r) or attempt == connect_tries - 1:
+                break
+            time.sleep(2 * (attempt + 1))
         if check and r.returncode != 0:
             raise GuestError("%s: `%s` exited %d: %s%s" % (self.name, command, r.returncode, r.stdout[-2000:], r.stderr[-2000:]))
         return r

@@ -266,3 +266,16 @@ def test_exit_path_leaves_no_qemu_and_no_files(sig):
         assert os.path.isdir(gdir)
         assert gdir in guests.sweep_stale()
         assert not os.path.exists(gdir)
+
+
+@pytest.mark.parametrize("rc,stderr,failed", [
+    (255, "Connection timed out during banner exchange\r\nConnection to 127.0.0.1 port 40022 timed out", True),
+    (255, "kex_exchange_identification: read: Connection reset by peer", True),
+    (255, "ssh: connect to host 127.0.0.1 port 40022: Connection refused", True),
+    (255, "", False),                      # the command itself exited 255
+    (1, "Connection refused", False),      # the command's own words, not ssh's exit
+    (0, "", False),
+])
+def test_only_a_login_that_never_ran_the_command_is_tried_again(rc, stderr, failed):
+    r = subprocess.CompletedProcess(["ssh"], rc, "", stderr)
+    assert guests.transport_failed(r) is failed
