@@ -80,18 +80,23 @@ def join(group, pid):
 
 
 def remove_group(group):
-    """Remove the group if nothing is left in it; the PIDs still in it otherwise (processes
-    a stream left running: said in its record, never killed here)."""
+    """Remove the group, and the groups below it (a guest's, say, whose owner was killed),
+    if nothing is left in them; the PIDs still in them otherwise (processes a stream left
+    running: said in its record, never killed here)."""
+    left = []
+    for sub in sorted(os.scandir(group) if os.path.isdir(group) else [], key=lambda e: e.name):
+        if sub.is_dir(follow_symlinks=False):
+            left += remove_group(sub.path)
     try:
-        left = [int(p) for p in _read(os.path.join(group, "cgroup.procs")).split()]
+        here = [int(p) for p in _read(os.path.join(group, "cgroup.procs")).split()]
     except OSError:
-        return []
-    if not left:
+        return left
+    if not here and not left:
         try:
             os.rmdir(group)
         except OSError:
             pass
-    return left
+    return left + here
 
 
 def run(name, out, argv):

@@ -119,3 +119,17 @@ def test_the_report_ranks_the_costliest_tests(tests, top):
     assert rec["total"]["cpu_s"] == round(sum(s["cpu_s"] for s in streams), 1)
     assert [s["name"] for s in rec["streams"]] == ["rest", "fleet", "vm"]
     assert suitecost.render(rec).count("\n") == 3 + len(streams) + len(got)
+
+
+def test_a_group_below_a_run_is_counted_in_it_and_removed_with_it(tmp_path):
+    need_group()
+    out, own = tmp_path / "x.cost.json", tmp_path / "own"
+    # the command puts its own orphan in a group of its own below the run's (as a guest is)
+    code = ("import os, subprocess, sys; sys.path.insert(0, %r); import suitecost; "
+            "g = suitecost.make_group('sub', os.environ[suitecost.ENV_GROUP]); "
+            "p = subprocess.Popen([sys.executable, '-c', sys.argv[1], sys.argv[2], '0'], "
+            "preexec_fn=lambda: suitecost.join(g, os.getpid())); p.wait()" % HERE)
+    assert suitecost.run("nest", str(out), [sys.executable, "-c", code, ORPHAN, str(own)]) == 0
+    rec = json.loads(out.read_text())
+    assert rec["cpu_s"] + 0.1 >= float(own.read_text()) > 0, rec
+    assert rec["left_running"] == [] and not os.path.exists(rec["group"]), rec
