@@ -232,7 +232,9 @@ def pytest_terminal_summary(terminalreporter):
                                        if image.get("built_now") else "cached (built in %s s)" % image.get("build_s")))
     for name, g in boot.guests.items():
         boots = " (%d boots: power cuts)" % g.boots if g.boots > 1 else ""
-        lines.append("guest %s: %s" % (name, "SSH after %s s%s" % (g.first_boot_s, boots) if g.first_boot_s else
+        cpu = g.cpu_s()
+        cost = ", %.0f CPU-s in all" % cpu if cpu is not None else ""
+        lines.append("guest %s: %s" % (name, "SSH after %s s%s%s" % (g.first_boot_s, boots, cost) if g.first_boot_s else
                                        "did not boot: %s" % str(boot.errors.get(name))[:200]))
     lines += ["%s: %.0f s" % (k, v) for k, v in TIMES.items()]
     terminalreporter.write_sep("-", "VM tier timings")

@@ -85,6 +85,7 @@ from dataclasses import dataclass, field
 import vmimage
 
 fleetlib = vmimage.fleetlib
+import suitecost  # noqa: E402  (tests/, on sys.path through fleetlib)
 
 # guests at a time on this machine (FLEETQUAL_VM_SLOTS lowers or raises it: 2 cores, 24 GiB)
 MAX_GUESTS = int(os.environ.get("FLEETQUAL_VM_SLOTS") or 4)
@@ -466,6 +467,7 @@ class Guest:
         self.addr, self.port, self.proc = "127.0.0.1", None, None
         self.boot_s, self.image = None, None
         self.first_boot_s = None    # boot_s of the first boot (boot_s is the last one's; None while booting)
+        self._cost_group, self._cpu_final = None, None     # its CPU seconds (_charge, cpu_s)
         self.nbdkit = {}            # serial -> the nbdkit Popen serving that drive
         self._hangs = []            # Hang objects started on this guest
         self.boots = 0              # QEMU processes started on these disk files
@@ -548,6 +550,7 @@ class Guest:
             proc = self.nbdkit[drive.serial] = _LAUNCHER.popen(nbdkit_args(raw_file, drive.cache),
                                                                stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                                                env=env)
+        self._charge(proc.pid)
         deadline = time.monotonic() + timeout
         while not (os.path.exists(aux_path(raw_file, "nbd")) and os.path.exists(aux_path(raw_file, "pause"))):
             if proc.poll() is not None or time.monotonic() > deadline:
@@ -647,6 +650,32 @@ class Guest:
         self.boots += 1
         with open(self.path("qemu.err"), "w") as err:
             self.proc = _LAUNCHER.popen(self.argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err)
+        self._charge(self.proc.pid)
+
+    def _charge(self, pid):
+        """Count ``pid`` (QEMU, an nbdkit) in this guest's own control group, below the test
+        stream's (tests/suitecost.py): its CPU seconds are then the guest's, in the tier's
+        summary and in the stream's total alike. Nothing where the stream has no group."""
+        parent = os.environ.get(suitecost.ENV_GROUP)
+        if not parent or not os.path.isdir(parent):
+            return
+        try:
+            if self._cost_group is None:
+                self._cost_group = suitecost.make_group("guest-" + self.name, parent)
+            if self._cost_group:
+                suitecost.join(self._cost_group, pid)
+        except OSError:
+            pass
+
+    def cpu_s(self):
+        """CPU seconds this guest's emulator and drives have used so far (every boot), or None
+        when they are not counted apart (:meth:`_charge`)."""
+        if self._cost_group is None:
+            return self._cpu_final
+        try:
+            return round(sum(suitecost.group_cpu(self._cost_group)), 1)
+        except (OSError, KeyError, ValueError):
+            return self._cpu_final
 
     def console_tail(self, chars=3000):
         """The last ``chars`` of the console, and of QEMU's own messages when it printed any."""
@@ -768,6 +797,10 @@ class Guest:
                         proc.kill()
                         proc.wait(timeout=30)
             shutil.rmtree(self.dir, ignore_errors=True)
+            if self._cost_group is not None:
+                self._cpu_final = self.cpu_s()
+                suitecost.remove_group(self._cost_group)
+                self._cost_group = None
             with _LOCK:
                 _LIVE.discard(self)
             self._slot.release()
