@@ -203,6 +203,20 @@ def prune(keep):
             os.unlink(path)
 
 
+# The image is the first step of the VM tier's critical path: every guest waits for it, and
+# under make test the other streams load the machine (a fresh-clone run's debootstrap took
+# 483 s at load 14, 92-100 s on a quiet machine). It runs at the guests' own priority.
+BUILD_NICE = -5
+
+
+def _build_priority():
+    """In debootstrap before its exec: take :data:`BUILD_NICE` (as root; else left as it is)."""
+    try:
+        os.nice(BUILD_NICE)
+    except OSError:
+        pass
+
+
 def _debootstrap(tree, packages, log):
     mirror = chroots.apt_mirror()
     if mirror:
@@ -215,7 +229,8 @@ def _debootstrap(tree, packages, log):
         with _LOCK:
             if CLOSING.is_set():
                 raise Unavailable("the session is ending: the VM image was not built")
-            p = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            p = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 preexec_fn=_build_priority)
             _BUILDS[p.pid] = os.path.dirname(tree)
         try:
             rc = p.wait(timeout=BUILD_TIMEOUT)
