@@ -18,6 +18,7 @@ sys.path.append(os.path.join(os.path.dirname(HERE), "unit"))
 import fleetlib  # noqa: E402
 import fleetrun  # noqa: E402
 import loopdev  # noqa: E402
+import suitecost  # noqa: E402
 
 REASON = fleetlib.available()
 # The hosts' default directories (Fleet.dirs_base): an ext4 of their own on a loop device over
@@ -91,3 +92,17 @@ def pytest_collection_finish(session):
     if any("test_fleet_distros.py::" in item.nodeid and item.get_closest_marker("fleet") for item in session.items):
         import chroots
         chroots.prebuild()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Where the fleet tests' CPU went: the loopback hosts (sshd, modules, detached jobs,
+    iobench) and the rest of the stream (the controller's ansible-playbook and ssh clients,
+    the tests themselves), from the stream's control groups (tests/suitecost.py)."""
+    group = fleetlib._COST.get("hosts")
+    stream = os.environ.get(suitecost.ENV_GROUP)
+    if not group or not stream or not os.path.isdir(group):
+        return
+    hosts, total = sum(suitecost.group_cpu(group)), sum(suitecost.group_cpu(stream))
+    terminalreporter.write_sep("-", "fleet CPU")
+    terminalreporter.write_line("loopback hosts (sshd, modules, jobs, iobench): %.0f CPU-s; controller and tests: %.0f CPU-s"
+                                % (hosts, total - hosts))

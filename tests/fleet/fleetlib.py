@@ -45,6 +45,7 @@ import yaml
 _TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, _TESTS)
 from proctree import descendants  # noqa: E402  (tests/proctree.py; also read as fleetlib.descendants)
+import suitecost  # noqa: E402  (tests/suitecost.py)
 if os.path.join(_TESTS, "unit") not in sys.path:
     sys.path.append(os.path.join(_TESTS, "unit"))
 import loopdev  # noqa: E402  (tests/unit/loopdev.py: loop devices of this process's own)
@@ -58,6 +59,7 @@ USER_KEYS = "%h/.fleetqual-test-keys"
 
 _LIVE = set()          # every SshdInstance whose daemon may still be running
 _LOCK = threading.Lock()
+_COST = {}             # "hosts": the loopback hosts' cost group (hosts_cost_group)
 
 
 def available():
@@ -75,6 +77,28 @@ def available():
 def _pdeathsig():
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def hosts_cost_group():
+    """The control group of this stream's loopback hosts (their sshd, sessions, modules,
+    detached jobs and iobench), below the stream's own (tests/suitecost.py), made on first
+    use; None where the stream has none. Its CPU is the hosts' side of the fleet tests, the
+    rest of the stream's the controller's (ansible-playbook, ssh clients, the tests)."""
+    parent = os.environ.get(suitecost.ENV_GROUP)
+    with _LOCK:
+        if "hosts" not in _COST and parent and os.path.isdir(parent):
+            _COST["hosts"] = suitecost.make_group("fleet-hosts", parent)
+        return _COST.get("hosts")
+
+
+def _host_child_setup(group):
+    """In a host's sshd before its exec: :func:`_pdeathsig`, and into the hosts' cost group."""
+    _pdeathsig()
+    if group:
+        try:
+            suitecost.join(group, os.getpid())
+        except OSError:
+            pass
 
 
 def _signal(pid, sig):
@@ -177,10 +201,11 @@ class SshdInstance:
             ]))
         # privilege separation directory of the distribution's sshd
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+        group = hosts_cost_group()
         with _LOCK:
             self.proc = subprocess.Popen(list(self.command_prefix) + [SSHD, "-D", "-f", self.config, "-E", self.log],
                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.DEVNULL, preexec_fn=_pdeathsig)
+                                         stderr=subprocess.DEVNULL, preexec_fn=lambda: _host_child_setup(group))
             _LIVE.add(self)
         deadline = time.monotonic() + timeout
         while not port_open(self.addr, self.port):
