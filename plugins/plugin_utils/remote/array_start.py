@@ -31,6 +31,7 @@ MIN_LEAD_S = 2.0         # T0 is at least this far ahead of the moment it is fix
 
 
 PER_HOST_TASK_S = 1.0    # Ansible's own cost of one host's task (worker, templating), per wave of forks
+MAX_LOAD_FACTOR = 8.0    # at most this stretch of a task by the controller's run queue (controller_load)
 
 
 STREAM_TIMEOUT_S = 30.0  # the exchange's channel must answer within this
@@ -88,15 +89,29 @@ def launch_need(ready_docs):
     return round(max(needs + [_ls.LAUNCH_LEAD_S]), 3)
 
 
-def start_lead(n_members, forks, connect_max, need=None):
+def controller_load():
+    """How many times longer than on an idle controller a task of Ansible's takes now: the
+    run queue per CPU over the last minute (``os.getloadavg`` over the CPUs this process may
+    use), at least 1, at most :data:`MAX_LOAD_FACTOR`; 1 where the kernel does not say."""
+    try:
+        cpus = len(os.sched_getaffinity(0)) or 1
+        return min(MAX_LOAD_FACTOR, max(1.0, os.getloadavg()[0] / cpus))
+    except (AttributeError, OSError):
+        return 1.0
+
+
+def start_lead(n_members, forks, connect_max, need=None, load=1.0):
     """Seconds from fixing T0 to step 1's warm-up: every member must have its start file
     ``need`` seconds (:func:`launch_need`; default ``LAUNCH_LEAD_S``) before it, handed over in
-    waves of ``forks`` hosts; one host's hand-over costs Ansible's task overhead plus about two
-    connections (``connect_max``: the slowest command round trip measured when the hosts were
-    ready), with a factor 2 of margin."""
+    waves of ``forks`` hosts; one host's hand-over costs Ansible's task overhead, stretched by
+    the controller's run queue (``load``: :func:`controller_load`; a member of a loaded
+    controller got its start 2.3 s before step 1's warm-up where its launch needed 2.6 s), plus
+    about two connections (``connect_max``: the slowest command round trip measured when the
+    hosts were ready), with a factor 2 of margin."""
     waves = int(math.ceil(float(max(1, n_members)) / max(1, int(forks or 1))))
     need = _ls.LAUNCH_LEAD_S if need is None else max(float(need), _ls.LAUNCH_LEAD_S)
-    return round(MIN_LEAD_S + need + waves * 2.0 * (PER_HOST_TASK_S + 2.0 * max(0.0, connect_max or 0.0)), 3)
+    per_host = PER_HOST_TASK_S * min(MAX_LOAD_FACTOR, max(1.0, float(load or 1.0)))
+    return round(MIN_LEAD_S + need + waves * 2.0 * (per_host + 2.0 * max(0.0, connect_max or 0.0)), 3)
 
 
 class _Lines:
@@ -176,10 +191,12 @@ def fix_t0(adir, n_members, forks, wait_s=60.0):
     ours = [d for d in ready if isinstance(d, dict) and d.get("controller") == me]
     rtts = [d["connect_s"] for d in ours if d.get("connect_s") is not None]
     need = launch_need(ours)
-    lead = start_lead(n_members, forks, max(rtts or [0.0]), need)
+    load = controller_load()
+    lead = start_lead(n_members, forks, max(rtts or [0.0]), need, load)
     now = time.time()
     doc = {"controller": me, "t0": round(now + lead, 6), "fixed_at": round(now, 6), "lead_s": lead,
-           "forks": forks, "members": n_members, "connect_max_s": max(rtts or [0.0]), "launch_need_s": need}
+           "forks": forks, "members": n_members, "connect_max_s": max(rtts or [0.0]), "launch_need_s": need,
+           "controller_load": round(load, 3)}
     write_json_atomic(path, doc, mode=0o644)
     return doc, True
 

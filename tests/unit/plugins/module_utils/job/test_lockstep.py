@@ -128,6 +128,30 @@ def test_start_lead_grows_with_the_waves_of_forks():
 
 
 @settings(max_examples=200, deadline=None)
+@given(n=st.integers(1, 64), forks=st.integers(1, 16), rtt=st.floats(0, 2, allow_nan=False),
+       a=st.floats(-1, 20, allow_nan=False), b=st.floats(-1, 20, allow_nan=False))
+def test_a_loaded_controller_gives_every_wave_more_time_within_a_bound(n, forks, rtt, a, b):
+    lo, hi = sorted((a, b))
+    idle = ctl.start_lead(n, forks, rtt)
+    if lo <= 1:
+        assert ctl.start_lead(n, forks, rtt, load=lo) == idle        # an idle controller: the lead as it was
+    assert ctl.start_lead(n, forks, rtt, load=hi) >= ctl.start_lead(n, forks, rtt, load=lo)
+    waves = -(-n // forks)
+    # the run queue stretches Ansible's task overhead only, never the launch or the connections
+    assert ctl.start_lead(n, forks, rtt, load=hi) - idle == pytest.approx(
+        waves * 2.0 * ctl.PER_HOST_TASK_S * (min(ctl.MAX_LOAD_FACTOR, max(1.0, hi)) - 1.0), abs=2e-3)
+
+
+def test_the_controllers_load_is_read_from_its_run_queue_and_recorded_with_t0(tmp_path):
+    load = ctl.controller_load()
+    assert 1.0 <= load <= ctl.MAX_LOAD_FACTOR
+    doc, fixed = ctl.fix_t0(ctl.array_dir(str(tmp_path), "loaded"), 2, 2)
+    assert fixed and 1.0 <= doc["controller_load"] <= ctl.MAX_LOAD_FACTOR
+    assert doc["lead_s"] == pytest.approx(ctl.start_lead(2, 2, 0.0, doc["launch_need_s"], doc["controller_load"]),
+                                          abs=2e-3)
+
+
+@settings(max_examples=200, deadline=None)
 @given(a=st.one_of(st.none(), st.floats(-5, 100, allow_nan=False)), b=st.floats(0, 100, allow_nan=False))
 def test_a_hosts_launch_lead_is_its_rehearsed_launch_with_margin_within_bounds(a, b):
     lead = ls.launch_lead(a)
