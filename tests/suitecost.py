@@ -74,6 +74,14 @@ def make_group(name, parent=None):
         return None
 
 
+def sub_group(name):
+    """A new group for ``name`` below the group this process is charged to (env
+    FLEETQUAL_COST_GROUP: a stream's), so what runs in it is counted in both; None outside a
+    run or where none can be made."""
+    parent = os.environ.get(ENV_GROUP)
+    return make_group(name, parent) if parent and os.path.isdir(parent) else None
+
+
 def join(group, pid):
     with open(os.path.join(group, "cgroup.procs"), "w") as fh:
         fh.write(str(pid))

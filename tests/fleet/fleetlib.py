@@ -84,11 +84,10 @@ def hosts_cost_group():
     detached jobs and iobench), below the stream's own (tests/suitecost.py), made on first
     use; None where the stream has none. Its CPU is the hosts' side of the fleet tests, the
     rest of the stream's the controller's (ansible-playbook, ssh clients, the tests)."""
-    parent = os.environ.get(suitecost.ENV_GROUP)
     with _LOCK:
-        if "hosts" not in _COST and parent and os.path.isdir(parent):
-            _COST["hosts"] = suitecost.make_group("fleet-hosts", parent)
-        return _COST.get("hosts")
+        if "hosts" not in _COST:
+            _COST["hosts"] = suitecost.sub_group("fleet-hosts")
+        return _COST["hosts"]
 
 
 def _host_child_setup(group):

@@ -656,12 +656,9 @@ class Guest:
         """Count ``pid`` (QEMU, an nbdkit) in this guest's own control group, below the test
         stream's (tests/suitecost.py): its CPU seconds are then the guest's, in the tier's
         summary and in the stream's total alike. Nothing where the stream has no group."""
-        parent = os.environ.get(suitecost.ENV_GROUP)
-        if not parent or not os.path.isdir(parent):
-            return
         try:
             if self._cost_group is None:
-                self._cost_group = suitecost.make_group("guest-" + self.name, parent)
+                self._cost_group = suitecost.sub_group("guest-" + self.name)
             if self._cost_group:
                 suitecost.join(self._cost_group, pid)
         except OSError:
