@@ -1,18 +1,21 @@
-"""A fleet qualified in batches (``fleetqual_serial``): a batch in which every host fails
-must not stop the batches after it, and the hosts of later batches are still judged.
+"""A fleet qualified in batches (``fleetqual_serial``): a batch in which every host fails,
+and a batch in which every host is unreachable, must not stop the batches after them, and the
+hosts of later batches are still judged.
 
-Four hosts, ``-e fleetqual_serial=2`` -> batches [first two, last two] (inventory order).
-Every host runs a one-workload matrix of 2 s: the batch behaviour is what is tested.
+One playbook run (module fixture ``batches``) of six hosts, ``-e fleetqual_serial=2`` ->
+batches [fq11, fq12], [fq01, fq02], [fq13, fq14] (inventory order). Every live host runs a
+one-workload matrix of 2 s: the batch behaviour is what is tested.
 
 * ``test_batch_of_failed_hosts``: batch 1 = one host failing its thresholds (FAIL) and one
   whose preflight refuses its test directory (ERROR). Both are recorded by the role's
-  block/rescue rather than failed, so batch 2 runs and passes.
-* ``test_batch_of_unreachable_hosts``: batch 1 = two inventory hosts with no sshd. Ansible
+  block/rescue rather than failed, so the next batches run.
+* ``test_batch_of_unreachable_hosts``: batch 2 = two inventory hosts with no sshd. Ansible
   ends a play when *every* host of a serial batch failed or was unreachable
   (PlaybookExecutor: ``len(batch) == failed_hosts_count`` -> break), which would skip
-  batch 2 and the verdict gate. The playbook therefore gathers facts itself with
+  batch 3 and the verdict gate. The playbook therefore gathers facts itself with
   ``ignore_unreachable`` and ends an unreachable host with ``meta: end_host`` (see
   playbooks/qualify.yml), so the host is reported UNREACHABLE and later batches run.
+* Both: batch 3 runs and passes after them.
 """
 import os
 
@@ -30,54 +33,53 @@ def batches_started(out):
     return out.count("PLAY [Qualify storage]")
 
 
-@pytest.fixture
-def inv(fleet, tmp_path):
-    def make(first_batch):
-        hosts = list(first_batch) + [{"name": "fq13", "inst": fleet.host(13)},
-                                     {"name": "fq14", "inst": fleet.host(14)}]
-        path = fleet.inventory(str(tmp_path / "inventory"), hosts,
-                               group_vars={"all": {"fleetqual_matrix": MATRIX}})
-        return path
-    return make
+def inventory(fleet, path, first_batches):
+    hosts = list(first_batches) + [{"name": "fq13", "inst": fleet.host(13)}, {"name": "fq14", "inst": fleet.host(14)}]
+    return fleet.inventory(path, hosts, group_vars={"all": {"fleetqual_matrix": MATRIX}})
 
 
-def check_batch_two(run):
+@pytest.fixture(scope="module")
+def batches(fleet, tmp_path_factory):
+    """The run of the three batches, and the foreign directory fq12 was pointed at."""
+    base = tmp_path_factory.mktemp("serial")
+    foreign = base / "someone"
+    foreign.mkdir()
+    (foreign / "keep.txt").write_text("mine\n")
+    addr, port = fleet.dead_address()
+    path = inventory(fleet, str(base / "inventory"), [
+        {"name": "fq11", "inst": fleet.host(11),
+         "vars": {"fleetqual_thresholds": [{"workload": "batch", "min_iops": 1e12}]}},
+        {"name": "fq12", "inst": fleet.host(12), "vars": {"fleetqual_test_dir": str(foreign)}},
+        {"name": "fq01", "addr": addr, "port": port},
+        {"name": "fq02", "addr": addr, "port": port},
+    ])
+    run = run_playbook(fleet, path, str(base), "serial", extra_vars={"fleetqual_serial": 2})
+    return run, foreign
+
+
+def check_last_batch(run):
     for name in ("fq13", "fq14"):
         rec = run.record(name)
         assert rec["verdict"] == "PASS", (name, rec["reasons"])
         assert len(rec["workloads"]) == 1 and rec["workloads"][0]["metrics"]["iops"] > 0
-    assert batches_started(run.out) == 2, run.out[-3000:]
+    assert batches_started(run.out) == 3, run.out[-3000:]
+    assert run.rc == 4, run.out[-3000:]         # unreachable hosts: exit 4, before failed hosts' 2
+    assert run.summary() == (2, 6, 2, 1, 2, 1), run.out[-3000:]
+    assert run.fleet()["summary"]["by_verdict"] == {"PASS": 2, "FAIL": 1, "UNREACHABLE": 2, "ERROR": 1, "INCONCLUSIVE": 0}
 
 
-def test_batch_of_failed_hosts(fleet, inv, tmp_path):
-    foreign = tmp_path / "someone"
-    foreign.mkdir()
-    (foreign / "keep.txt").write_text("mine\n")
-    path = inv([
-        {"name": "fq11", "inst": fleet.host(11),
-         "vars": {"fleetqual_thresholds": [{"workload": "batch", "min_iops": 1e12}]}},
-        {"name": "fq12", "inst": fleet.host(12), "vars": {"fleetqual_test_dir": str(foreign)}},
-    ])
-    run = run_playbook(fleet, path, str(tmp_path), "serial-failed", extra_vars={"fleetqual_serial": 2})
-    assert run.rc == 2, run.out[-3000:]
+def test_batch_of_failed_hosts(batches):
+    run, foreign = batches
     assert run.record("fq11")["verdict"] == "FAIL"
     assert run.record("fq12")["verdict"] == "ERROR"
-    check_batch_two(run)
-    assert run.summary() == (2, 4, 2, 1, 0, 1)
-    assert run.fleet()["summary"]["by_verdict"] == {"PASS": 2, "FAIL": 1, "UNREACHABLE": 0, "ERROR": 1, "INCONCLUSIVE": 0}
+    check_last_batch(run)
     assert (foreign / "keep.txt").read_text() == "mine\n"
 
 
-def test_batch_of_unreachable_hosts(fleet, inv, tmp_path):
-    addr, port = fleet.dead_address()
-    path = inv([{"name": "fq01", "addr": addr, "port": port},
-                {"name": "fq02", "addr": addr, "port": port}])
-    run = run_playbook(fleet, path, str(tmp_path), "serial-unreachable", extra_vars={"fleetqual_serial": 2})
-    assert run.rc == 4, run.out[-3000:]         # unreachable hosts: exit 4
-    check_batch_two(run)
-    assert run.summary() == (2, 4, 2, 0, 2, 0), run.out[-3000:]
+def test_batch_of_unreachable_hosts(batches):
+    run, _foreign = batches
+    check_last_batch(run)
     fj = run.fleet()
-    assert fj["summary"]["by_verdict"] == {"PASS": 2, "FAIL": 0, "UNREACHABLE": 2, "ERROR": 0, "INCONCLUSIVE": 0}
     for name in ("fq01", "fq02"):
         h = next(h for h in fj["hosts"] if h["host"] == name)
         assert h["verdict"] == "UNREACHABLE" and h["record_verdict"] is None
@@ -86,10 +88,10 @@ def test_batch_of_unreachable_hosts(fleet, inv, tmp_path):
     assert "Gate on the verdict" in run.out
 
 
-def test_unreachable_host_in_a_mixed_batch(fleet, inv, tmp_path):
+def test_unreachable_host_in_a_mixed_batch(fleet, tmp_path):
     """Without serial: one dead host among live ones is UNREACHABLE, the others PASS."""
     addr, port = fleet.dead_address()
-    path = inv([{"name": "fq01", "addr": addr, "port": port}])
+    path = inventory(fleet, str(tmp_path / "inventory"), [{"name": "fq01", "addr": addr, "port": port}])
     run = run_playbook(fleet, path, str(tmp_path), "mixed")
     assert run.rc != 0
     assert run.summary() == (2, 3, 2, 0, 1, 0), run.out[-3000:]
