@@ -48,8 +48,17 @@ STREAM_c := test-c
 # the other pytest tests wait for the C tests (they use the build in roles/iobench/files/src).
 stream-fleet stream-rest: stream-c
 # a static pattern rule: make applies no implicit rule to a .PHONY target
+# Each stream's share of the CPU when all compete (cgroup v1 cpu.shares; tests/suitecost.py
+# share_group): the VM tier, the critical path, four guests' worth; the static checks, which
+# wait on nothing, half of one. Whatever runs inside a stream (guests at nice -5) weighs in
+# that stream only, and the kernel's threads (a loop device's worker) are not starved by it.
+SHARES_vm := 4096
+SHARES_fleet := 1024
+SHARES_rest := 1024
+SHARES_c := 1024
+SHARES_checks := 512
 stream-vm stream-fleet stream-rest stream-checks stream-c: stream-%:
-	FLEETQUAL_COST_TESTS=$(STREAMS)/$*.tests $(COST) $* --out $(STREAMS)/$*.cost.json -- \
+	FLEETQUAL_COST_TESTS=$(STREAMS)/$*.tests $(COST) $* --cpu-shares $(SHARES_$*) --out $(STREAMS)/$*.cost.json -- \
 	    $(MAKE) --no-print-directory $(STREAM_$*)
 
 test-c:

@@ -10,9 +10,12 @@ controller (``cpuacct.usage_user``, ``cpuacct.usage_sys``) where it is mounted, 
 without either (not root), the waited-for children's rusage, said in the record as the
 method.
 
-    suitecost.py run NAME --out FILE -- CMD...   run CMD in a group of its own, below the
+    suitecost.py run NAME --out FILE [--cpu-shares N] -- CMD...
+                                                 run CMD in a group of its own, below the
                                                  group of the run that started this one (env
-                                                 FLEETQUAL_COST_CGROUP), and write its cost
+                                                 FLEETQUAL_COST_CGROUP), and write its cost;
+                                                 with --cpu-shares, also in a cpu group of
+                                                 that weight (share_group)
     suitecost.py report DIR                      print and write DIR/cost.json from DIR's
                                                  *.cost.json (streams) and *.tests.*.json
                                                  (per test, written by tests/conftest.py)
@@ -31,6 +34,8 @@ import time
 ENV_GROUP = "FLEETQUAL_COST_CGROUP"     # the group this process and its children are charged to
 ENV_TESTS = "FLEETQUAL_COST_TESTS"      # where a pytest process writes its per-test costs
 ENV_T0 = "FLEETQUAL_COST_T0"            # epoch at which the outermost run started
+ENV_CPU = "FLEETQUAL_CPU_GROUP"         # the cpu controller's group of the enclosing run (its share)
+CPU_V1_ROOT = "/sys/fs/cgroup/cpu"
 V1_ROOT = "/sys/fs/cgroup/cpuacct"
 V2_ROOT = "/sys/fs/cgroup"
 TOP = "fleetqual-tests"
@@ -74,6 +79,30 @@ def make_group(name, parent=None):
         return None
 
 
+def share_group(name, shares):
+    """A new group of cgroup v1's ``cpu`` controller for ``name`` with ``cpu.shares`` =
+    ``shares`` (kernel docs, scheduler/sched-design-CFS "group scheduling"), below the
+    enclosing run's (env FLEETQUAL_CPU_GROUP) or a top group of our own; None where there is
+    no such controller (cgroup v2 alone: left to the kernel's defaults) or none can be made.
+    The streams of make test compete by their shares whatever each runs inside (four guests
+    at nice -5 weigh in their stream only), and the whole suite, one group at the top,
+    competes with the kernel's own threads as one task would: a loop device's worker is not
+    starved by the test processes that wait on it."""
+    parent = os.environ.get(ENV_CPU)
+    if not parent or not os.path.isdir(parent):
+        if not os.path.exists(os.path.join(CPU_V1_ROOT, "cpu.shares")):
+            return None
+        parent = os.path.join(CPU_V1_ROOT, TOP)
+    path = os.path.join(parent, "%s-%d" % (name, os.getpid()))
+    try:
+        os.makedirs(path, exist_ok=True)
+        with open(os.path.join(path, "cpu.shares"), "w") as fh:
+            fh.write(str(int(shares)))
+        return path
+    except (OSError, ValueError):
+        return None
+
+
 def sub_group(name):
     """A new group for ``name`` below the group this process is charged to (env
     FLEETQUAL_COST_GROUP: a stream's), so what runs in it is counted in both; None outside a
@@ -107,16 +136,25 @@ def remove_group(group):
     return left + here
 
 
-def run(name, out, argv):
-    """Run argv in a group of its own, wait for it, write its cost to ``out``; its exit code."""
+def run(name, out, argv, shares=None):
+    """Run argv in a group of its own, wait for it, write its cost to ``out``; its exit code.
+    ``shares``: also in a ``cpu`` group of that weight (:func:`share_group`)."""
     parent = os.environ.get(ENV_GROUP)
     group = make_group(name, parent if parent and os.path.isdir(parent) else None)
+    cpu = share_group(name, shares) if shares else None
     env = dict(os.environ)
     env.setdefault(ENV_T0, "%.3f" % time.time())
     t0 = time.monotonic()
     if group:
         env[ENV_GROUP] = group
-    proc = subprocess.Popen(argv, env=env, preexec_fn=(lambda: join(group, os.getpid())) if group else None)
+    if cpu:
+        env[ENV_CPU] = cpu
+
+    def enter():
+        for g in (group, cpu):
+            if g:
+                join(g, os.getpid())
+    proc = subprocess.Popen(argv, env=env, preexec_fn=enter if group or cpu else None)
 
     def forward(signum, _frame):
         proc.send_signal(signum)
@@ -133,6 +171,8 @@ def run(name, out, argv):
         user, system = usage.ru_utime, usage.ru_stime
         rec.update(method="rusage (no control group could be made: processes re-parented away are not counted)")
     rec.update(user_s=round(user, 1), system_s=round(system, 1), cpu_s=round(user + system, 1))
+    if cpu:
+        rec.update(cpu_shares=int(shares), left_running=sorted(set(rec.get("left_running", [])) | set(remove_group(cpu))))
     if out:
         os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
         with open(out, "w") as fh:
@@ -217,13 +257,14 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["run"]:
         if "--" not in argv:
-            sys.exit("usage: suitecost.py run NAME [--out FILE] -- CMD...")
+            sys.exit("usage: suitecost.py run NAME [--out FILE] [--cpu-shares N] -- CMD...")
         cut = argv.index("--")
         p = argparse.ArgumentParser(prog="suitecost.py run")
         p.add_argument("name")
         p.add_argument("--out")
+        p.add_argument("--cpu-shares", type=int)
         a = p.parse_args(argv[1:cut])
-        return run(a.name, a.out, argv[cut + 1:])
+        return run(a.name, a.out, argv[cut + 1:], a.cpu_shares)
     if argv[:1] == ["report"] and len(argv) == 2:
         return report(argv[1])
     sys.exit("usage: suitecost.py run NAME [--out FILE] -- CMD... | suitecost.py report DIR")

@@ -133,3 +133,20 @@ def test_a_group_below_a_run_is_counted_in_it_and_removed_with_it(tmp_path):
     rec = json.loads(out.read_text())
     assert rec["cpu_s"] + 0.1 >= float(own.read_text()) > 0, rec
     assert rec["left_running"] == [] and not os.path.exists(rec["group"]), rec
+
+
+def test_a_run_with_a_share_runs_in_a_cpu_group_of_that_weight_removed_after(tmp_path):
+    need_group()
+    if suitecost.share_group("probe", 1024) is None:
+        pytest.skip("no cgroup v1 cpu controller here (cgroup v2 alone: shares are left to the kernel)")
+    os.rmdir(suitecost.share_group("probe", 1024))
+    out, seen = tmp_path / "x.cost.json", tmp_path / "seen"
+    code = ("import os, sys; g = os.environ[%r]; "
+            "open(sys.argv[1], 'w').write(open(os.path.join(g, 'cpu.shares')).read().strip() + ' ' + "
+            "str(str(os.getpid()) in open(os.path.join(g, 'cgroup.procs')).read().split()) + ' ' + g)"
+            % suitecost.ENV_CPU)
+    assert suitecost.run("share", str(out), [sys.executable, "-c", code, str(seen)], shares=3072) == 0
+    shares, member, group = seen.read_text().split(" ", 2)
+    assert (shares, member) == ("3072", "True"), seen.read_text()
+    rec = json.loads(out.read_text())
+    assert rec["cpu_shares"] == 3072 and rec["left_running"] == [] and not os.path.exists(group), rec
