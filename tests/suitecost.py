@@ -18,7 +18,7 @@ method.
                                                  that weight (share_group)
     suitecost.py report DIR                      print and write DIR/cost.json from DIR's
                                                  *.cost.json (streams) and *.tests.*.json
-                                                 (per test, written by tests/conftest.py)
+                                                 (per test, written by tests/costplugin.py)
 
 Standard library only: it runs before the venv exists (scripts/test.sh wraps the setup too).
 """
