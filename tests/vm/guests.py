@@ -402,22 +402,15 @@ class _Launcher:
 
 _LAUNCHER = _Launcher()
 
-# Under TCG a guest's CPU, clock and timers are this machine's CPU time: at the default
-# priority on a loaded machine (load 10-17 on 2 cores) four guests took 200-230 s to reach
-# SSH, or more than 300, and a guest lagged behind its own drive's throttle. The emulators
-# (and the drives' nbdkit servers) run at this higher priority, like hosts with CPUs of
-# their own; as root (an unprivileged process cannot raise its priority: left as it is).
-GUEST_NICE = -5
+# the emulators and the drives' nbdkit servers run at vmimage.VM_NICE (why: there)
+GUEST_NICE = vmimage.VM_NICE
 
 
 def _child_setup():
     """In each QEMU or nbdkit child before its exec: die with the launcher (PDEATHSIG), then
-    take :data:`GUEST_NICE`."""
+    take :data:`GUEST_NICE` (vmimage.take_vm_priority)."""
     fleetlib._pdeathsig()
-    try:
-        os.nice(GUEST_NICE)
-    except OSError:
-        pass
+    vmimage.take_vm_priority()
 
 
 def qmp_call(sock_path, command, timeout=10.0, **arguments):

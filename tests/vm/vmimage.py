@@ -203,16 +203,20 @@ def prune(keep):
             os.unlink(path)
 
 
-# The image is the first step of the VM tier's critical path: every guest waits for it, and
-# under make test the other streams load the machine (a fresh-clone run's debootstrap took
-# 483 s at load 14, 92-100 s on a quiet machine). It runs at the guests' own priority.
-BUILD_NICE = -5
+# The VM tier's processes run at a higher priority, as root (an unprivileged process cannot
+# raise its own: left as it is). The guests' emulators and their drives' nbdkit servers
+# (guests.py): under TCG a guest's CPU, clock and timers are this machine's CPU time, and at
+# the default priority on a loaded machine (load 10-17 on 2 cores) four guests took 200-230 s
+# to reach SSH, or more than 300, and a guest lagged behind its own drive's throttle. The
+# image's debootstrap: the first step of the tier's critical path, every guest waits for it
+# (a fresh-clone run's took 483 s at load 14 at the default priority, 92-100 s on a quiet machine).
+VM_NICE = -5
 
 
-def _build_priority():
-    """In debootstrap before its exec: take :data:`BUILD_NICE` (as root; else left as it is)."""
+def take_vm_priority():
+    """In a child before its exec: take :data:`VM_NICE` (as root; else left as it is)."""
     try:
-        os.nice(BUILD_NICE)
+        os.nice(VM_NICE)
     except OSError:
         pass
 
@@ -230,7 +234,7 @@ def _debootstrap(tree, packages, log):
             if CLOSING.is_set():
                 raise Unavailable("the session is ending: the VM image was not built")
             p = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 preexec_fn=_build_priority)
+                                 preexec_fn=take_vm_priority)
             _BUILDS[p.pid] = os.path.dirname(tree)
         try:
             rc = p.wait(timeout=BUILD_TIMEOUT)
