@@ -4,6 +4,7 @@ import contextlib
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -126,6 +127,34 @@ def signal_mid_run(args, sig, delay=1.2, timeout=20):
             p.kill()
             p.wait()
     return p.returncode, out, err
+
+
+def held_mid_run(args, at, hold, seconds, timeout=120):
+    """Start iobench; at the epoch ``at`` enter ``hold(pid)`` (a context manager that stops
+    the whole process or one of its threads) for ``seconds``; return (returncode, stdout,
+    stderr, the epoch the hold ended). The process never outlives the call."""
+    p = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(max(0.0, at - time.time()))
+        with hold(p.pid):
+            time.sleep(seconds)
+        released = time.time()
+        out, err = p.communicate(timeout=timeout)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    return p.returncode, out, err, released
+
+
+@contextlib.contextmanager
+def stopped(pid):
+    """The whole process stopped (SIGSTOP) until the block ends (SIGCONT)."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
 
 
 def fill_filesystem(mnt):

@@ -1,9 +1,14 @@
 """--devstat: the device's own counters at the measured window's edges."""
+import contextlib
+import json
 import os
 import subprocess
 import sys
+import time
 
-from iobench_helpers import assert_usage_error, loop_device
+import pytest
+
+from iobench_helpers import assert_usage_error, held_mid_run, loop_device
 
 SECTOR = 512
 
@@ -82,3 +87,52 @@ def test_devstat_exact_while_the_machine_is_busy(ib):
             for h in hogs:
                 h.wait()
         ib("cleanup", "--dir", d)
+
+
+FREEZER = "/sys/fs/cgroup/freezer"
+
+
+@contextlib.contextmanager
+def frozen_thread(tid):
+    """The one thread ``tid`` frozen (a cgroup v1 freezer group of that thread alone: its
+    ``tasks`` file moves a thread, not its process), thawed and put back on leaving."""
+    if not os.path.isfile(os.path.join(FREEZER, "freezer.state")) and not os.path.isdir(FREEZER):
+        pytest.skip("no cgroup v1 freezer hierarchy to freeze one thread with")
+    grp = os.path.join(FREEZER, "fleetqual-iobench-test-%d" % os.getpid())
+    os.mkdir(grp)
+    try:
+        with open(os.path.join(grp, "tasks"), "w") as f:
+            f.write(str(tid))
+        with open(os.path.join(grp, "freezer.state"), "w") as f:
+            f.write("FROZEN")
+        yield
+    finally:
+        with open(os.path.join(grp, "freezer.state"), "w") as f:
+            f.write("THAWED")
+        for t in open(os.path.join(grp, "tasks")).read().split():
+            with open(os.path.join(FREEZER, "tasks"), "w") as f:
+                f.write(t)
+        os.rmdir(grp)
+
+
+def test_a_window_opened_late_still_lasts_its_time(iobench, prepared):
+    """With --devstat after a warmup the window opens when the main thread has read the counters.
+    That thread held (frozen alone, 2.2 s, from the middle of the 1 s warmup to past the planned
+    end of the 1 s window) while the workers go on: the window opens at the reading and lasts its
+    whole --time. A deadline fixed at the planned instant measured what was left of it (a loaded
+    fleet host PASSed on a window of 10 ms of its planned 4 s)."""
+    start = time.time() + 1.5
+    rc, out, err, thawed = held_mid_run(
+        [iobench, "run", "--dir", prepared, "--file-num", "4", "--total-size", "16M", "--mode", "rndrd", "--keep-cache",
+         "--rate-iops", "200", "--threads", "2", "--warmup", "1", "--time", "1", "--devstat", "no-such-dev0",
+         "--report-interval", "0.25", "--start-at", "%.3f" % start, "--format", "json"],
+        start + 0.5, frozen_thread, 2.2)     # the main thread's id is the process's
+    assert rc == 0, err
+    j = json.loads(out)
+    w = j["window"]
+    assert w["start_epoch"] >= thawed - 0.05, (w, thawed)
+    # (a paced thread stops at its last slot before the deadline: 10 ms at most early)
+    assert j["elapsed_s"] >= 0.98 and w["end_epoch"] - w["start_epoch"] >= 0.98, (j["elapsed_s"], w)
+    # paced at 200/s: the window holds about a second of requests, not what the warmup left
+    assert 150 <= j["ops"]["read"]["count"] <= 200 + 2 * 2, j["ops"]["read"]
+    assert sum(i["read_ops"] for i in j["intervals"]) == j["ops"]["read"]["count"]

@@ -3,13 +3,11 @@ The rule itself on recorded series is tests/ss_test.c (make test)."""
 import hashlib
 import json
 import os
-import signal
-import subprocess
 import time
 
 import pytest
 
-from iobench_helpers import BIN, SMALL, assert_usage_error, make, run
+from iobench_helpers import BIN, SMALL, assert_usage_error, held_mid_run, make, run, stopped
 
 # a paced workload: the same request rate every round whatever else the machine does. The pacer
 # drops a slot its thread reached a whole gap late (a cap, not an average), so the gap (here
@@ -88,20 +86,10 @@ def test_rate_iops_is_a_cap_a_stalled_run_does_not_make_up_what_it_missed(iobenc
     interval are due at least gap apart, and its completions are at most its issues plus one."""
     rate, nth, ival = 400, 2, 0.5
     start = time.time() + 2.0           # the measured window starts here (--start-at), whatever the setup took
-    p = subprocess.Popen([iobench, "run", "--dir", prepared, *SMALL, *PACED[:3], "--rate-iops", str(rate),
-                          "--threads", str(nth), "--time", "4", "--report-interval", str(ival), "--start-at",
-                          "%.3f" % start], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        time.sleep(max(0.0, start + 1.0 - time.time()))
-        p.send_signal(signal.SIGSTOP)
-        time.sleep(1.5)
-        p.send_signal(signal.SIGCONT)
-        out, err = p.communicate(timeout=120)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    assert p.returncode == 0, err
+    rc, out, err, _resumed = held_mid_run(
+        [iobench, "run", "--dir", prepared, *SMALL, *PACED[:3], "--rate-iops", rate, "--threads", nth, "--time", "4",
+         "--report-interval", ival, "--start-at", "%.3f" % start], start + 1.0, stopped, 1.5)
+    assert rc == 0, err
     j = json.loads(out)
     ivs = j["intervals"]
     # the stall is in the record: a whole interval without a completion

@@ -188,7 +188,7 @@ static void reader(thread_t *t)
     bench_t *b = t->b;
     dbstate_t *d = b->db;
     dbslot_t *slot = &d->slot[t->id];
-    const uint64_t bs = b->o->block_size, per_txn = b->o->db_reads_per_txn, deadline = b->deadline;
+    const uint64_t bs = b->o->block_size, per_txn = b->o->db_reads_per_txn;
     uint64_t seq = 0, k = 0;
     for (;;) {
         if (stop_requested(b) || atomic_load_explicit(&d->log_failed, memory_order_relaxed)) break;
@@ -201,7 +201,7 @@ static void reader(thread_t *t)
             if (r < 0 && errno == EINTR) continue;
             int e = r < 0 ? errno : 0;
             record_error(t, r < 0 ? (e < ERR_SLOTS ? e : ERR_OTHER) : ERR_SHORT_READ, (int)fi, off, "read", e);
-            if (t1 >= deadline) break;
+            if (t1 >= bench_deadline(b)) break;
             continue;                /* a bad page does not stop the reader (--max-errors does) */
         }
         record_op(t, OP_READ, t0, t1, bs);
@@ -227,7 +227,7 @@ static void reader(thread_t *t)
             }
             t1 = c1;
         }
-        if (t1 >= deadline) break;
+        if (t1 >= bench_deadline(b)) break;
     }
     atomic_fetch_sub(&d->readers_left, 1);
     atomic_fetch_add(&d->bell, 1);
@@ -310,7 +310,7 @@ static void flusher(thread_t *t)
 {
     bench_t *b = t->b;
     const options_t *o = b->o;
-    const uint64_t bs = o->block_size, deadline = b->deadline;
+    const uint64_t bs = o->block_size;
     const uint64_t gap = o->db_flush_rate > 0 ? (uint64_t)(1e9 * (double)b->db->flushers / o->db_flush_rate) : 0;
     uint64_t next = now_ns();
     for (;;) {
@@ -318,11 +318,12 @@ static void flusher(thread_t *t)
         if (gap) {
             uint64_t now = now_ns();
             if (now < next) {
+                const uint64_t deadline = bench_deadline(b);
                 uint64_t until = next < deadline ? next : deadline;
                 if (until - now > 50000000ull) until = now + 50000000ull;   /* look at the stop flag */
                 struct timespec ts = {(time_t)(until / 1000000000ull), (long)(until % 1000000000ull)};
                 clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
-                if (now_ns() >= deadline) break;
+                if (now_ns() >= bench_deadline(b)) break;
                 continue;
             }
             next += gap;
@@ -338,11 +339,11 @@ static void flusher(thread_t *t)
             if (r < 0 && errno == EINTR) continue;
             int e = r < 0 ? errno : 0;
             record_error(t, r < 0 ? (e < ERR_SLOTS ? e : ERR_OTHER) : ERR_SHORT_WRITE, (int)fi, off, "write", e);
-            if (t1 >= deadline) break;
+            if (t1 >= bench_deadline(b)) break;
             continue;
         }
         record_op(t, OP_WRITE, t0, t1, bs);
-        if (t1 >= deadline) break;
+        if (t1 >= bench_deadline(b)) break;
     }
 }
 

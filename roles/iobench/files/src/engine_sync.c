@@ -15,7 +15,6 @@ static inline __attribute__((always_inline)) void *sync_loop(thread_t *t, const 
     bench_t *b = t->b;
     const options_t *o = b->o;
     const uint64_t bs = o->block_size;
-    const uint64_t deadline = b->deadline;
     const uint64_t limit = t->req_limit;
     const int writes_possible = o->mode != MODE_SEQRD && o->mode != MODE_RNDRD;
     unsigned char *buf = t->buf;
@@ -34,7 +33,7 @@ static inline __attribute__((always_inline)) void *sync_loop(thread_t *t, const 
         if (gap) {
             uint64_t now = now_ns();
             if (!due || (now > due && now - due >= gap)) due = now;
-            if (due >= deadline) break;
+            if (due >= bench_deadline(b)) break;
             while (due > now && !stop_requested(b)) {   /* sleep in slices of at most 50 ms */
                 uint64_t until = due - now > 50000000ull ? now + 50000000ull : due;
                 struct timespec ts = {(time_t)(until / 1000000000ull), (long)(until % 1000000000ull)};
@@ -72,7 +71,7 @@ static inline __attribute__((always_inline)) void *sync_loop(thread_t *t, const 
             int k = r < 0 ? (e < ERR_SLOTS ? e : ERR_OTHER) : (kind == OP_READ ? ERR_SHORT_READ : ERR_SHORT_WRITE);
             record_error(t, k, (int)fi, off, kind == OP_READ ? "read" : "write", e);
             if (vfy && kind == OP_WRITE) verify_written(vmap, verify_blk(b, fi, off), gen, 0);
-            if (t1 >= deadline) break;
+            if (t1 >= bench_deadline(b)) break;
             continue;
         }
         record_op(t, kind, t0, t1, bs);
@@ -83,7 +82,7 @@ static inline __attribute__((always_inline)) void *sync_loop(thread_t *t, const 
         } else if (vfy) {
             verify_check(&t->vc, VOP_READ, o, vmap, (int)fi, off, buf, bs);
         }
-        if (t1 >= deadline) break;
+        if (t1 >= bench_deadline(b)) break;
     }
     if (writes_possible && t->err_total == 0) fsync_end_all(t);
     return NULL;

@@ -189,7 +189,7 @@ static inline __attribute__((always_inline)) void *uring_loop(thread_t *t, const
     const int split_wait = getenv("IOBENCH_URING_ONECALL") == NULL;   /* submit, then wait: measured faster */
 
     for (;;) {
-        if (!stopping && (stop_requested(b) || last >= b->deadline)) stopping = 1;
+        if (!stopping && (stop_requested(b) || last >= bench_deadline(b))) stopping = 1;
         if (!stopping) {
             unsigned tail = *r.sq_tail;
             while (inflight < depth && (!limit || t->measured + inflight < limit)) {

@@ -297,7 +297,11 @@ typedef struct bench {
     options_t *o;
     int *fds;
     uint64_t blocks_per_file, total_blocks;
-    uint64_t t_start, deadline, ival_ns;
+    uint64_t t_start, ival_ns;
+    /* the instant the workers stop issuing: the window's start + --time. With --devstat and a
+     * warmup the window opens only when the main thread has read the counters, which a loaded
+     * host may delay, so it stays UINT64_MAX until then and workers read it afresh (bench_deadline) */
+    _Atomic uint64_t deadline;
     _Atomic uint64_t measure_start;   /* set late by run_bench with --devstat and --warmup (the read instant) */
     double epoch_at_measure_start;
     double epoch_at_start;     /* wall clock when the threads were released (warmup start) */
@@ -499,6 +503,10 @@ void fsync_end_all(thread_t *t);
 
 void bench_free(bench_t *b);
 int stop_requested(const bench_t *b);
+static inline uint64_t bench_deadline(const bench_t *b)
+{
+    return atomic_load_explicit(&((bench_t *)b)->deadline, memory_order_relaxed);
+}
 
 /* ---- db.c: --mode dbpattern ---- */
 typedef struct dbresult {

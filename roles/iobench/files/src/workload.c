@@ -382,8 +382,11 @@ int run_bench(bench_t *b)
     /* with --devstat after a warmup the window opens when the main thread has read the
      * counters, not at the planned instant: on a busy host it may run late, and I/O between the
      * planned instant and the reading would be in the benchmark's figures but not the device's */
+    /* and the window lasts --time from wherever it opened: a deadline fixed at the planned
+     * instant let a reading 3.99 s late leave a 4 s window of 10 ms */
+    const uint64_t run_ns = o->time_s > 0 ? (uint64_t)(o->time_s * 1e9) : 0;
     atomic_store(&b->measure_start, late_start ? UINT64_MAX : planned);
-    b->deadline = o->time_s > 0 ? planned + (uint64_t)(o->time_s * 1e9) : UINT64_MAX;
+    atomic_store(&b->deadline, run_ns && !late_start ? planned + run_ns : UINT64_MAX);
     b->epoch_at_measure_start = ep + o->warmup_s;
     b->epoch_at_start = ep;
     b->late_start = late_start;
@@ -395,6 +398,7 @@ int run_bench(bench_t *b)
         uint64_t now = now_ns();
         b->epoch_at_measure_start = epoch_now();
         atomic_store(&b->measure_start, now);
+        if (run_ns) atomic_store(&b->deadline, now + run_ns);
     }
     if (b->live && b->ival_ns) live_loop(b);
     for (int i = 0; i < n; i++) pthread_join(b->th[i].tid, NULL);
