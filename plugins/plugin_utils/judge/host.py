@@ -55,7 +55,7 @@ for n/a and inconclusive. ``kind`` is ``foreign`` (the foreign-I/O check), ``lim
 ``verify_off``, ``lost_writes_unchecked``) or ``error``
 (integrity; ``rule`` is one of
 ``host_error``, ``workload_missing``, ``module_failed``, ``skipped``, ``no_metrics``,
-``io_errors``, ``timed_out``, ``interrupted``, ``no_workloads``).
+``io_errors``, ``timed_out``, ``interrupted``, ``short_window``, ``no_workloads``).
 
 Missing values -- an explicit decision:
 

@@ -146,7 +146,31 @@ def _integrity(record, wid, metrics, answered_later=False, stall_ruled=False):
         msg = "%s: run interrupted%s after %s s; partial results" % (
             wid, " by %s" % sig if sig else "", fmt_num(metrics.get("elapsed_s")))
         out.append(error_check(wid, "interrupted", msg, value=True, metric="interrupted"))
+    elif not errors:
+        short = short_window_check(wid, metrics)
+        if short:
+            out.append(short)
     return out
+
+
+# a window this much shorter than planned (beyond a paced thread's last gap) measured something
+# else than the workload asked for: never a figure to judge
+SHORT_WINDOW_FRACTION = 0.9
+
+
+def short_window_check(wid, metrics):
+    """An error when the measured window lasted under 90% of its planned ``time``, nothing
+    (a signal, the module's timeout, I/O errors) having said why: its figures describe a
+    fraction of the workload asked for, and a pass on them would be a pass on nothing."""
+    planned, elapsed = metrics.get("planned_s"), metrics.get("elapsed_s")
+    if planned is None or elapsed is None:
+        return None
+    floor = SHORT_WINDOW_FRACTION * planned - (metrics.get("pace_gap_s") or 0.0)
+    if elapsed >= floor:
+        return None
+    msg = ("%s: measured for %s s of its planned %s s (the window must last at least %s s); "
+           "its figures are not the workload's" % (wid, fmt_num(elapsed), fmt_num(planned), fmt_num(floor)))
+    return error_check(wid, "short_window", msg, value=elapsed, metric="elapsed_s")
 
 
 def _steady_state_check(rule, key, record, wid, metrics):
@@ -332,7 +356,7 @@ def workload_checks(checks, rules, matched, applicable, proof_failed, wid, rec, 
                                       rule=rule_name(limit_rule, "max_stall_s") if limit_rule else None))
     if foreign is not None and metrics.get("foreign_guard"):
         # the guard stopped it: that is the foreign check's story, not an integrity error
-        integrity = [c for c in integrity if c["rule"] not in ("interrupted", "timed_out")]
+        integrity = [c for c in integrity if c["rule"] not in ("interrupted", "timed_out", "short_window")]
     checks.extend(integrity)
     try:
         _judged_checks(checks, rules, matched, applicable, proof_failed, wid, rec, metrics, view, integrity)

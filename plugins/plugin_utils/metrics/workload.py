@@ -42,6 +42,10 @@ Conventions:
   iobench measures read and write latency from the request's actual issue, after any
   pacing sleep (``engine_sync.c``), so no latency figure holds time iobench spent pacing
   itself, except the commit spans of periodic fsyncs, which the rule above never heads.
+* ``planned_s``: the measured window's planned length (``time_s`` of a run bounded by time
+  alone; null for a request count, steady-state rounds or a search) and ``pace_gap_s`` (a
+  paced run's gap between one thread's requests), against which the judge holds
+  ``elapsed_s`` (error ``short_window``, plugin_utils/judge/workload.py).
 * ``concurrency`` ``{threads, iodepth}`` is what the figures were measured at: for a
   latency-bounded search the best step (else the last step), else the run's config.
 * ``dev_*`` are the device's figures over the measured window, summed over the devices
@@ -154,8 +158,8 @@ METRIC_KEYS = (
     ("iops", "mibps", "read_iops", "write_iops", "fsync_per_sec")
     + tuple("%s_%s_ms" % (op, pct) for op in OPS for pct in PCTS)
     + tuple(k for k, _col in DEVICE_FIELDS)
-    + ("errors", "interrupted", "read_count", "write_count", "fsync_count", "elapsed_s",
-       "dev_read_ratio", "dev_write_ratio")
+    + ("errors", "interrupted", "read_count", "write_count", "fsync_count", "elapsed_s", "planned_s",
+       "pace_gap_s", "dev_read_ratio", "dev_write_ratio")
     # the commit, headline latency, device and run figures (docs/contracts.md section 4)
     + tuple("commit_%s_ms" % pct for pct in PCTS)
     + ("commit_count", "latency_op", "latency_note")
@@ -266,6 +270,19 @@ def _concurrency(bench, result_spec):
     return {"threads": threads, "iodepth": iodepth}
 
 
+def planned_window(config):
+    """``(planned_s, pace_gap_s)`` of a run's config: the measured window's planned length
+    (``time_s`` of a run bounded by time alone; null for a request count, steady-state
+    rounds or a search, whose length is theirs to decide) and, when paced (``rate_iops``),
+    the gap between one thread's requests, by which its window may end early."""
+    cfg = config if isinstance(config, dict) else {}
+    time_s = as_number(cfg.get("time_s"))
+    if not time_s or time_s <= 0 or as_number(cfg.get("requests")) or cfg.get("steady_state") or cfg.get("search"):
+        return None, None
+    rate, threads = as_number(cfg.get("rate_iops")), as_number(cfg.get("threads")) or 1
+    return time_s, (threads / rate if rate and rate > 0 else None)
+
+
 def workload_metrics(record):
     """Flat metrics dict of a workload record (or of a bare module result)."""
     m = dict.fromkeys(METRIC_KEYS)
@@ -301,6 +318,7 @@ def workload_metrics(record):
     m["iops"] = _sum(m["read_iops"], m["write_iops"])
     m["mibps"] = _sum(m["read_mibps"], m["write_mibps"])
     m["elapsed_s"] = as_number(bench.get("elapsed_s"))
+    m["planned_s"], m["pace_gap_s"] = planned_window(bench.get("config"))
 
     headline_latency(m, bench.get("config"))
 

@@ -5,6 +5,7 @@ import os
 
 import pytest
 import unitpaths
+from hypothesis import given, settings, strategies as st
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge.workload import evidence
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge.host import (
@@ -522,3 +523,40 @@ def test_cache_proof_is_judged_per_target():
         assert (c["target"], c["status"]) == ("data1", "fail")
         assert c["message"].startswith("over_cache-rndrd-t1 on data1: served from a cache, not the disk")
     assert [c["rule"] for c in judge([disk], [])["checks"]] == []
+
+
+# --------------------------------------------------------------------------- a window shorter than planned
+
+def test_a_window_much_shorter_than_planned_is_an_error_naming_both(nvme):
+    """A run that measured 10 ms of its planned 60 s, nothing having said why (no signal, no
+    timeout, no I/O error): an ERROR naming both lengths, never a PASS on what little it saw."""
+    rec = copy.deepcopy(nvme[0])
+    rec["result"]["bench"]["elapsed_s"] = 0.01
+    r = judge([rec], [{"min_iops": 1}])
+    assert r["verdict"] == "ERROR" and first_failing_rule(r) == "short_window"
+    assert r["reasons"] == ["cache-rndrd-t1: measured for 0.01 s of its planned 60 s (the window must last "
+                            "at least 54 s); its figures are not the workload's"]
+    assert judge(nvme[:1], [{"min_iops": 1}])["verdict"] == "PASS"
+
+
+@settings(max_examples=300, deadline=None)
+@given(planned=st.floats(0.5, 600), frac=st.floats(0, 1.2), rate=st.sampled_from([None, 0, 1, 50, 2000]),
+       threads=st.integers(1, 64), requests=st.sampled_from([0, 0, 1000]), steady=st.booleans(),
+       stopped=st.sampled_from([None, "interrupted", "errors"]))
+def test_short_window_is_judged_exactly_when_nothing_else_explains_it(
+        planned, frac, rate, threads, requests, steady, stopped):
+    """Over the space of runs: ``short_window`` when, and only when, a run bounded by its time
+    alone measured under 90% of it less one paced gap, and no signal or I/O error stopped it
+    (those have their own error); a request count or steady-state rounds set their own length."""
+    rec = load("nvme_cache-rndrd-t1")
+    b = rec["result"]["bench"]
+    b["config"].update(time_s=planned, rate_iops=rate, threads=threads, requests=requests, steady_state=steady)
+    b["elapsed_s"] = planned * frac
+    if stopped == "interrupted":
+        b.update(interrupted=True, signal="SIGTERM")
+    elif stopped == "errors":
+        b["errors"] = {"total": 3, "by_kind": {"EIO": 3}}
+    rules = [c["rule"] for c in judge([rec], [])["checks"]]
+    gap = threads / rate if rate else 0.0
+    expected = not requests and not steady and stopped is None and planned * frac < 0.9 * planned - gap
+    assert ("short_window" in rules) == expected, rules
