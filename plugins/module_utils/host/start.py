@@ -49,7 +49,8 @@ from ansible_collections.fleetqual.storage.plugins.module_utils.plan import targ
 from ansible_collections.fleetqual.storage.plugins.module_utils.common.atomic import write_atomic
 
 TEXTFILE = "fleetqual.prom"
-ARRAY_KEYS = ("name", "rank", "members", "steps", "max_clock_uncertainty_ms", "ready_timeout_s")
+ARRAY_KEYS = ("name", "rank", "members", "steps", "max_clock_uncertainty_ms", "ready_timeout_s", "target",
+              "target_kind", "target_path", "target_device")
 
 
 class StartError(Exception):
@@ -362,7 +363,7 @@ def start(p, check_mode=False):
         spec = job_spec(p, plan, array)
         out.update(timeouts=spec["timeouts"], planned=spec["planned"], planned_s=spec["planned_s"],
                    deadline_s=spec["deadline_s"],
-                   array=dict((k, array[k]) for k in ARRAY_KEYS) if array else None)
+                   array=dict((k, array.get(k)) for k in ARRAY_KEYS) if array else None)
         if check_mode:
             out.update(status=None, check_mode=True, msg="check mode: the job would be started")
             return out

@@ -38,6 +38,9 @@ Status ``array`` (in ``status.json``)::
                 "window_start", "window_end" (controller clock), "start_late_ms",
                 "launch": {"reached_s", "probed_s", "launched_s"} (seconds before the warm-up
                 start at which the job reached the step, had probed, launched iobench),
+                "measured": {"target", "kind", "path" | "device", "wwid", "alias",
+                             "device_name", "devices"} (what the step's I/O went to:
+                :func:`measured_of`) | null,
                 "result": <run_workload result, epochs in the host clock> | null}]}
 
 A step is incomplete (``complete: false`` with ``error``) when this host was not ready at
@@ -57,6 +60,7 @@ import time
 from ansible_collections.fleetqual.storage.plugins.module_utils.collect.collector import Collector
 from ansible_collections.fleetqual.storage.plugins.module_utils.job import workload as _workload
 from ansible_collections.fleetqual.storage.plugins.module_utils.job.cleanup import remove_datasets
+from ansible_collections.fleetqual.storage.plugins.module_utils.plan import targets as _targets
 
 START_FILE = "array-start.json"
 TEST_CLOCK_ENV = "FLEETQUAL_TEST_CLOCK_OFFSET_S"
@@ -235,22 +239,36 @@ def dataset_name(name):
 
 
 def resolve_target(cfg, targets, workloads, test_dir, name):
-    """``{target_kind, target_path | target_device, device_size, device_offset}`` of the array's ``target``
-    (a resolved ``fleetqual_targets`` entry; default the ``fleetqual_test_dir`` shorthand).
-    Raises ValueError when the host has no such target."""
-    want = cfg.get("target")
-    if not want:
-        return {"target_kind": "path", "target_path": test_dir}
-    for t in targets or []:
-        if t.get("name") == want:
-            if t.get("kind") == "device":
-                sizes = [int(w.get("device_size") or 0) for w in workloads or [] if w.get("target") == want]
-                return {"target_kind": "device", "target_device": t["device"],
-                        "device_size": 0 if (not sizes or 0 in sizes) else max(sizes),
-                        "device_offset": int(t.get("offset") or 0)}
-            return {"target_kind": "path", "target_path": t["path"]}
-    raise ValueError("fleetqual_arrays.%s.target %r names no target of this host (its targets: %s)"
-                     % (name, want, ", ".join(t.get("name", "?") for t in targets or []) or "none"))
+    """``{target, target_kind, target_path | target_device, device_size, device_offset}`` of
+    the array's target (``plan.targets.array_target``: the one named, else the host's only
+    target, else the ``fleetqual_test_dir`` shorthand). Raises ValueError when the host has
+    no such target, or several and the array names none."""
+    t = _targets.array_target(cfg.get("target"), targets, "fleetqual_arrays.%s" % name)
+    if t is None or t.get("shorthand"):
+        return {"target": None, "target_kind": "path", "target_path": test_dir}
+    if t.get("kind") == "device":
+        sizes = [int(w.get("device_size") or 0) for w in workloads or [] if w.get("target") == t["name"]]
+        out = {"target": t["name"], "target_kind": "device", "target_device": t["device"],
+               "device_size": 0 if (not sizes or 0 in sizes) else max(sizes),
+               "device_offset": int(t.get("offset") or 0)}
+        out.update((k, t[k]) for k in ("wwid", "alias", "serial") if t.get(k))
+        return out
+    return {"target": t["name"], "target_kind": "path", "target_path": t["path"]}
+
+
+def measured_of(spec, info):
+    """What a step measured: the array's target (its name, null for ``fleetqual_test_dir``;
+    the directory or device, a LUN's WWID and alias) and the block devices under it as the
+    step resolved them: ``device_name`` the top one (``dm-0`` of a multipath map, ``vda1``
+    of a partition), ``devices`` those whose counters the step reads (a map's paths)."""
+    out = {"target": spec.get("target"), "kind": spec.get("target_kind"),
+           "device_name": ((info or {}).get("chain") or [None])[0], "devices": list((info or {}).get("devices") or [])}
+    if spec.get("target_kind") == "device":
+        out["device"] = spec.get("target_device")
+        out.update((k, spec[k]) for k in ("wwid", "alias") if spec.get(k))
+    else:
+        out["path"] = spec.get("target_path")
+    return out
 
 
 def complete_spec(spec, targets, workloads, test_dir, prepare_min_mibps=20):
@@ -451,7 +469,7 @@ class ArrayRun:
         active = rank < int(step["initiators"])
         e = {"index": step["index"], "active": active, "complete": not active, "error": None,
              "scheduled_start": None, "scheduled_end": None, "window_start": None, "window_end": None,
-             "start_late_ms": None, "result": None}
+             "start_late_ms": None, "measured": None, "result": None}
         if start:
             e["scheduled_start"], e["scheduled_end"] = [round(x, 6) for x in scheduled(start, step)[:2]]
         return e
@@ -488,6 +506,7 @@ class ArrayRun:
         # everything but the launch before the wait (resolving the devices, probing the
         # collectors and iobench's options): on a loaded host they took much of the lead
         errors, sizes, info, source, tools = _workload.prepare(params)
+        e["measured"] = measured_of(self.spec, info)
         if not errors:
             _workload.supports_devstat(params["binary"])
         e["launch"]["probed_s"] = round(warm_host - self.now(), 3)

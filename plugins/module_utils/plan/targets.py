@@ -355,6 +355,31 @@ def resolve_targets(targets, test_dir=None, host=None, names=None):
     return [dict(t, shorthand=False) for _i, t in checked], []
 
 
+def array_target(want, targets, where):
+    """The target an array measures on one host (docs/arrays.md, "The array's target"), one
+    rule for the controller's validation and the host's job: the target named ``want``;
+    without a name, the host's only target (a SAN LUN given as its one ``fleetqual_targets``
+    entry is what the array measures); None when the host has none (``fleetqual_test_dir``).
+    ``targets``: the host's resolved targets (``resolve_targets``, or the plan's on the
+    host), the ``fleetqual_test_dir`` shorthand among them or not. ``where``: the array's
+    variable (``fleetqual_arrays.lun1``). Raises ValueError naming the targets when ``want``
+    is none of them, or when the host has several and the array names none."""
+    real = [t for t in targets or [] if not t.get("shorthand")]
+    names = [str(t.get("name")) for t in real]
+    if want:
+        for t in targets or []:
+            if t.get("name") == want:
+                return t
+        close = difflib.get_close_matches(str(want), names, n=1, cutoff=0.6)
+        raise ValueError("%s.target: no target %r on this host%s; its targets: %s"
+                         % (where, want, " (did you mean %s?)" % close[0] if close else "",
+                            ", ".join(names) or "none (give it fleetqual_targets)"))
+    if len(real) > 1:
+        raise ValueError("%s.target: this host has %d targets (%s); name one (closest valid value: target: %s)"
+                         % (where, len(real), ", ".join(names), names[0]))
+    return real[0] if real else None
+
+
 def _capacity_map(capacities):
     """``{device path: bytes}`` from a mapping, or from the drives module's result
     (``guard`` entries' ``device``/``resolved``/``size_bytes``, ``drives``' paths)."""

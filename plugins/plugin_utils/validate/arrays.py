@@ -32,6 +32,7 @@ from ansible_collections.fleetqual.storage.plugins.module_utils.plan.options imp
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.array import failover as _failover
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.array import mode as _arrays
 from ansible_collections.fleetqual.storage.plugins.module_utils.plan import profiles as _plan
+from ansible_collections.fleetqual.storage.plugins.module_utils.plan import targets as _targets
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.validate import inputs as _validate
 from ansible_collections.fleetqual.storage.plugins.module_utils.plan.options import MODES
 from ansible_collections.fleetqual.storage.plugins.module_utils.common.size import human_size, parse_size
@@ -251,21 +252,17 @@ def validate_array_rules(rules, where, steps=None, bound=None):
 # --------------------------------------------------------------------------- targets and sizes
 
 def _target_of(cfg, host, host_vars, errors, where):
-    """The member's resolved target the array uses, or None (errors appended)."""
+    """The member's resolved target the array uses (``plan.targets.array_target``, the rule
+    the host's job applies too), or None (the test directory, or errors appended)."""
     targets, terrs = _validate.resolve_targets(host_vars.get("fleetqual_targets"), host_vars.get("fleetqual_test_dir"),
                                                host=host)
     if terrs:
         return None     # the per-host validation reports them
-    want = cfg.get("target")
-    if want is None:
-        return targets[0] if len(targets) == 1 else None
-    for t in targets:
-        if t.get("name") == want:
-            return t
-    names = [t.get("name") for t in targets]
-    errors.append("host %s: %s.target: no target %r on this host%s; its targets: %s"
-                  % (host, where, want, _guess(want, names), ", ".join(map(str, names)) or "none"))
-    return None
+    try:
+        return _targets.array_target(cfg.get("target"), targets, where)
+    except ValueError as exc:
+        errors.append("host %s: %s" % (host, exc))
+        return None
 
 
 def _size_problems(name, cfg, hosts, hosts_vars, default_cache, errors):
@@ -285,7 +282,7 @@ def _size_problems(name, cfg, hosts, hosts_vars, default_cache, errors):
                           % (where, len(hosts), human_size(per_host), human_size(total), how, human_size(cap),
                              human_size(fit) if fit else "none (fewer hosts)"))
     for host in hosts:
-        target = _target_of(cfg, host, hosts_vars[host], errors, where)
+        target = _target_of(cfg, host, hosts_vars[host], [], where)    # its errors: _target_problems
         if not target or target.get("kind") != "device" or target.get("size") is None:
             continue
         try:
@@ -505,6 +502,9 @@ def validate_arrays(hosts_inputs, group_names=None, defaults=None, serial=None):
                                                          " (key %s: %r vs %r)" % diff if diff else ""))
                 break
         start = len(errors)
+        if isinstance(cfg, dict):
+            for host in hosts:
+                _target_of(cfg, host, hv[host], errors, where)
         checked = _check_config(name, cfg, hosts, errors)
         if checked is not None:
             first = hv[hosts[0]]

@@ -265,6 +265,10 @@ def test_one_lock_step_window_on_a_skewed_host_clock(iobench_binary, adir, monke
     a = job.status["array"]
     assert a["launch_s"] > 0 and a["launch_lead_s"] == ls.launch_lead(a["launch_s"]), a
     assert e["launch"]["reached_s"] >= e["launch"]["probed_s"] >= e["launch"]["launched_s"], e["launch"]
+    # what the step measured: the test directory (no named target) and the device under it
+    m = e["measured"]
+    assert (m["target"], m["kind"], m["path"]) == (None, "path", adir)
+    assert m["devices"] == e["result"]["collector"]["devices"] and m["device_name"] == e["result"]["collector"]["chain"][0]
 
 
 def test_a_rehearsal_that_cannot_run_leaves_the_floor_lead_and_one_that_can_measures(iobench_binary, adir, monkeypatch):
@@ -304,3 +308,64 @@ def test_array_spec_ranks_members_and_the_deadline_covers_the_schedule():
     with pytest.raises(Exception) as e:
         ctl.array_spec("san", arrays_var, hosts_vars, "h1", "/var/tmp/fq", targets=other)
     assert "target 'lun'" in str(e.value) and "data1" in str(e.value)
+
+
+# --------------------------------------------------------------------------- the array's target
+
+def test_without_target_an_array_measures_the_hosts_only_target():
+    """A host whose one target is a SAN LUN and an array that names no target: the array's
+    data set is on the LUN (its region), never in fleetqual_test_dir; the spec says which."""
+    arrays_var = {"san": dict(CFG, initiators=[1])}
+    hosts_vars = {"h1": {"fleetqual_array": "san"}}
+    lun = {"name": "lun", "kind": "device", "device": "/dev/disk/by-id/dm-uuid-mpath-3600a", "wwid": "3600a",
+           "offset": 1 << 20}
+    spec = ctl.array_spec("san", arrays_var, hosts_vars, "h1", "/var/tmp/fq", targets=[lun],
+                          workloads=[{"target": "lun", "device_size": 64 << 20}])
+    assert (spec["target"], spec["target_kind"], spec["target_device"], spec["wwid"]) == \
+        ("lun", "device", lun["device"], "3600a")
+    assert spec["device_offset"] == 1 << 20 and spec["device_size"] == 64 << 20 and "target_path" not in spec
+    # no targets at all: the test directory, and the spec says it is no named target
+    spec = ctl.array_spec("san", arrays_var, hosts_vars, "h1", "/var/tmp/fq", targets=[])
+    assert (spec["target"], spec["target_kind"], spec["target_path"]) == (None, "path", "/var/tmp/fq")
+
+
+_NAMES = st.lists(st.sampled_from(["lun", "data", "logs", "lun0", "scratch"]), unique=True, max_size=3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(names=_NAMES, want=st.one_of(st.none(), st.sampled_from(["lun", "data", "lnu", "logs", "x"])),
+       shorthand=st.booleans())
+def test_the_controller_and_the_host_pick_the_same_target_or_refuse_alike(names, want, shorthand):
+    """One rule (plan.targets.array_target) on both sides: the controller's validation
+    (before any host is touched) and the host's job agree on every host's targets and every
+    ``target`` value: the one named, else the only one, else the test directory; a name that
+    is none of them, or several targets and no name, refused naming the targets."""
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.validate.arrays import validate_arrays
+    cfg = dict(CFG, initiators=[1], total_size="4M")
+    if want is not None:
+        cfg["target"] = want
+    user = [{"name": n, "path": "/srv/%s" % n} for n in names]
+    errors = validate_arrays({"h1": {"fleetqual_array": "san", "fleetqual_arrays": {"san": cfg},
+                                     "fleetqual_targets": user}}, None,
+                             {"fleetqual_arrays": {}, "fleetqual_cache_size": "256M", "fleetqual_targets": [],
+                              "fleetqual_test_dir": "/var/tmp/fleetqual"})
+    host_targets = [{"name": n, "kind": "path", "path": "/srv/%s" % n} for n in names]
+    if shorthand and not names:
+        host_targets = [{"name": "test_dir", "kind": "path", "path": "/var/tmp/fq", "shorthand": True}]
+    try:
+        got = ls.resolve_target(cfg, host_targets, [], "/var/tmp/fq", "san")
+        host_error = None
+    except ValueError as exc:
+        got, host_error = None, str(exc)
+    refused = [e for e in errors if "fleetqual_arrays.san.target" in e]
+    if want is not None and want not in names:
+        assert host_error and refused and "no target %r" % want in host_error
+        assert refused == ["host h1: " + host_error]
+    elif want is None and len(names) > 1:
+        assert host_error and refused == ["host h1: " + host_error]
+        assert "this host has %d targets (%s); name one" % (len(names), ", ".join(names)) in host_error
+    else:
+        assert host_error is None and not refused, (host_error, errors)
+        expect = want or (names[0] if names else None)
+        assert got["target"] == expect
+        assert got["target_path"] == ("/srv/%s" % expect if expect else "/var/tmp/fq")

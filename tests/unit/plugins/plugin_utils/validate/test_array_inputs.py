@@ -128,6 +128,18 @@ def test_an_unknown_target_is_named_per_host():
     assert len(errors) == 4 and "did you mean lun?" in one(errors, "host h1", "'lum'")
 
 
+def test_a_host_with_several_targets_must_name_the_arrays():
+    """Without ``target`` an array measures the host's only target; a host with two is
+    refused (before any host is touched) naming them, the others measure their one."""
+    hosts = fleet()
+    hosts["h1"]["fleetqual_targets"] = [{"name": "lun0", "wwid": "3600a0001", "destroy_data": True},
+                                        {"name": "data", "path": "/srv/data"}]
+    hosts["h2"]["fleetqual_targets"] = [{"name": "lun0", "wwid": "3600a0002", "destroy_data": True}]
+    errors = check(hosts)
+    assert errors == ["host h1: fleetqual_arrays.san.target: this host has 2 targets (lun0, data); name one "
+                      "(closest valid value: target: lun0)"], errors
+
+
 def test_definitions_that_differ_between_hosts():
     hosts = fleet()
     hosts["h3"]["fleetqual_arrays"] = {"san": dict(SAN, time=30)}
@@ -166,7 +178,8 @@ def test_bad_values_name_the_key(key, value, words):
 @pytest.mark.slow
 def test_the_validation_play_refuses_a_host_in_two_arrays(tmp_path):
     """The role's validation tasks as the playbook runs them, on the controller: h3 names
-    san and is in the group nas lists; nothing is touched (the hosts do not even exist)."""
+    san and is in the group nas lists, h5 has two targets and san names none; nothing is
+    touched (the hosts do not even exist)."""
     import os
     import subprocess
     import sys
@@ -178,7 +191,10 @@ def test_the_validation_play_refuses_a_host_in_two_arrays(tmp_path):
     (tmp_path / "inv.yml").write_text(yaml.safe_dump({"all": {
         "vars": {"fleetqual_arrays": arrays_var},
         "children": {"sanhosts": {"vars": {"fleetqual_array": "san"},
-                                  "hosts": {"h1": {"ansible_host": "192.0.2.1"}, "h3": {"ansible_host": "192.0.2.3"}}},
+                                  "hosts": {"h1": {"ansible_host": "192.0.2.1"}, "h3": {"ansible_host": "192.0.2.3"},
+                                            "h5": {"ansible_host": "192.0.2.5", "fleetqual_targets": [
+                                                {"name": "data", "path": "/srv/data"},
+                                                {"name": "logs", "path": "/srv/logs"}]}}},
                      "filers": {"hosts": {"h3": {}, "f1": {"ansible_host": "192.0.2.9"}}}}}}))
     (tmp_path / "pb.yml").write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": [
         {"ansible.builtin.include_role": {"name": "fleetqual.storage.qualify", "tasks_from": "validate.yml"},
@@ -192,6 +208,7 @@ def test_the_validation_play_refuses_a_host_in_two_arrays(tmp_path):
     assert out.returncode != 0, text
     assert ("host h3: in 2 arrays, nas (fleetqual_arrays.nas.groups) and san (fleetqual_array); a host belongs to "
             "one array") in text, text
+    assert "host h5: fleetqual_arrays.san.target: this host has 2 targets (data, logs); name one" in text, text
     assert "host h1" not in text and "host f1" not in text
 
 
