@@ -189,6 +189,62 @@ def _series_cv(per_host_intervals, start, end):
 MIN_OVERLAP_S = 1e-6
 
 
+def measured_fields(entry):
+    """A host's part of a step: what its I/O went to (the job's ``measured``,
+    module_utils/job/lockstep.py): ``target`` (null: ``fleetqual_test_dir``), ``device`` (the
+    top block device, ``dm-0`` of a LUN's multipath map), ``devices`` (those counted: the
+    map's paths), ``wwid`` (a LUN's)."""
+    m = entry.get("measured") if isinstance(entry, dict) and isinstance(entry.get("measured"), dict) else {}
+    return {"target": m.get("target"), "device": m.get("device_name"), "devices": list(m.get("devices") or []),
+            "wwid": m.get("wwid")}
+
+
+# /sys/block/<dev>/stat fields of completed reads and writes (Documentation/block/stat.rst)
+STAT_READS, STAT_WRITES = 0, 4
+
+
+def device_counts(entry):
+    """``(device requests, benchmark requests, window seconds)`` of a host's step from
+    iobench's ``window.devstat`` (the counters of the devices the step measured, read at its
+    window's edges: a LUN's paths summed), or None without them. Only the kinds of request
+    the step issued are counted: a LUN's paths also complete the host's own reads (multipath
+    probing a failed path) that no benchmark issued."""
+    bench = step_bench(entry) or {}
+    window = bench.get("window") if isinstance(bench.get("window"), dict) else {}
+    devstat = window.get("devstat")
+    if not isinstance(devstat, dict) or not devstat:
+        return None
+    ops = bench.get("ops") if isinstance(bench.get("ops"), dict) else {}
+    counts = {k: as_number((ops.get(k) or {}).get("count")) or 0 for k in ("read", "write")}
+    fields = [f for k, f in (("read", STAT_READS), ("write", STAT_WRITES)) if counts[k]]
+    dev_ops = 0
+    for d in devstat.values():
+        try:
+            dev_ops += sum(d["end"][k] - d["start"][k] for k in fields)
+        except (KeyError, IndexError, TypeError):
+            return None
+    mine = counts["read"] + counts["write"]
+    secs = (as_number(window.get("end_epoch")) or 0) - (as_number(window.get("start_epoch")) or 0)
+    return dev_ops, mine, secs
+
+
+def measured_text(measured):
+    """One line of what a step measured on a host: ``lun dm-0 (WWID 3600..., paths sda, sdb)``,
+    ``test_dir /var/tmp/fleetqual (vda1)``; ``unknown`` for a job that did not say."""
+    m = measured if isinstance(measured, dict) else {}
+    if not m:
+        return "unknown"
+    where = m.get("device_name") or ", ".join(m.get("devices") or []) or "no block device"
+    name = m.get("target") or "test_dir %s" % (m.get("path") or "")
+    extra = []
+    if m.get("wwid"):
+        extra.append("WWID %s" % m["wwid"])
+    devices = [d for d in m.get("devices") or [] if d != m.get("device_name")]
+    if devices:
+        extra.append("paths %s" % ", ".join(devices) if m.get("wwid") else ", ".join(devices))
+    return "%s %s%s" % (name.strip(), where, " (%s)" % "; ".join(extra) if extra else "")
+
+
 def step_figures(step, entries, expected, clock_offsets=None, rank_of=None):
     """The array's figures of one step (docs/report.md, ``arrays[].steps[]``).
 
@@ -211,9 +267,9 @@ def step_figures(step, entries, expected, clock_offsets=None, rank_of=None):
                    key=natural_key)
     out = {k: step.get(k) for k in ("index", "initiators", "threads", "mode", "time", "warmup", "offset_s", "end_s")}
     out.update({"complete": bool(used) and not missing, "missing_hosts": sorted(missing, key=natural_key),
-                "missing": missing, "problem": None, "outlier": False, "extra_hosts": extra,
+                "missing": missing, "problem": None, "outlier": False, "extra_hosts": extra, "measured": [],
                 "aggregate": dict.fromkeys(("iops", "mib_per_sec", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "mean_ms",
-                                            "outstanding", "issued", "littles_ratio", "cv")),
+                                            "outstanding", "issued", "littles_ratio", "cv", "device_iops")),
                 "window": dict.fromkeys(("start", "end", "start_spread_ms", "end_spread_ms", "overlap_s")),
                 "fairness": dict.fromkeys(("jain", "min_share", "min_share_pct", "min_iops", "median_iops",
                                            "max_iops")),
@@ -222,6 +278,7 @@ def step_figures(step, entries, expected, clock_offsets=None, rank_of=None):
         if not expected:
             out["problem"] = "no host is active in this step"
         return out
+    out["measured"] = sorted({measured_text(e.get("measured")) for e in used.values()})
     windows = {h: host_window(e, clock_offsets.get(h)) for h, e in used.items()}
     ivs = {h: host_intervals(e, clock_offsets.get(h)) for h, e in used.items()}
     start = max(w[0] for w in windows.values())
@@ -241,6 +298,10 @@ def step_figures(step, entries, expected, clock_offsets=None, rank_of=None):
                            "window_start": windows[h][0], "window_end": windows[h][1],
                            "start_offset_ms": rounded((windows[h][0] - earliest) * 1000.0, 3),
                            "outstanding_issued": _issued(step_bench(e)), "share_pct": None}
+        out["hosts"][h].update(measured_fields(e))
+        dc = device_counts(e)
+        out["hosts"][h]["device_iops"] = rounded(dc[0] / dc[2], 3) if dc and dc[2] > 0 else None
+        out["hosts"][h]["device_ratio"] = rounded(dc[0] / dc[1], 4) if dc and dc[1] else None
     host_iops = [out["hosts"][h]["iops"] for h in used if out["hosts"][h]["iops"] is not None]
     med = median(host_iops)
     for h in used:
@@ -280,6 +341,9 @@ def step_figures(step, entries, expected, clock_offsets=None, rank_of=None):
         "p999_ms": rounded(lat.get("p999_ms")), "mean_ms": rounded(mean_ms, 6), "outstanding": rounded(outstanding, 4),
         "issued": issued, "littles_ratio": rounded(ratio(outstanding, issued), 4),
         "cv": rounded(_series_cv(list(ivs.values()), start, end), 4)}
+    # the measured devices' own counters over each host's window, summed: what the SAN served
+    dev = [out["hosts"][h]["device_iops"] for h in used]
+    out["aggregate"]["device_iops"] = rounded(sum(dev), 3) if dev and None not in dev else None
     return out
 
 

@@ -19,7 +19,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.report.templatin
 
 # header, key, align (terminal, Markdown)
 ARRAY_COLUMNS = (("step", "step", ">"), ("mode", "mode", "<"), ("init", "initiators", ">"), ("thr", "threads", ">"),
-                 ("IOPS", "iops", ">"), ("MiB/s", "mibps", ">"), ("p50ms", "p50", ">"), ("p99ms", "p99", ">"),
+                 ("IOPS", "iops", ">"), ("dev IOPS", "device_iops", ">"), ("MiB/s", "mibps", ">"), ("p50ms", "p50", ">"), ("p99ms", "p99", ">"),
                  ("outst", "outstanding", ">"), ("jain", "jain", ">"), ("min%", "min_share", ">"),
                  ("spread ms", "spread", ">"), ("state", "state", "<"))
 
@@ -45,6 +45,7 @@ def step_rows(array):
         agg, fair, win = s.get("aggregate") or {}, s.get("fairness") or {}, s.get("window") or {}
         rows.append({"step": str(s.get("index")), "mode": str(s.get("mode")), "initiators": str(s.get("initiators")),
                      "threads": str(s.get("threads")), "iops": cell_num(agg.get("iops")),
+                     "device_iops": cell_num(agg.get("device_iops")),
                      "mibps": cell_num(agg.get("mib_per_sec")), "p50": cell_ms(agg.get("p50_ms")),
                      "p99": cell_ms(agg.get("p99_ms")), "outstanding": cell_num(agg.get("outstanding")),
                      "jain": DASH if fair.get("jain") is None else "%.3f" % fair["jain"],
@@ -70,6 +71,16 @@ def curve_lines(array):
     return out
 
 
+def measured_line(array, limit=3):
+    """What the array's steps measured, once: the target and the device under it on each
+    host (``lun dm-0 (WWID ...; paths sda, sdb)``), from the steps' ``measured``."""
+    seen = list(dict.fromkeys(m for s in array.get("steps") or [] for m in s.get("measured") or []))
+    if not seen:
+        return "measured: unknown (no step says which device)"
+    more = " and %d more" % (len(seen) - limit) if len(seen) > limit else ""
+    return "measured: %s%s" % ("; ".join(seen[:limit]), more)
+
+
 def headline(array):
     spread = (array.get("start_spread_ms") or {}).get("median")
     return ("array %s: %s, %d hosts, %s/%s steps complete, window start spread median %s ms"
@@ -83,6 +94,7 @@ def array_text_lines(fleet, width=110, limit=40):
     out = []
     for a in arrays_of(fleet):
         out.append(truncate(headline(a), width))
+        out.append(truncate("  " + measured_line(a), width))
         rows = step_rows(a)
         shown = rows[:limit]
         widths = [max([len(h)] + [len(r[k]) for r in shown]) for h, k, _al in ARRAY_COLUMNS]
@@ -134,7 +146,7 @@ def array_junit_cases(fleet):
         cases.append({"name": "%s verdict" % a["name"], "classname": cls, "time": 0.0, "kind": kind,
                       "message": (a.get("reasons") or [verdict])[0] if kind else "", "type": str(verdict),
                       "text": "\n".join(list(a.get("reasons") or []) + ["note: %s" % n for n in a.get("notes") or []]),
-                      "out": "\n".join([headline(a)] + curve_lines(a))})
+                      "out": "\n".join([headline(a), measured_line(a)] + curve_lines(a))})
         out.append(("array.%s" % a["name"], cases))
     return out
 
@@ -171,6 +183,7 @@ def html_section(fleet):
         parts.append('<h3 id="array-%s"><span class="badge %s">%s</span> array %s</h3>'
                      % (esc(a["name"]), esc(a["verdict"]), esc(a["verdict"]), esc(a["name"])))
         parts.append('<p class="legend">%s</p>' % esc(headline(a)))
+        parts.append('<p class="legend">%s</p>' % esc(measured_line(a)))
         parts.append('<div class="grid"><div class="panel">%s</div><div class="panel">%s</div></div>' % (iops_svg, p99_svg))
         parts.append("<ul>%s</ul>" % "".join("<li>%s</li>" % esc(line) for line in curve_lines(a)))
         head = "".join("<th>%s</th>" % esc(h) for h, _k, _al in ARRAY_COLUMNS)
@@ -194,6 +207,7 @@ def markdown(fleet):
     for a in arrays_of(fleet):
         out.append("\n### array %s — %s\n" % (md_cell(a["name"]), md_cell(a["verdict"])))
         out.append(md_cell(headline(a)) + "\n")
+        out.append(md_cell(measured_line(a)) + "\n")
         out.append("| " + " | ".join(h for h, _k, _al in ARRAY_COLUMNS) + " |")
         out.append("|" + "|".join("---:" if al == ">" else "---" for _h, _k, al in ARRAY_COLUMNS) + "|")
         out.extend("| " + " | ".join(md_cell(r[k]) for _h, k, _al in ARRAY_COLUMNS) + " |" for r in step_rows(a))

@@ -466,3 +466,35 @@ def test_a_host_of_another_schedule_is_missing_and_one_without_start_is_named_by
     arr = arrays.build_array("san", runs)
     assert arr["steps"][1]["missing"] == {"h10": "not ready at the start"}
     assert [s["complete"] for s in arr["steps"]] == [True, False, True, False]
+
+
+def _with_device(entry, reads, measured):
+    """``entry`` whose window carries its devices' counters: ``reads`` {dev: completed reads}."""
+    entry["result"]["bench"]["window"]["devstat"] = {
+        d: {"start": [10] + [0] * 10, "end": [10 + n] + [0] * 10} for d, n in reads.items()}
+    entry["measured"] = measured
+    return entry
+
+
+def test_each_step_says_what_it_measured_and_the_devices_own_count():
+    """A LUN's step on two initiators: each host's figures name its target, the map and the
+    paths; the step's ``device_iops`` is what the paths' counters saw over each window, here
+    all of the benchmark's requests; a host whose step went to its root disk says so."""
+    lun = {"target": "lun", "kind": "device", "device": "/dev/disk/by-id/dm-uuid-mpath-3600a", "wwid": "3600a",
+           "device_name": "dm-0", "devices": ["sda", "sdb"]}
+    a = _with_device(_synthetic_entry(100.0, 10, 0.1, [100], [(500, 1000)]), {"sda": 600, "sdb": 400}, lun)
+    b = _with_device(_synthetic_entry(100.0, 10, 0.1, [100], [(500, 1000)]), {"sda": 500, "sdb": 500}, lun)
+    step = {"index": 1, "initiators": 2, "threads": 1, "mode": "rndrd"}
+    fig = arrays.step_figures(step, {"h1": a, "h2": b}, ["h1", "h2"])
+    assert fig["complete"] and fig["measured"] == ["lun dm-0 (WWID 3600a; paths sda, sdb)"]
+    h1 = fig["hosts"]["h1"]
+    assert (h1["target"], h1["device"], h1["devices"], h1["wwid"]) == ("lun", "dm-0", ["sda", "sdb"], "3600a")
+    assert h1["device_ratio"] == pytest.approx(1.0) and h1["device_iops"] == pytest.approx(1000.0)
+    assert fig["aggregate"]["device_iops"] == pytest.approx(fig["aggregate"]["iops"])
+    root = {"target": None, "kind": "path", "path": "/var/tmp/fleetqual", "device_name": "vda1", "devices": ["vda"]}
+    c = _with_device(_synthetic_entry(100.0, 10, 0.1, [100], [(500, 1000)]), {"vda": 1000}, root)
+    fig = arrays.step_figures(step, {"h1": a, "h3": c}, ["h1", "h3"])
+    assert fig["measured"] == ["lun dm-0 (WWID 3600a; paths sda, sdb)", "test_dir /var/tmp/fleetqual vda1 (vda)"]
+    # a job that did not say: unknown, never a guess
+    del b["measured"]
+    assert arrays.step_figures(step, {"h2": b}, ["h2"])["measured"] == ["unknown"]
