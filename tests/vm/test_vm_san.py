@@ -49,9 +49,10 @@ PLAN = {"fleetqual_profile": "quick", "fleetqual_matrix": [
     {"workload": "san", "mode": "rndrw", "threads": 2, "total_size": "16M", "block_size": "16K", "direct": True,
      "time": 4, "warmup": 1}]}
 # random writes from both initiators in one step, the failover's: it reads back every block it
-# wrote (an emulated guest saves a step's result slower than a server: a longer gap)
+# wrote (an emulated guest saves a step's result slower than a server: a longer gap). No
+# ``target``, as docs/san.md's example: each initiator's one target, the LUN, is the array's
 ARRAY = {"initiators": [2], "threads": [2], "modes": ["rndwr"], "time": 16, "warmup": 1, "block_size": "16K",
-         "total_size": "16M", "target": "lun", "step_gap_s": 5}
+         "total_size": "16M", "step_gap_s": 5}
 # portal 0's path cut 3 s into the step's window (a TCP reset: san.Tgt.cut), back 12 s later:
 # each initiator's I/O waits for its session's recovery (5 s replacement: san.NODE_SETTINGS)
 # and goes on through portal 1
@@ -217,6 +218,15 @@ def test_the_arrays_aggregate_is_the_sum_of_its_initiators_device_counters(san_r
             device += _device_ops(window, _paths(san_run.record(h)), kinds) / (window["end_epoch"] - window["start_epoch"])
         agg = s["aggregate"]["iops"]
         assert agg > 0 and abs(agg - device) <= TOLERANCE * device, (s["index"], agg, device)
+        # the step says what it measured: the LUN (the array names no target), its map and paths,
+        # and the paths' own count beside the aggregate
+        for h in active:
+            mp = san_run.record(h)["targets"][0]["multipath"]
+            got = s["hosts"][h]
+            assert (got["target"], got["wwid"], sorted(got["devices"])) == ("lun", mp["wwid"], sorted(_paths(san_run.record(h))))
+            assert got["device"].startswith("dm-"), got
+        assert s["measured"] and all(m.startswith("lun dm-") and "WWID %s" % mp["wwid"] in m for m in s["measured"])
+        assert abs(s["aggregate"]["device_iops"] - agg) <= TOLERANCE * agg, s["aggregate"]
 
 
 def test_the_drive_table_says_which_paths_of_which_lun(san_run):

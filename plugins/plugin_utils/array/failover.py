@@ -33,7 +33,7 @@ import sys
 from ansible_collections.fleetqual.storage.plugins.module_utils.common.atomic import read_json_or_none, write_json_atomic
 from ansible_collections.fleetqual.storage.plugins.module_utils.common.numeric import fmt_num, is_int, is_number
 from ansible_collections.fleetqual.storage.plugins.module_utils.plan.vocabulary import type_name
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.array.figures import entry_problem, step_bench
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.array.figures import entry_problem, measured_text, step_bench
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.stalls import stall_figures
 
 FAILOVER_VAR = "fleetqual_failover"
@@ -148,7 +148,8 @@ def path_changes(kernel, log, offset_s=0.0, paths=None):
             continue
         key, t = p.get("path"), round(at - start, 3)
         if p.get("state") == "failed" and key not in out:
-            out[key] = {"path": key, "drive": p.get("drive"), "failed_s": t, "reinstated_s": None, "text": p.get("text")}
+            out[key] = {"path": key, "drive": p.get("drive"), "map": p.get("map"), "failed_s": t, "reinstated_s": None,
+                        "text": p.get("text")}
         elif p.get("state") == "reinstated" and key in out and out[key]["reinstated_s"] is None:
             out[key].update(reinstated_s=t, reinstated_text=p.get("text"))
     return list(out.values())
@@ -216,6 +217,8 @@ def attach(run, log, kernel):
             paths = set(devices) if devices else None
             e["failover_paths"] = path_changes(kernel, log, offset, paths)
             e["failover_kernel"] = kernel_lines(kernel, log, offset, paths, e["failover_paths"])
+            # where else the kernel saw the cut: the paths of a device the step did not measure
+            e["failover_elsewhere"] = [c for c in path_changes(kernel, log, offset) if paths and c["drive"] not in paths]
     return run
 
 
@@ -304,6 +307,23 @@ def failback(entry, log):
     return {"paths_failed": failed, "failback_s": back, "not_reinstated": lost}
 
 
+def seen_elsewhere(entries, hosts, step):
+    """Per host, where the kernel saw a cut that the step's I/O did not see: the paths
+    dm-multipath failed on a device the step did not measure (the step entry's
+    ``failover_elsewhere``, :func:`attach`) against what the step measured. ``[text]``."""
+    out = []
+    for h in hosts:
+        e = entries.get(h) or {}
+        other = e.get("failover_elsewhere") or []
+        if not other:
+            continue
+        seen = ", ".join("%s (path %s of multipath map %s, failed at %+.1f s)" % (
+            c.get("drive") or "?", c.get("path"), c.get("map") or "?", c["failed_s"]) for c in other[:3])
+        out.append("on %s, on %s, but step %s measured %s there" % (
+            h, seen, step, measured_text(e.get("measured"))))
+    return out
+
+
 def judge_failover(step, entries, log, failover):
     """The failover of one array step: ``{step, cut, restore, max_stall_s, hosts: {host:
     figures + verdict + reasons}, verdict, reasons}`` (``step``: the step's figures,
@@ -365,9 +385,14 @@ def judge_failover(step, entries, log, failover):
         out["reasons"].append("failover: step %d has no active initiator" % failover["step"])
         out["verdict"] = "ERROR"
     elif not saw:
-        out["reasons"].append("failover: the cut ran (%r) but no initiator saw it: no stall of 1 s or more, no I/O "
-                              "error, no kernel line; the command may not cut a path these initiators use"
-                              % failover["cut"])
+        elsewhere = seen_elsewhere(entries, active, failover["step"])
+        if elsewhere:
+            out["reasons"].append("failover: the cut ran (%r) and the kernel saw it, %s: name the LUN as the "
+                                  "array's target" % (failover["cut"], "; ".join(elsewhere)))
+        else:
+            out["reasons"].append("failover: the cut ran (%r) but no initiator saw it: no stall of 1 s or more, no I/O "
+                                  "error, no kernel line; the command may not cut a path these initiators use"
+                                  % failover["cut"])
         out["verdict"] = "ERROR"
     elif failed and out["verdict"] == "PASS":
         out["verdict"] = "FAIL"

@@ -150,6 +150,41 @@ def test_a_cut_that_failed_or_that_no_initiator_saw_is_an_error_never_a_pass():
     assert got["verdict"] == "FAIL" and "(from 1 s to 9 s after the cut), over max_stall_s 5" in got["reasons"][0], got
 
 
+def test_a_cut_seen_on_a_device_the_step_did_not_measure_names_both():
+    """The step measured the root disk (no array target named, the test directory) while the
+    cut failed a path of the host's LUN: an ERROR naming where the kernel saw the cut and what
+    the step measured, never "no initiator saw it"; a path of the measured LUN is seeing it."""
+    spec = dict(GOOD, step=2)
+    log = _log(cut_at=1000.0)
+    kernel = {"messages": [], "path_states": [
+        {"epoch": 1004.7, "state": "failed", "map": "253:0", "path": "8:0", "drive": "sda",
+         "text": "device-mapper: multipath: 253:0: Failing path 8:0."},
+        {"epoch": 1010.7, "state": "reinstated", "map": "253:0", "path": "8:0", "drive": "sda",
+         "text": "device-mapper: multipath: 253:0: Reinstating path 8:0."}]}
+    root = {"target": None, "kind": "path", "path": "/var/tmp/fleetqual", "device_name": "vda1", "devices": ["vda"]}
+    entry = dict(_entry([3] * 200, window_start=998.0), index=2, measured=root)
+    entry["result"]["collector"] = {"devices": ["vda"]}
+    run = {"steps": [entry], "clock": {"offset_s": 0.0}}
+    F.attach(run, dict(log, spec=spec), kernel)
+    assert entry["failover_kernel"] == [] and entry["failover_paths"] == []
+    assert [c["drive"] for c in entry["failover_elsewhere"]] == ["sda"]
+    got = F.judge_failover({}, {"h1": entry}, dict(log, spec=spec), spec)
+    assert got["verdict"] == "ERROR", got
+    assert got["reasons"] == [
+        "failover: the cut ran ('true') and the kernel saw it, on h1, on sda (path 8:0 of multipath map 253:0, "
+        "failed at +4.7 s), but step 2 measured test_dir /var/tmp/fleetqual vda1 (vda) there: name the LUN as "
+        "the array's target"], got["reasons"]
+    # the same cut on the measured LUN's path: seen, judged by its stall, errors and lines
+    lun = {"target": "lun", "kind": "device", "device": "/dev/mapper/mpatha", "device_name": "dm-0",
+           "devices": ["sda", "sdb"], "wwid": "3600a"}
+    entry = dict(_entry([3] * 200, window_start=998.0), index=2, measured=lun)
+    entry["result"]["collector"] = {"devices": ["sda", "sdb"]}
+    run = {"steps": [entry], "clock": {"offset_s": 0.0}}
+    F.attach(run, dict(log, spec=spec), kernel)
+    assert entry["failover_elsewhere"] == [] and [c["drive"] for c in entry["failover_paths"]] == ["sda"]
+    assert F.judge_failover({}, {"h1": entry}, dict(log, spec=spec), spec)["verdict"] == "PASS"
+
+
 def test_an_initiator_that_did_not_run_the_step_whole_is_an_error_that_says_why():
     """Its stall is not known, and the reason is the step entry's own (never a bare "no series")."""
     spec = dict(GOOD, step=2)
