@@ -89,6 +89,11 @@ _STORAGE_PATTERNS = (
                           r"BTRFS(?:: error| error| critical) \(device (?P<dev3>[^)\s]+?)\)"),
     ("md_failure", "error", r"md/raid\d*:(?P<md>md\w+): (?:Disk failure on (?P<dev>[^\s,]+)|"
                             r"read error not correctable|unrecoverable I/O read error)"),
+    # an iSCSI session's connection lost and its recovery given up (drivers/scsi/
+    # scsi_transport_iscsi.c iscsi_conn_error_event, session_recovery_timedout): the session's
+    # disks are the paths it carried
+    ("iscsi_error", "warning", r"\bconnection(?P<isess>\d+):\d+: detected conn error \(\d+\)|"
+                               r"\bsession(?P<isess2>\d+): session recovery timed out after \d+ secs"),
     ("dm_error", "warning", r"device-mapper: [\w-]+: (?:(?P<devnum>\d+:\d+): )?"
                             r"(?:.*?Failing path (?P<path>\d+:\d+)|.*?(?:fail|error|Error|corrupt))"),
 )
@@ -128,7 +133,8 @@ def classify(text):
     """``(kind, severity, refs)`` of a storage message, or None for any other message.
     ``refs``: what the text names, ``[(how, value)]`` with ``how`` one of ``block``
     (a block device name), ``ata`` (a port number), ``scsi`` (an H:C:T:L address),
-    ``nvme_ctrl`` (a controller name), ``devnum`` (``major:minor``). A capability probe's
+    ``nvme_ctrl`` (a controller name), ``devnum`` (``major:minor``), ``iscsi_session`` (a
+    session id). A capability probe's
     line is kind ``capability_probe``, severity ``note`` (module_utils/collect/probes.py)."""
     if not isinstance(text, str):
         return None
@@ -154,6 +160,8 @@ def classify(text):
             refs.append(("ata", groups["ata"]))
         if groups.get("ctrl"):
             refs.append(("nvme_ctrl", groups["ctrl"]))
+        if groups.get("isess") or groups.get("isess2"):
+            refs.append(("iscsi_session", groups.get("isess") or groups["isess2"]))
         if not refs:
             s = _SCSI.search(text)
             if s:
@@ -178,6 +186,10 @@ def whole_disk_name(name):
         if m:
             return m.group(1)
     return name if _DISK_NAME.match(name) else None
+
+
+# how a reference that is not a device's own name is said (``ata5``, ``session1``)
+_REF_NAMES = {"ata": "ata%s", "iscsi_session": "session%s"}
 
 
 class Resolver:
@@ -225,6 +237,11 @@ class Resolver:
                 out = sysfs.listdir(os.path.join(base, "block"))
                 if out:
                     break
+        elif how == "iscsi_session":
+            # session<sid>'s device is hostH/session<sid>: its targets' SCSI devices' disks
+            base = os.path.join(self.root, "class", "iscsi_session", "session%s" % value, "device")
+            if os.path.isdir(base):
+                out = self._under(os.path.realpath(base), ("target", ""))
         elif how == "nvme_ctrl":
             ctrl = os.path.join(self.root, "class", "nvme", value)
             names = [e for e in sysfs.listdir(ctrl) if _NS.match(e)]
@@ -238,8 +255,7 @@ class Resolver:
         """``(device, disks)``: the device the message names (its first reference, else its
         ``DEVICE`` key as ``maj:min``) and the whole disks under it ([] when none resolve)."""
         # the device the text names: its first reference that is a device's name
-        device = next(("ata%s" % v if h == "ata" else v for h, v in refs if h != "block" or whole_disk_name(v)),
-                      None)
+        device = next((_REF_NAMES.get(h, "%s") % v for h, v in refs if h != "block" or whole_disk_name(v)), None)
         for how, value in refs:
             disks = self.disks(how, value)
             if disks:

@@ -95,7 +95,8 @@ def _link(target, link):
 @pytest.fixture
 def tree(tmp_path):
     """A sysfs tree: ata3 port -> host2 -> 2:0:0:0 -> sda (partition sda1); nvme0 with
-    namespaces nvme0n1 (partition nvme0n1p1) and nvme0n2; dm-0 on sda1."""
+    namespaces nvme0n1 (partition nvme0n1p1) and nvme0n2; dm-0 on sda1; iSCSI session1 on
+    host3 carrying LUN 1 as sdb."""
     root = tmp_path
     dev = root / "devices" / "pci0000:00" / "0000:00:1f.2" / "ata3"
     sda = dev / "host2" / "target2:0:0" / "2:0:0:0" / "block" / "sda"
@@ -120,6 +121,11 @@ def tree(tmp_path):
         _link(node, root / "class" / "block" / name)
     _link(sda, root / "dev" / "block" / "8:0")
     _link(dm0, root / "dev" / "block" / "253:0")
+    session = root / "devices" / "platform" / "host3" / "session1"
+    (session / "target3:0:0" / "3:0:0:1" / "block" / "sdb").mkdir(parents=True)
+    (session / "iscsi_session" / "session1").mkdir(parents=True)
+    _link(session / "iscsi_session" / "session1", root / "class" / "iscsi_session" / "session1")
+    os.symlink(session, session / "iscsi_session" / "session1" / "device")
     return str(root)
 
 
@@ -141,6 +147,11 @@ def tree(tmp_path):
     ("Sense Key : Hardware Error [current]", {"DEVICE": "b8:0"}, "8:0", ["sda"]),
     # a bracket name sysfs does not know: the SCSI address
     ("sd 2:0:0:0: [sdz] tag#1 Sense Key : Medium Error [current]", None, "sdz", ["sda"]),
+    # an iSCSI session's lines: the disks the session carries (a LUN's path); a session that
+    # is gone names itself and no disk
+    ("connection1:0: detected conn error (1020)", None, "session1", ["sdb"]),
+    ("session1: session recovery timed out after 5 secs", None, "session1", ["sdb"]),
+    ("session7: session recovery timed out after 120 secs", None, "session7", []),
     # a disk sysfs no longer knows (dropped off the bus): its name, partition stripped
     ("I/O error, dev sdq3, sector 8 op 0x1:(WRITE) flags 0x0 phys_seg 1 prio class 2", None, "sdq3", ["sdq"]),
 ])
