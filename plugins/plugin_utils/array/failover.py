@@ -344,7 +344,7 @@ def judge_failover(step, entries, log, failover):
                 restore.get("rc"), (restore.get("stderr") or "").strip()[-300:])))
         out["verdict"] = "ERROR"
     active = [h for h, e in sorted(entries.items()) if isinstance(e, dict) and e.get("active")]
-    saw = False
+    saw = saw_kernel = False
     failed = False
     for h in active:
         f = _host_figures(entries[h], log, failover)
@@ -371,6 +371,7 @@ def judge_failover(step, entries, log, failover):
         # seen: a kernel line, a stall of a second or more, or anything this initiator FAILs on (a
         # block read back wrong FAILs whether or not the cut was seen)
         saw = saw or bool(f["kernel"]) or (f["stall_s"] or 0) >= 1.0 or bool(reasons)
+        saw_kernel = saw_kernel or bool(f["kernel"])
         unknown = f["stall_s"] is None
         f.update(verdict="FAIL" if reasons else "ERROR" if unknown else "PASS", reasons=reasons)
         if unknown:
@@ -384,15 +385,16 @@ def judge_failover(step, entries, log, failover):
     if not active:
         out["reasons"].append("failover: step %d has no active initiator" % failover["step"])
         out["verdict"] = "ERROR"
+    elif not saw_kernel and not failed and seen_elsewhere(entries, active, failover["step"]):
+        # the kernel saw the cut, on paths the step did not measure: a stall of the measured
+        # device then is not the cut's, and never a PASS of the failover
+        out["reasons"].append("failover: the cut ran (%r) and the kernel saw it, %s: name the LUN as the array's "
+                              "target" % (failover["cut"], "; ".join(seen_elsewhere(entries, active, failover["step"]))))
+        out["verdict"] = "ERROR"
     elif not saw:
-        elsewhere = seen_elsewhere(entries, active, failover["step"])
-        if elsewhere:
-            out["reasons"].append("failover: the cut ran (%r) and the kernel saw it, %s: name the LUN as the "
-                                  "array's target" % (failover["cut"], "; ".join(elsewhere)))
-        else:
-            out["reasons"].append("failover: the cut ran (%r) but no initiator saw it: no stall of 1 s or more, no I/O "
-                                  "error, no kernel line; the command may not cut a path these initiators use"
-                                  % failover["cut"])
+        out["reasons"].append("failover: the cut ran (%r) but no initiator saw it: no stall of 1 s or more, no I/O "
+                              "error, no kernel line; the command may not cut a path these initiators use"
+                              % failover["cut"])
         out["verdict"] = "ERROR"
     elif failed and out["verdict"] == "PASS":
         out["verdict"] = "FAIL"

@@ -174,6 +174,13 @@ def test_a_cut_seen_on_a_device_the_step_did_not_measure_names_both():
         "failover: the cut ran ('true') and the kernel saw it, on h1, on sda (path 8:0 of multipath map 253:0, "
         "failed at +4.7 s), but step 2 measured test_dir /var/tmp/fleetqual vda1 (vda) there: name the LUN as "
         "the array's target"], got["reasons"]
+    # a stall of the measured root disk at the same time is not the cut's: still the ERROR
+    stalled = dict(_entry([3] * 40 + [0] * 30 + [3] * 130, window_start=998.0), index=2, measured=root)
+    stalled["result"]["collector"] = {"devices": ["vda"]}
+    F.attach({"steps": [stalled], "clock": {"offset_s": 0.0}}, dict(log, spec=spec), kernel)
+    got = F.judge_failover({}, {"h1": stalled}, dict(log, spec=spec), spec)
+    assert got["hosts"]["h1"]["stall_s"] == pytest.approx(3.0) and got["verdict"] == "ERROR", got
+    assert "but step 2 measured test_dir" in got["reasons"][0], got["reasons"]
     # the same cut on the measured LUN's path: seen, judged by its stall, errors and lines
     lun = {"target": "lun", "kind": "device", "device": "/dev/mapper/mpatha", "device_name": "dm-0",
            "devices": ["sda", "sdb"], "wwid": "3600a"}
