@@ -66,7 +66,17 @@ def test_the_burst_bucket_of_the_vm_tier():
     series = [629, 597, 603, 610, 588, 570] + [201, 199, 200, 200, 198, 202, 200, 201, 199, 200, 200, 200]
     intervals = [{"t": i + 1.0, "duration_s": 1.0, "iops": float(v)} for i, v in enumerate(series)]
     pace = run_pace(intervals + [{"t": 18.02, "duration_s": 0.02, "iops": 50.0}])
-    assert (pace["first_iops"], pace["last_iops"], pace["change_at_s"]) == (599.5, 200.0, 6.0)
+    assert (pace["first_iops"], pace["last_iops"], pace["change_at_s"]) == (600.0, 200.0, 6.0)
+
+
+def test_one_starved_interval_does_not_move_a_thirds_level():
+    """A throttled drive at 100 IOPS after its burst, the guest starved for the run's last full
+    second (a loaded machine): the last third's level is still the drive's 100, and one stalled
+    interval in the first third does not move its level either (each third's median)."""
+    series = [315, 300, 0, 300, 300, 212] + [100] * 6 + [100, 98.5, 103, 100.5, 100, 20.8]
+    pace = run_pace([{"t": i + 1.0, "duration_s": 1.0, "iops": float(v)} for i, v in enumerate(series)])
+    assert (pace["first_iops"], pace["last_iops"]) == (300.0, 100.0)
+    assert pace["min_iops"] == 0.0 and pace["change_at_s"] == 6.0
 
 
 def test_no_times_no_change_at_s_and_short_series():
