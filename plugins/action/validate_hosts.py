@@ -7,7 +7,10 @@ each templated in the host's context, as ``hostvars[host][name]``) against that
 specification (types, choices: Ansible's own ArgumentSpecValidator, its messages), then
 by the collection's validators (plugin_utils/validate.validate_inputs) over the role's
 defaults. Fails once, with one line per refused host naming the variable and the closest
-valid value.
+valid value. What it returns or says of the inputs is masked (module_utils/common/secrets.py):
+the value of a secret key (``fleetqual_power.password``, ...) is ``********`` in the ``inputs``
+it returns (printed from ``-v`` on, kept by AWX in the job's output), and any secret value an
+error message would quote is replaced by it.
 
 The play this replaces ran a loop item per host in three tasks, one of them
 growing a dict with ``combine`` at every item (quadratic): 4 s of controller CPU for 32
@@ -22,6 +25,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.fleetqual.storage.plugins.module_utils.common.secrets import mask_secrets, scrub, secret_values
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.validate.inputs import validate_inputs
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.validate import durability as _durability
 
@@ -61,14 +65,16 @@ class ActionModule(ActionBase):
         args = self._task.args
         hosts, spec, defaults = args.get("hosts"), args.get("spec"), args.get("defaults") or {}
         if not isinstance(hosts, list):
-            raise AnsibleActionFail("hosts: must be a list of host names, got %r" % (hosts,))
+            raise AnsibleActionFail("hosts: must be a list of host names, got %r" % (mask_secrets(hosts),))
         if not isinstance(spec, dict) or not spec:
-            raise AnsibleActionFail("spec: must be the role's argument specification (its options), got %r" % (spec,))
+            raise AnsibleActionFail("spec: must be the role's argument specification (its options), got %r"
+                                    % (mask_secrets(spec),))
         if not isinstance(defaults, dict):
-            raise AnsibleActionFail("defaults: must be a mapping of variable -> default, got %r" % (defaults,))
+            raise AnsibleActionFail("defaults: must be a mapping of variable -> default, got %r" % (mask_secrets(defaults),))
         hostvars = task_vars.get("hostvars") or {}
         validator = ArgumentSpecValidator(spec)
         inputs, problems = {}, []
+        default_secrets = secret_values(defaults)
         for host in hosts:
             host = str(host)
             try:
@@ -78,11 +84,12 @@ class ActionModule(ActionBase):
             if not isinstance(hv, Mapping):     # a host the inventory does not know: Ansible's undefined marker
                 hv = {}
             mine = {name: hv[name] for name in spec if name in hv}
-            inputs[host] = mine
+            inputs[host] = mask_secrets(mine)
             conn = (hv.get("ansible_connection"), hv.get("ansible_host", host), hv.get("ansible_port"))
             found = host_problems(validator, mine, defaults, host, conn)
             if found:
-                problems.append("%s: %s" % (host, "; ".join(found)))
+                # a message that quotes a value (Ansible's type errors, a wrong argv) never quotes a secret
+                problems.append(scrub("%s: %s" % (host, "; ".join(found)), secret_values(mine) + default_secrets))
         if problems:
             # the refused hosts' lines only (the fleet report's summary quotes the first line)
             result.update(changed=False, failed=True, problems=problems,

@@ -68,6 +68,26 @@ def _number(value, kind):
         return None
 
 
+def _argv_shown(value):
+    """A power command as messages show it: its type and first word, never the rest (an argument
+    may be a secret; docs/durability.md says how a command gets a BMC password off its argv)."""
+    if isinstance(value, list) and value:
+        bad = [i for i, x in enumerate(value) if not (isinstance(x, str) and x)]
+        return "a list of %d items starting with %s (item %d: %s)" % (
+            len(value), _first_word(value[0]), bad[0], "empty" if value[bad[0]] == "" else type_name(value[bad[0]]))
+    if isinstance(value, list):
+        return "an empty list"
+    if isinstance(value, str) and value.split():
+        return "a string starting with %r (a list is needed: it is run without a shell)" % value.split()[0]
+    return type_name(value) if value not in ("", None) else "nothing"
+
+
+def _first_word(value):
+    if isinstance(value, str):
+        return repr(value.split()[0]) if value.split() else "an empty string"
+    return type_name(value)
+
+
 def durability_settings(value, host=None):
     """(settings with every default filled in, problems) of ``fleetqual_durability``."""
     out = {k: _number(spec[0], spec[1]) for k, spec in DURABILITY_KEYS.items()}
@@ -132,8 +152,8 @@ def validate_power(value, host=None):
             # an argv list, run without a shell (nothing of it is ever parsed as shell syntax)
             if not (isinstance(v, list) and v and all(isinstance(x, str) and x for x in v)):
                 problems.append("%s: required for method command, the command run on the controller as an argv "
-                                "list such as [virsh, destroy, db17], got %r" % (
-                                    _labelled(host, "%s.%s" % (POWER_VAR, key)), v))
+                                "list such as [virsh, destroy, db17], got %s" % (
+                                    _labelled(host, "%s.%s" % (POWER_VAR, key)), _argv_shown(v)))
         elif not isinstance(v, str) or not v.strip():
             problems.append("%s: required for method %s, a non-empty string (a vault variable for a secret)" % (
                 _labelled(host, "%s.%s" % (POWER_VAR, key)), method))
