@@ -115,18 +115,18 @@ def frozen_thread(tid):
         os.rmdir(grp)
 
 
+LATE = ["--file-num", "4", "--total-size", "16M", "--mode", "rndrd", "--keep-cache", "--rate-iops", "200",
+        "--threads", "2", "--time", "1", "--devstat", "no-such-dev0", "--report-interval", "0.25", "--format", "json"]
+
+
 def test_a_window_opened_late_still_lasts_its_time(iobench, prepared):
     """With --devstat after a warmup the window opens when the main thread has read the counters.
-    That thread held (frozen alone, 2.2 s, from the middle of the 1 s warmup to past the planned
-    end of the 1 s window) while the workers go on: the window opens at the reading and lasts its
-    whole --time. A deadline fixed at the planned instant measured what was left of it (a loaded
-    fleet host PASSed on a window of 10 ms of its planned 4 s)."""
-    start = time.time() + 1.5
-    rc, out, err, thawed = held_mid_run(
-        [iobench, "run", "--dir", prepared, "--file-num", "4", "--total-size", "16M", "--mode", "rndrd", "--keep-cache",
-         "--rate-iops", "200", "--threads", "2", "--warmup", "1", "--time", "1", "--devstat", "no-such-dev0",
-         "--report-interval", "0.25", "--start-at", "%.3f" % start, "--format", "json"],
-        start + 0.5, frozen_thread, 2.2)     # the main thread's id is the process's
+    That thread held (frozen alone, 5 s from 1 s after the start: past the 3 s warmup's end and
+    the planned end of the 1 s window) while the workers go on: the window opens at the reading
+    and lasts its whole --time. A deadline fixed at the planned instant measured what was left
+    of it (a loaded fleet host PASSed on a window of 10 ms of its planned 4 s)."""
+    rc, out, err, thawed = held_mid_run([iobench, "run", "--dir", prepared, "--warmup", "3", *LATE],
+                                        time.time() + 1.0, frozen_thread, 5.0)   # the main thread's id is the process's
     assert rc == 0, err
     j = json.loads(out)
     w = j["window"]
@@ -136,3 +136,17 @@ def test_a_window_opened_late_still_lasts_its_time(iobench, prepared):
     # paced at 200/s: the window holds about a second of requests, not what the warmup left
     assert 150 <= j["ops"]["read"]["count"] <= 200 + 2 * 2, j["ops"]["read"]
     assert sum(i["read_ops"] for i in j["intervals"]) == j["ops"]["read"]["count"]
+
+
+def test_on_a_schedule_a_late_window_ends_at_its_planned_instant(iobench, prepared):
+    """On a schedule (--start-at: an array's lock-step) the window ends where the other hosts'
+    do and before the next step: the same hold makes it shorter, never later."""
+    start = time.time() + 1.5
+    rc, out, err, _thawed = held_mid_run([iobench, "run", "--dir", prepared, "--warmup", "1", "--start-at",
+                                          "%.3f" % start, *LATE], start + 0.5, frozen_thread, 2.2)
+    assert rc == 0, err
+    j = json.loads(out)
+    # the workers stopped at the planned end (start + 1 s warmup + 1 s), before the late reading
+    # opened the window: an empty window, where a kept length would have measured 1 s after it
+    assert j["elapsed_s"] < 0.5 and j["ops"]["read"]["count"] < 100, (j["elapsed_s"], j["ops"]["read"])
+    assert j["window"]["start_epoch"] > start + 2, j["window"]

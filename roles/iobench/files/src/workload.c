@@ -383,10 +383,14 @@ int run_bench(bench_t *b)
      * counters, not at the planned instant: on a busy host it may run late, and I/O between the
      * planned instant and the reading would be in the benchmark's figures but not the device's */
     /* and the window lasts --time from wherever it opened: a deadline fixed at the planned
-     * instant let a reading 3.99 s late leave a 4 s window of 10 ms */
+     * instant let a reading 3.99 s late leave a 4 s window of 10 ms. Except on a schedule
+     * (--start-at: an array's lock-step, other hosts' windows and the next step planned
+     * around this one): there the window ends at its planned instant, a late one is shorter
+     * and says so (window.start_epoch), and the array's common window counts only the overlap */
     const uint64_t run_ns = o->time_s > 0 ? (uint64_t)(o->time_s * 1e9) : 0;
+    const int keep_length = late_start && !(o->start_at > 0);
     atomic_store(&b->measure_start, late_start ? UINT64_MAX : planned);
-    atomic_store(&b->deadline, run_ns && !late_start ? planned + run_ns : UINT64_MAX);
+    atomic_store(&b->deadline, run_ns && !keep_length ? planned + run_ns : UINT64_MAX);
     b->epoch_at_measure_start = ep + o->warmup_s;
     b->epoch_at_start = ep;
     b->late_start = late_start;
@@ -398,7 +402,7 @@ int run_bench(bench_t *b)
         uint64_t now = now_ns();
         b->epoch_at_measure_start = epoch_now();
         atomic_store(&b->measure_start, now);
-        if (run_ns) atomic_store(&b->deadline, now + run_ns);
+        if (run_ns && keep_length) atomic_store(&b->deadline, now + run_ns);
     }
     if (b->live && b->ival_ns) live_loop(b);
     for (int i = 0; i < n; i++) pthread_join(b->th[i].tid, NULL);
