@@ -53,7 +53,10 @@ EXAMPLES = r"""
 
 RETURN = r"""
 inputs:
-  description: "C({host: {variable: value}}): the variables of O(spec) each host sets, as they were checked."
+  description:
+    - "C({host: {variable: value}}): the variables of O(spec) each host sets, as they were checked."
+    - "Secrets masked: the value of every key named C(password), C(passwd), C(token), C(secret) or ending in C(_key),
+      at any depth, is C(********) (C(fleetqual_power.password) for one)."
   returned: when no host is refused
   type: dict
 problems:
