@@ -29,6 +29,7 @@ from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.utils.display import Display
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.array import failover as _failover
+from ansible_collections.fleetqual.storage.plugins.module_utils.common.numeric import fmt_num
 from ansible_collections.fleetqual.storage.plugins.module_utils.common.atomic import write_atomic
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.report import brief as _brief
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import record as _record
@@ -136,6 +137,14 @@ def stored_by_wait(args, task_vars):
     except (OSError, ValueError):
         return None
     return record if isinstance(record, dict) else None
+
+
+def away_text(away):
+    """The record's word on a host the wait lost and found again while its job ran on."""
+    n = int(away.get("episodes") or 0)
+    return ("not answering for %s s during the wait (%s; the longest %s s); its job went on and was collected "
+            "when the host came back" % (fmt_num(away.get("seconds")), "once" if n == 1 else "%d times" % n,
+                                         fmt_num(away.get("longest_s"))))
 
 
 def outcome(host, record, error, fail):
@@ -261,7 +270,7 @@ class ActionModule(JobAction):
             error = {"task": self._task.get_name(), "msg": wait.get("msg") or "the job's status could not be read"}
             return self._judge_clean_store(args, host, started, [], error, None, task_vars)
         return self._judge_clean_store(args, host, started, wait["records"], wait.get("error"), wait.get("array_run"),
-                                       task_vars, kernel=(wait.get("status") or {}).get("kernel"))
+                                       task_vars, kernel=(wait.get("status") or {}).get("kernel"), away=wait.get("away"))
 
     @staticmethod
     def _started_result(args, task_vars):
@@ -308,7 +317,8 @@ class ActionModule(JobAction):
             margs["health_after"] = True     # a burn-in: health read again (docs/integrity.md)
         return self._execute_module(module_name=MODULE, module_args=margs, task_vars=task_vars)
 
-    def _judge_clean_store(self, args, host, started, records, error, array_run, task_vars, fail=True, kernel=None):
+    def _judge_clean_store(self, args, host, started, records, error, array_run, task_vars, fail=True, kernel=None,
+                           away=None):
         inputs = dict(args.get("record") or {})
         inputs["slice"] = _record.slice_of(task_vars)
         plan = started.get("plan") or []
@@ -324,6 +334,10 @@ class ActionModule(JobAction):
                                    kernel=kernel)
             # who the run was on the host (docs/privileges.md); null when the start did not get that far
             rec["identity"] = started.get("identity") if started else None
+            # the wait lost the host for a while and found it again (docs/operations.md)
+            rec["away"] = away
+            if away:
+                rec["warnings"] = list(rec.get("warnings") or []) + [away_text(away)]
             # the power-cut test, when the host ran it (docs/durability.md)
             return merge_into_record(rec, args.get("durability"))
 

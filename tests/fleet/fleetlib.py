@@ -161,9 +161,10 @@ class SshdInstance:
     def running(self):
         return self.proc is not None and self.proc.poll() is None
 
-    def start(self, key_options="", timeout=15):
+    def start(self, key_options="", timeout=15, port=None):
         """Start (or restart) this host's sshd. key_options go in front of the client key in
-        authorized_keys, e.g. environment="PATH=..." (needs PermitUserEnvironment)."""
+        authorized_keys, e.g. environment="PATH=..." (needs PermitUserEnvironment); ``port``:
+        listen there (the host back where its inventory says it is), else on a free port."""
         if self.running():
             if key_options == self.key_options:
                 return self
@@ -176,7 +177,7 @@ class SshdInstance:
         self.key_options = key_options
         with open(self.authorized_keys, "w") as fh:
             fh.write(("%s %s" % (key_options, self.fleet.client_pub)).strip() + "\n")
-        self.port = free_port(self.addr)
+        self.port = port or free_port(self.addr)
         with open(self.config, "w") as fh:
             fh.write("\n".join([
                 "ListenAddress %s:%d" % (self.addr, self.port),

@@ -209,3 +209,62 @@ def test_a_running_job_makes_preflight_refuse(fleet, tmp_path_factory):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+AWAY_HOSTS = ["fq46", "fq47"]
+AWAY_S = 40
+
+
+def test_a_host_away_mid_wait_is_waited_for_and_collected(fleet, tmp_path_factory):
+    """fq47's sshd, and every session below it, killed once its job measures and started again
+    on the same port 40 s later (a switch reload, sshd restarted by configuration management):
+    its job goes on without the controller, the wait polls the host again until its job's
+    deadline, prints that it is not answering, and collects it when it is back: both hosts
+    PASS with all their workloads, fq47's record says how long it was away."""
+    base = str(tmp_path_factory.mktemp("away"))
+    dirs_root = str(tmp_path_factory.mktemp("away-hostdirs"))
+    inv = inventory(fleet, base, 4, names=AWAY_HOSTS, dirs_root=dirs_root)
+    host = fleet.host(int(AWAY_HOSTS[1][2:]))
+    tdir = fleet.host_dirs(AWAY_HOSTS[1], dirs_root)["fleetqual_test_dir"]
+    ev = {"fleetqual_results_dir": os.path.join(base, "results"),
+          "fleetqual_build_cache_dir": fleetrun.build_cache_dir(), "fleetqual_run_id": "away"}
+    env = fleetrun.playbook_run.ansible_env(fleet.ansible_env())
+    with open(os.path.join(base, "out.log"), "w+") as log:
+        proc = subprocess.Popen([os.path.join(fleetrun.BIN, "ansible-playbook"),
+                                 os.path.join(fleetrun.ROOT, "playbooks", "qualify.yml"), "-i", inv, "-e", json.dumps(ev)],
+                                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=fleetrun.ROOT)
+        try:
+            # its job measures, and the controller has its start (the start's progress record):
+            # the host goes away during the wait
+            started = os.path.join(base, "results", "away", ".progress", AWAY_HOSTS[1] + ".json")
+            limit = time.monotonic() + 300
+            while (_status(tdir) or {}).get("state") != "running" or not os.path.exists(started):
+                assert proc.poll() is None and time.monotonic() < limit, "fq47's job never ran"
+                time.sleep(0.5)
+            host.kill()
+            gone = time.monotonic()
+            time.sleep(AWAY_S)
+            host.start(port=host.port)
+            away_s = time.monotonic() - gone
+            proc.wait(timeout=600)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        log.seek(0)
+        out = log.read()
+    run = fleetrun.FleetRun(subprocess.CompletedProcess(proc.args, proc.returncode, out, ""), base, "away", 0.0)
+    assert run.rc == 0, out[-5000:]
+    assert run.summary() == (2, 2, 2, 0, 0, 0), out[-5000:]
+    for name in AWAY_HOSTS:
+        rec = run.record(name)
+        assert rec["verdict"] == "PASS" and len(rec["workloads"]) == 3, (name, rec["reasons"])
+    rec = run.record(AWAY_HOSTS[1])
+    away = rec["away"]
+    # from its first unanswered poll to its first answered one: the most of the 40 s it was gone
+    assert away["episodes"] == 1 and away["seconds"] >= AWAY_S * 0.5 and away["longest_s"] == away["seconds"], \
+        (away, away_s)
+    assert any(w.startswith("not answering for ") for w in rec["warnings"]), rec["warnings"]
+    assert run.record(AWAY_HOSTS[0])["away"] is None
+    assert re.search(r"fleetqual: fq47: not answering for \d+s, its job's deadline in ", out), out[-5000:]
+    assert "UNREACHABLE!" not in out

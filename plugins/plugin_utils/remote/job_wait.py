@@ -5,6 +5,7 @@
 through the module, the raw status polls over the open connection, the wait and the
 records of a finished job. See ``plugins/action/job.py`` for what each state does."""
 
+import json
 import os
 import time
 
@@ -19,6 +20,10 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote import ar
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.workload import workload_record
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.progress import (
+    AWAY,
+    away_deadline,
+    away_delay,
+    away_line,
     claim_round,
     exit_if_orphaned,
     fleet_line,
@@ -137,17 +142,43 @@ class JobAction(ActionBase):
         controller = os.getppid()   # this worker's ansible-playbook
         overdue = 0                 # polls in a row that found the workload past its planned end
         polls = 0
+        last, read_at = None, None  # the last status read, and when (this clock)
+        away = {"episodes": 0, "seconds": 0.0, "longest_s": 0.0}
+        since, attempts = None, 0   # the host not answering: since when, how many polls in a row
+        # the host's start record (the job's deadline), read before this wait writes over it
+        start_record = self._start_record(progress_dir, host)
         while True:
             try:
                 polls += 1
                 res = self._poll(path, task_vars)
             except AnsibleConnectionFailure:
-                self._progress(progress_dir, host, None, state="unreachable", polls=polls)
-                raise
+                # the job goes on without the controller: poll again until its deadline
+                # (docs/operations.md, "A host away for a while")
+                now = time.time()
+                until = away_deadline(last, read_at, start_record, margin)
+                if since is None:
+                    since, away["episodes"] = now, away["episodes"] + 1
+                attempts += 1
+                if until is None or now >= until:
+                    self._progress(progress_dir, host, last, state="unreachable", polls=polls)
+                    raise
+                self._progress(progress_dir, host, last, state=AWAY, polls=polls)
+                if attempts == 1 or not progress_dir or claim_round(
+                        progress_dir, "away-%s-%d" % (host, int(now // interval))):
+                    display.display(away_line(host, now - since, until - now))
+                self._reconnect()
+                self._sleep(away_delay(attempts, interval, until - now), controller)
+                continue
+            if since is not None:
+                back = time.time() - since
+                away["seconds"] += back
+                away["longest_s"] = max(away["longest_s"], back)
+                since, attempts = None, 0
             if res.get("failed") or not res.get("status"):
                 self._progress(progress_dir, host, None, state="lost", polls=polls)
                 return res
             st = res["status"]
+            last, read_at = st, time.time()
             state = st.get("state")
             final = state not in ("running",)
             self._progress(progress_dir, host, st, polls=polls)
@@ -163,13 +194,39 @@ class JobAction(ActionBase):
                         "msg": "the measurement job (pid %s) is still running %d s after its deadline"
                                % (st.get("pid"), margin)}
             delay, overdue = next_poll(now, interval, st, overdue)
-            until = time.time() + delay
-            while time.time() < until:
-                time.sleep(min(1.0, max(0.0, until - time.time())))
-                # the job on the host goes on and ends by its deadline
-                exit_if_orphaned(controller)
+            self._sleep(delay, controller)
         exit_if_orphaned(controller)
-        return self._finish(st, workloads, progress_dir)
+        out = self._finish(st, workloads, progress_dir)
+        if away["episodes"]:
+            out["away"] = dict(away, seconds=round(away["seconds"], 1), longest_s=round(away["longest_s"], 1))
+        return out
+
+    @staticmethod
+    def _sleep(delay, controller):
+        until = time.time() + delay
+        while time.time() < until:
+            time.sleep(min(1.0, max(0.0, until - time.time())))
+            # the job on the host goes on and ends by its deadline
+            exit_if_orphaned(controller)
+
+    def _reconnect(self):
+        """Drop the connection that failed (an SSH master whose server went away), so that the
+        next poll logs in afresh."""
+        try:
+            self._connection.reset()
+        except Exception:  # pylint: disable=broad-except
+            pass            # a connection that cannot reset: the next poll says what it can
+
+    @staticmethod
+    def _start_record(progress_dir, host):
+        """The host's progress record (written with the start: the job's deadline), or None."""
+        if not progress_dir:
+            return None
+        try:
+            with open(os.path.join(progress_dir, host + ".json")) as fh:
+                return json.load(fh)
+        except (OSError, ValueError):
+            return None
 
     def _finish(self, st, workloads, progress_dir=None):
         results = st.get("results") or []

@@ -20,6 +20,40 @@ display = Display()
 
 
 FAILED_STATES = ("failed", "expired", "stopped", "died", "unreachable", "lost")
+# a host whose connection failed while its job runs on (the wait polls it again: away_wait)
+AWAY = "away"
+# the first retry of a host that stopped answering, doubled up to the wait's interval
+AWAY_FIRST_RETRY_S = 2.0
+
+
+def away_deadline(status, read_at, start_record, margin):
+    """The controller's instant after which a host that stopped answering while its job runs
+    is UNREACHABLE: its job's deadline plus ``margin`` (the slack the wait gives a job past it),
+    from the last status read (``deadline_epoch`` in the host's clock, mapped through the
+    status' ``now`` and the controller's ``read_at``), else the host's start record (its
+    progress file, written with the start); None when neither says (UNREACHABLE at once)."""
+    for doc, at in ((status, read_at), (start_record, None)):
+        if not isinstance(doc, dict):
+            continue
+        deadline = doc.get("deadline_epoch")
+        if not isinstance(deadline, (int, float)) or isinstance(deadline, bool) or deadline <= 0:
+            continue
+        offset = (at - doc["now"]) if at is not None and isinstance(doc.get("now"), (int, float)) else 0.0
+        return deadline + offset + margin
+    return None
+
+
+def away_delay(attempt, interval, left):
+    """Seconds before the next poll of a host that did not answer ``attempt`` times in a row:
+    2, 4, 8 ... up to the wait's ``interval``, never past its deadline (``left`` seconds away),
+    at least 1."""
+    return max(1.0, min(AWAY_FIRST_RETRY_S * 2.0 ** max(0, attempt - 1), float(interval), left))
+
+
+def away_line(host, away_s, left_s):
+    """The progress line of a host that stopped answering while its job runs."""
+    return ("fleetqual: %s: not answering for %s, its job's deadline in %s; polled again until then"
+            % (host, duration_text(away_s), duration_text(left_s)))
 
 
 def duration_text(seconds):
@@ -84,7 +118,7 @@ def fleet_progress(hosts, now=None):
     plus the quiet waits' bound), the hosts waiting for a quiet disk, the burnin round."""
     now = time.time() if now is None else now
     running = [h for h in hosts if h.get("state") == "running"]
-    out = {"hosts": len(hosts), "running": len(running),
+    out = {"hosts": len(hosts), "running": len(running), "away": sum(1 for h in hosts if h.get("state") == AWAY),
            "done": sum(1 for h in hosts if h.get("state") == "done"),
            "failed": sum(1 for h in hosts if h.get("state") in FAILED_STATES)}
     out["of"] = max([int(_num(h.get("of"))) for h in hosts] or [0])
@@ -134,8 +168,10 @@ def fleet_line(hosts, now=None):
     planned = "~%s planned" % duration_text(p["planned_s"] + p["waits_s"])
     if p["waits_s"]:
         planned += " (%s + %s of quiet waits)" % (duration_text(p["planned_s"]), duration_text(p["waits_s"]))
-    return ("fleetqual: %s | %d hosts: %d running, %d done, %d failed%s | %s of %s"
-            % (work, p["hosts"], p["running"], p["done"], p["failed"], wait, duration_text(p["elapsed_s"]), planned))
+    away = ", %d not answering" % p["away"] if p["away"] else ""
+    return ("fleetqual: %s | %d hosts: %d running%s, %d done, %d failed%s | %s of %s"
+            % (work, p["hosts"], p["running"], away, p["done"], p["failed"], wait, duration_text(p["elapsed_s"]),
+               planned))
 
 
 def progress_dir_ready(progress_dir):

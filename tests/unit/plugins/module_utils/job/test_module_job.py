@@ -14,6 +14,7 @@ import tempfile
 import time
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import test_module_iobench
 from test_module_iobench import run_module
@@ -214,6 +215,44 @@ def test_fleet_line_counts_every_host_once():
              {"state": "unreachable"}]
     assert action.fleet_line(hosts, now=230) == \
         "fleetqual: workload 3/6 | 5 hosts: 2 running, 1 done, 2 failed | 2m10s of ~5m planned"
+
+
+def test_a_host_not_answering_is_counted_apart_in_the_fleet_line():
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote import progress as action
+    hosts = [{"state": "running", "index": 2, "of": 3, "started_epoch": 100, "planned_s": 60},
+             {"state": "away", "index": 1, "of": 3, "started_epoch": 100, "planned_s": 60}]
+    assert action.fleet_line(hosts, now=130) == \
+        "fleetqual: workload 2/3 | 2 hosts: 1 running, 1 not answering, 0 done, 0 failed | 30s of ~1m planned"
+    assert action.away_line("lab-2", 40, 290) == \
+        "fleetqual: lab-2: not answering for 40s, its job's deadline in 4m50s; polled again until then"
+
+
+@settings(max_examples=300, deadline=None)
+@given(deadline=st.floats(1e9, 2e9), host_ahead=st.floats(-600, 600), margin=st.integers(0, 600),
+       from_status=st.booleans())
+def test_a_host_away_is_waited_for_until_its_jobs_deadline_in_this_clock(
+        deadline, host_ahead, margin, from_status):
+    """A host that stops answering is polled again until its job's deadline (the host's clock,
+    mapped onto the controller's through the last status' ``now``) plus the wait's margin; from
+    the start record when no status was read yet; never without a deadline."""
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote import progress as action
+    read_at = 1.5e9
+    status = {"deadline_epoch": deadline, "now": read_at + host_ahead} if from_status else None
+    record = {"deadline_epoch": deadline + 7.0}
+    got = action.away_deadline(status, read_at if from_status else None, record, margin)
+    want = deadline - host_ahead + margin if from_status else deadline + 7.0 + margin
+    assert abs(got - want) < 1e-3
+    assert action.away_deadline(None, None, {"state": "running"}, margin) is None
+    assert action.away_deadline(None, None, None, margin) is None
+
+
+@given(attempt=st.integers(1, 60), interval=st.integers(1, 300), left=st.floats(0, 1e5))
+def test_the_polls_of_a_host_away_back_off_within_the_round_and_the_deadline(attempt, interval, left):
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote import progress as action
+    d = action.away_delay(attempt, interval, left)
+    assert 1.0 <= d <= max(1.0, min(float(interval), left))
+    if attempt > 1:
+        assert d >= min(action.away_delay(attempt - 1, interval, left), max(1.0, min(float(interval), left)))
 
 
 def test_one_caller_claims_a_round(tmp_path):
