@@ -330,7 +330,7 @@ typedef struct bench {
 /* --start-at: the one wait of the process (the first run_bench: a search's first step, a
  * steady state's first round) */
 typedef struct start_state {
-    int done;
+    int done, timed;   /* timed: late_ms taken where the run's clock was read (bench_run) */
     double requested, late_ms;
 } start_state_t;
 extern start_state_t g_start;

@@ -376,6 +376,13 @@ int run_bench(bench_t *b)
     if (b->ds && !warm) devstat_sample(o, b->ds, 0);   /* no I/O of ours yet: the window starts now */
     uint64_t mono = now_ns();
     double ep = epoch_now();
+    if (g_start.done && !g_start.timed) {
+        /* how late the run began, read with its own clock: a main thread a loaded host woke
+         * late from --start-at, or preempted on its way here, is late by all of it */
+        double late = (ep - g_start.requested) * 1e3;
+        g_start.late_ms = late > 0 ? late : 0;
+        g_start.timed = 1;
+    }
     b->t_start = mono;
     const uint64_t planned = mono + (uint64_t)(o->warmup_s * 1e9);
     const int late_start = b->ds && warm;
