@@ -24,6 +24,7 @@ start created (only when it created anything), then judges and stores the ERROR 
 
 import json
 import os
+import time
 
 from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.utils.display import Display
@@ -61,7 +62,7 @@ CLEANUP_KEYS = ("target_kind", "target_path", "target_device", "device_size", "d
 # the module's own arguments, passed through from the task
 START_ARGS = ("path", "binary", "binary_sha256", "architecture", "build_on_host", "manage_packages", "profile",
               "profiles", "matrix", "overrides", "cache_size", "seed", "targets", "margin_pct", "health", "sysfs_root", "dev_root", "run_id",
-              "collect", "slack", "prepare_min_mibps", "test_clock")
+              "collect", "slack", "prepare_min_mibps", "test_clock", "previous", "uncollected_days")
 
 
 # ------------------------------------------------------------------ what a failed task prints
@@ -137,6 +138,15 @@ def stored_by_wait(args, task_vars):
     except (OSError, ValueError):
         return None
     return record if isinstance(record, dict) else None
+
+
+def collected_text(attached):
+    """The record's word on a host whose results a job of an earlier run measured."""
+    def when(epoch):
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch)) if epoch else "?"
+    return ("collected from run %s, measured %s to %s: the job of a run that did not collect it (its controller "
+            "was killed or lost the host), the same plan; not measured again"
+            % (attached.get("run_id"), when(attached.get("started_epoch")), when(attached.get("finished_epoch"))))
 
 
 def away_text(away):
@@ -336,6 +346,10 @@ class ActionModule(JobAction):
             rec["identity"] = started.get("identity") if started else None
             # the wait lost the host for a while and found it again (docs/operations.md)
             rec["away"] = away
+            # a job an earlier run left, collected as this run's (fleetqual_previous: attach)
+            rec["collected_from"] = started.get("attached") if started else None
+            if rec["collected_from"]:
+                rec["warnings"] = list(rec.get("warnings") or []) + [collected_text(rec["collected_from"])]
             if away:
                 rec["warnings"] = list(rec.get("warnings") or []) + [away_text(away)]
             # the power-cut test, when the host ran it (docs/durability.md)

@@ -62,6 +62,19 @@ options:
     description: The run identifier, recorded in the job's status.
     type: str
     default: ""
+  previous:
+    description:
+      - C(fleetqual_previous) - with O(state=started), what to do with a measurement job an earlier run left in O(path)
+        (a killed controller's). V(attach) returns that job's status as this run's (C(attached) says which run) when
+        it runs or finished the same plan (the plan's fingerprint) and is not an array member's; V(restart) lets the
+        preflight report and clear it; V(refuse) fails naming it. Any other job is cleared.
+    type: str
+    choices: [attach, restart, refuse]
+    default: attach
+  uncollected_days:
+    description: C(fleetqual_uncollected_days) - a finished job older than this many days is cleared, not attached.
+    type: int
+    default: 7
   profile:
     description: C(fleetqual_profile).
     type: raw
@@ -247,8 +260,14 @@ preflight:
   returned: O(state=started), once preflighted
   type: dict
 status:
-  description: The job's first status (M(fleetqual.storage.job)); null in check mode.
+  description: The job's first status (M(fleetqual.storage.job)); null in check mode. Attached (O(previous)), the
+    earlier run's job's status as read.
   returned: O(state=started), once started
+  type: dict
+attached:
+  description: "C({run_id, pid, state, started_epoch, finished_epoch}) of the earlier run's job this start attached to
+    (O(previous)): no job was started and the preflight did not run; the wait collects that job as this run's."
+  returned: O(state=started), when a job was attached
   type: dict
 deploy_needed:
   description: The host's binary is not the controller's build and no O(binary_src) was given; nothing was changed.
@@ -313,6 +332,8 @@ def main():
             build_on_host=dict(type="bool", default=False),
             manage_packages=dict(type="bool", default=False),
             run_id=dict(type="str", default=""),
+            previous=dict(type="str", choices=["attach", "restart", "refuse"], default="attach"),
+            uncollected_days=dict(type="int", default=7),
             profile=dict(type="raw"),
             profiles=dict(type="dict"),
             matrix=dict(type="list", elements="raw"),

@@ -6,8 +6,11 @@
 * ``ansible-playbook`` killed (SIGKILL and SIGTERM to the PIDs we started, two runs at once
   on 4 hosts each at ``forks = 2``) while the jobs run: after
   the jobs' deadline no iobench process and no test file is left on any host; each job's
-  final status waits in its test directory for the next run, whose preflight reports and
-  clears it.
+  final status waits in its test directory for the next run of the same plan, which collects
+  a finished job's results as its own (``fleetqual_previous: attach``) and reports and clears
+  a job its deadline stopped.
+* a host away 40 s mid-wait is polled again and collected; a killed controller's finished
+  jobs are collected by the next run, never measured twice.
 """
 import glob
 import json
@@ -167,13 +170,19 @@ def test_killed_controllers_leave_nothing_running_after_the_deadline(fleet, tmp_
     while any(_processes_naming(inv) for inv in invs) and time.monotonic() < limit:
         time.sleep(0.5)
     assert [p for inv in invs for p in _processes_naming(inv)] == []
-    # the next run's preflight finds each job's result, reports it and clears it (one run for
-    # the 8 hosts, over the same host directories)
+    # the next run of the same plan (one run for the 8 hosts, over the same host directories)
+    # attaches to each job that finished it and collects its results as its own (never
+    # measured twice); a job its deadline stopped is reported by the preflight and cleared
+    states = {h: _status(t)["state"] for h, t in tdirs.items()}
     base = str(tmp_path_factory.mktemp("after-kill"))
     inv = inventory(fleet, base, 6, KILLED, names=HOSTS, dirs_root=dirs_root)
     run = run_playbook(fleet, inv, base, "after-kill", env_extra={"ANSIBLE_FORKS": "2"})
     assert run.rc == 0, run.out[-4000:]
-    assert "a measurement job of run killed was left in" in run.out, run.out[-4000:]
+    for host, state in states.items():
+        got = run.record(host)["collected_from"]
+        assert (got or {}).get("run_id") == ("killed" if state == "done" else None), (host, state, got)
+    if "expired" in states.values():
+        assert "a measurement job of run killed was left in" in run.out, run.out[-4000:]
     for t in tdirs.values():
         assert not os.path.exists(t)
 
@@ -268,3 +277,52 @@ def test_a_host_away_mid_wait_is_waited_for_and_collected(fleet, tmp_path_factor
     assert run.record(AWAY_HOSTS[0])["away"] is None
     assert re.search(r"fleetqual: fq47: not answering for \d+s, its job's deadline in ", out), out[-5000:]
     assert "UNREACHABLE!" not in out
+
+
+ATTACH_HOSTS = ["fq48", "fq49"]
+
+
+def test_a_killed_controllers_finished_jobs_are_collected_by_the_next_run(fleet, tmp_path_factory):
+    """The controller SIGKILLed while both hosts measure (an OOM kill, an evicted AWX pod): the
+    jobs finish on their own. The same command again attaches to them (fleetqual_previous:
+    attach, the default): every host's result is reported once, from the killed run's jobs,
+    marked as collected from it, and no host is measured again; its cleanup leaves nothing."""
+    dirs_root = str(tmp_path_factory.mktemp("attach-hostdirs"))
+    base = str(tmp_path_factory.mktemp("attach-first"))
+    inv = inventory(fleet, base, 4, names=ATTACH_HOSTS, dirs_root=dirs_root)
+    tdirs = {h: fleet.host_dirs(h, dirs_root)["fleetqual_test_dir"] for h in ATTACH_HOSTS}
+    ev = {"fleetqual_results_dir": os.path.join(base, "results"),
+          "fleetqual_build_cache_dir": fleetrun.build_cache_dir(), "fleetqual_run_id": "first"}
+    env = fleetrun.playbook_run.ansible_env(fleet.ansible_env())
+    with open(os.path.join(base, "out.log"), "w") as log:
+        proc = subprocess.Popen([os.path.join(fleetrun.BIN, "ansible-playbook"),
+                                 os.path.join(fleetrun.ROOT, "playbooks", "qualify.yml"), "-i", inv, "-e", json.dumps(ev)],
+                                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=fleetrun.ROOT)
+        try:
+            limit = time.monotonic() + 300
+            while not all((_status(d) or {}).get("state") == "running" for d in tdirs.values()):
+                assert proc.poll() is None and time.monotonic() < limit, "the jobs never ran"
+                time.sleep(0.5)
+        finally:
+            proc.kill()
+            proc.wait()
+    limit = time.monotonic() + 300
+    while not all((_status(d) or {}).get("state") == "done" for d in tdirs.values()):
+        assert time.monotonic() < limit, {h: (_status(d) or {}).get("state") for h, d in tdirs.items()}
+        time.sleep(1)
+    first = {h: _status(d) for h, d in tdirs.items()}
+    again = time.time()
+    run = run_playbook(fleet, inv, str(tmp_path_factory.mktemp("attach-second")), "second")
+    assert run.rc == 0 and run.summary() == (2, 2, 2, 0, 0, 0), run.out[-5000:]
+    for h in ATTACH_HOSTS:
+        rec = run.record(h)
+        assert rec["verdict"] == "PASS" and len(rec["workloads"]) == 3, (h, rec["reasons"])
+        got = rec["collected_from"]
+        assert (got["run_id"], got["pid"], got["state"]) == ("first", first[h]["pid"], "done"), got
+        assert any(w.startswith("collected from run first, measured ") for w in rec["warnings"]), rec["warnings"]
+        # measured by the killed run's job, before this run began: never twice
+        for w in rec["workloads"]:
+            assert w["result"]["bench"]["window"]["end_epoch"] < again, (h, w["id"])
+        # the second run's cleanup removed the job and its files: the next run measures anew
+        assert _status(tdirs[h]) is None and not os.path.exists(tdirs[h]), os.listdir(tdirs[h])
+    assert "Workload 1/3" in run.out and "attached to the measurement job of run first" not in run.out

@@ -314,6 +314,10 @@ def remove(path, datasets=(), binary=None, devices=(), check_mode=False):
         for problem in problems:
             call.warn("%s (the job's status is kept for the next run's preflight)" % problem)
         keep = bool(problems)
+        if keep:
+            # its controller has its results: the next run reports it, never collects it again
+            status["collected"] = True
+            _job.write_status(directory, status)
     if os.path.isdir(directory) and not os.path.islink(directory) and not keep and not _job.is_alive(status):
         shutil.rmtree(directory, ignore_errors=True)
     # a dead job's status kept for its device regions (warned above) keeps the directory too

@@ -29,8 +29,11 @@ sets, the device regions a killed job left, each directory target's data sets) a
 the host's node_exporter textfile when asked.
 """
 
+import hashlib
+import json
 import os
 import pwd
+import time
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.host import bench_dir as _bench
 from ansible_collections.fleetqual.storage.plugins.module_utils.collect import collector as _collector
@@ -285,6 +288,62 @@ def _preflight(p, plan, check_mode, created):
     return first, results
 
 
+# what a job of an earlier run is to this one (``fleetqual_previous``, docs/operations.md)
+PREVIOUS = ("attach", "restart", "refuse")
+# a workload's keys that differ between two runs of one plan (not the plan's)
+_RUN_KEYS = ("seed",)
+
+
+def plan_fingerprint(plan, binary_sha256=None):
+    """The plan's fingerprint: its workloads (their run-specific keys aside), the targets they
+    run on and the binary's checksum. Two runs with one fingerprint measure the same."""
+    doc = {"plan": [{k: v for k, v in sorted(w.items()) if k not in _RUN_KEYS} for w in plan],
+           "binary_sha256": binary_sha256}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def previous_decision(status, fingerprint, previous="attach", array=False, now=None, uncollected_days=7):
+    """What this start does with a job an earlier run left in the test directory (``status``,
+    its ``status.json``; None when there is none): ``("attach", why)`` (wait for it or collect it
+    as this run's result), ``("refuse", why)`` or ``("clear", why)`` (the preflight reports and
+    clears it, as before). A job is attached when ``previous`` is ``attach``, it ran the same
+    plan (``fingerprint``), it is not an array member's (an array is attached whole or not at
+    all), and it still runs or finished (``done``) within ``uncollected_days``; one still
+    running another plan is refused by the preflight (in use)."""
+    if not isinstance(status, dict) or not status.get("run_id") and not status.get("pid"):
+        return "clear", None
+    now = time.time() if now is None else now
+    alive = _job_status.is_alive(status)
+    state = "running" if alive else status.get("state")
+    if previous == "restart":
+        return "clear", "fleetqual_previous: restart"
+    if status.get("collected"):
+        return "clear", "its run collected it"
+    if previous == "refuse" and (alive or state == "done"):
+        return "refuse", ("fleetqual_test_dir holds the measurement job of run %s (%s, %d of %s workloads measured) "
+                          "and fleetqual_previous is refuse; collect it (fleetqual_previous: attach) or measure again "
+                          "(fleetqual_previous: restart)" % (status.get("run_id"), state,
+                                                             len(status.get("results") or []), status.get("of")))
+    if array:
+        return "clear", "an array member's job is attached only with its whole array"
+    if status.get("fingerprint") != fingerprint:
+        return "clear", "it ran another plan"
+    if alive:
+        return "attach", "still running the same plan"
+    if state != "done":
+        return "clear", "it ended %s" % state
+    finished = status.get("finished_epoch") or status.get("started_epoch") or 0
+    if now - finished > float(uncollected_days) * 86400:
+        return "clear", "finished more than fleetqual_uncollected_days (%s) ago" % uncollected_days
+    return "attach", "finished the same plan and was never collected"
+
+
+def attached_of(status):
+    """The record's word on a job collected from an earlier run."""
+    return {"run_id": status.get("run_id"), "pid": status.get("pid"), "state": status.get("state"),
+            "started_epoch": status.get("started_epoch"), "finished_epoch": status.get("finished_epoch")}
+
+
 def job_spec(p, plan, array):
     """The job's parameters (``job_runner.start``) for the plan: each workload's timeout and
     planned seconds, the deadline (``plan_summary.timing``) and, in array mode, the array's
@@ -297,7 +356,8 @@ def job_spec(p, plan, array):
     timeouts, planned, planned_s, deadline_s = _summary.timing(workloads, p["slack"], p["prepare_min_mibps"])
     spec = {"path": p["path"], "run_id": p["run_id"], "binary": p["binary"], "datasets": datasets_of(shorthand(plan)),
             "workloads": workloads, "timeouts": timeouts, "planned": planned, "planned_s": planned_s,
-            "deadline_s": deadline_s, "seed": p.get("seed"), "collect": p["collect"]}
+            "deadline_s": deadline_s, "seed": p.get("seed"), "collect": p["collect"],
+            "fingerprint": plan_fingerprint(plan, p.get("binary_sha256"))}
     if array:
         a_planned, a_extra = _lockstep.array_timing(array)
         spec.update(array=array, planned_s=planned_s + a_planned, deadline_s=deadline_s + a_extra)
@@ -351,6 +411,22 @@ def start(p, check_mode=False):
     out.update(plan=plan, targets=lun_paths(resolved_targets(plan), drives), datasets=datasets_of(shorthand(plan)),
                plan_summary=_summary.plan_summary(plan))
     created = []
+    # a job of an earlier run in the test directory: attached (waited for, or collected as this
+    # run's result), refused, or left to the preflight to report and clear (docs/operations.md)
+    previous = _job_status.read_status(_job_status.job_dir(p["path"])) if os.path.isdir(p["path"]) else None
+    decision, why = previous_decision(previous, plan_fingerprint(plan, p.get("binary_sha256")),
+                                      p.get("previous") or "attach", bool(p.get("array")),
+                                      uncollected_days=p.get("uncollected_days", 7))
+    if decision == "refuse":
+        raise StartError(why, **out)
+    if decision == "attach":
+        spec = job_spec(p, plan, None)
+        out.update(timeouts=spec["timeouts"], planned=spec["planned"], planned_s=previous.get("planned_s"),
+                   deadline_s=spec["deadline_s"], array=None, preflight={"attached": True}, preflight_targets=[],
+                   status=previous, attached=attached_of(previous), created=True,
+                   msg="attached to the measurement job of run %s (pid %s, %s): %s"
+                       % (previous.get("run_id"), previous.get("pid"), previous.get("state"), why))
+        return out
     try:
         out["preflight"], out["preflight_targets"] = _preflight(p, plan, check_mode, created)
         lift_warnings(out, drives, out["preflight"], *out["preflight_targets"])

@@ -204,6 +204,8 @@ class Job:
             "workload_started_epoch": None, "workload_planned_s": None,
             "results": [], "error": None, "cleanup": None, "regions": regions,
             "quiet": None, "waited_s": 0.0, "burnin": None,
+            # the plan's fingerprint: a later run of the same plan attaches to this job (host/start.py)
+            "fingerprint": spec.get("fingerprint"),
         }
         write_status(self.dir, self.status)
         self._reserve()

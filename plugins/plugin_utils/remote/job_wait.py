@@ -84,7 +84,8 @@ class JobAction(ActionBase):
         # the job's timeouts, deadline and array timing: the one-run host module's very code
         spec = _host_start.job_spec(dict({"run_id": "", "binary": None, "collect": "auto", "slack": 300,
                                           "prepare_min_mibps": 20}, **args), workloads, array)
-        margs = {k: v for k, v in spec.items() if v is not None}
+        # the plan's fingerprint is the one-run start's (an attachable job): not this module's
+        margs = {k: v for k, v in spec.items() if v is not None and k != "fingerprint"}
         if args.get("datasets") is not None:
             margs["datasets"] = args["datasets"]
         if args.get("collect_interval") is not None:
