@@ -89,9 +89,7 @@ _STORAGE_PATTERNS = (
                           r"BTRFS(?:: error| error| critical) \(device (?P<dev3>[^)\s]+?)\)"),
     ("md_failure", "error", r"md/raid\d*:(?P<md>md\w+): (?:Disk failure on (?P<dev>[^\s,]+)|"
                             r"read error not correctable|unrecoverable I/O read error)"),
-    # an iSCSI session's connection lost and its recovery given up (drivers/scsi/
-    # scsi_transport_iscsi.c iscsi_conn_error_event, session_recovery_timedout): the session's
-    # disks are the paths it carried
+    # an iSCSI session's connection lost, its recovery given up (scsi_transport_iscsi.c): its disks' lines
     ("iscsi_error", "warning", r"\bconnection(?P<isess>\d+):\d+: detected conn error \(\d+\)|"
                                r"\bsession(?P<isess2>\d+): session recovery timed out after \d+ secs"),
     ("dm_error", "warning", r"device-mapper: [\w-]+: (?:(?P<devnum>\d+:\d+): )?"
@@ -188,8 +186,7 @@ def whole_disk_name(name):
     return name if _DISK_NAME.match(name) else None
 
 
-# how a reference that is not a device's own name is said (``ata5``, ``session1``)
-_REF_NAMES = {"ata": "ata%s", "iscsi_session": "session%s"}
+_REF_NAMES = {"ata": "ata%s", "iscsi_session": "session%s"}   # a reference said as a name (ata5, session1)
 
 
 class Resolver:
