@@ -114,12 +114,18 @@ def seed_parent(parent):
         f.write("not iobench's\n")
 
 
-def signal_mid_run(args, sig, delay=1.2, timeout=20):
-    """Start iobench, send sig after delay seconds, return (returncode, stdout, stderr).
-    The process never outlives the call."""
+def signal_mid_run(args, sig, delay=1.2, timeout=20, when=None):
+    """Start iobench, send sig after delay seconds (or once ``when()`` is true, polled every
+    20 ms for at most ``timeout`` s), return (returncode, stdout, stderr). The process never
+    outlives the call."""
     p = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(delay)
+        if when is None:
+            time.sleep(delay)
+        else:
+            limit = time.monotonic() + timeout
+            while not when() and p.poll() is None and time.monotonic() < limit:
+                time.sleep(0.02)
         p.send_signal(sig)
         out, err = p.communicate(timeout=timeout)
     finally:

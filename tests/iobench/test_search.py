@@ -109,10 +109,21 @@ def test_text_format(ib, prepared):
 
 
 @pytest.mark.parametrize("sig,name", [(signal.SIGTERM, "SIGTERM"), (signal.SIGINT, "SIGINT")])
-def test_signal_mid_search_gives_valid_json(iobench, prepared, sig, name):
+def test_signal_mid_search_gives_valid_json(iobench, prepared, sig, name, tmp_path):
+    """The signal comes once the second step measures (its first live-log line), whatever the
+    machine's load made of the first step's start: one complete step, one partial."""
+    live = tmp_path / "live.jsonl"
     args = [iobench, "run", "--dir", prepared, *SMALL, "--mode", "rndrd", "--direct", "--search", "threads",
-            "--search-step-time", "1", "--search-bound-ms", "100000", "--search-min-gain", "0"]
-    rc, out, err = signal_mid_run(args, sig, delay=1.5)
+            "--search-step-time", "1", "--search-bound-ms", "100000", "--search-min-gain", "0",
+            "--live-log", live, "--report-interval", "0.1"]
+
+    def second_step_measures():
+        try:
+            lines = [json.loads(x) for x in live.read_text().splitlines() if x.strip()]
+        except (OSError, ValueError):
+            return False
+        return any(x.get("run") == 2 and x.get("window") for x in lines)
+    rc, out, err = signal_mid_run(args, sig, when=second_step_measures)
     assert rc == 5, err
     j = json.loads(out)
     assert j["interrupted"] is True and j["signal"] == name and j["exit_code"] == 5
