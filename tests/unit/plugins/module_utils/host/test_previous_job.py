@@ -7,7 +7,7 @@ array member's) and settings, against the rule written out once more here."""
 import os
 
 from hypothesis import given, settings, strategies as st
-import unitpaths  # noqa: F401  (the collection on sys.path)
+import unitpaths  # noqa: F401  pylint: disable=unused-import
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.host import start
 from ansible_collections.fleetqual.storage.plugins.module_utils.job import status as job_status
@@ -29,8 +29,8 @@ def _status(alive, state, same_plan, age_days, collected):
 @given(alive=st.booleans(), state=st.sampled_from(["done", "failed", "expired", "stopped", "running"]),
        same_plan=st.booleans(), age_days=st.floats(0, 30), days=st.integers(1, 14), collected=st.booleans(),
        previous=st.sampled_from(start.PREVIOUS), array=st.booleans())
-def test_a_job_is_attached_refused_or_cleared_by_one_rule(alive, state, same_plan, age_days, days, collected,
-                                                         previous, array):
+def test_a_job_is_attached_refused_or_cleared_by_one_rule(
+        alive, state, same_plan, age_days, days, collected, previous, array):
     st_ = _status(alive, state, same_plan, age_days, collected)
     got, why = start.previous_decision(st_, start.plan_fingerprint(PLAN, "abc"), previous, array, now=NOW,
                                        uncollected_days=days)
