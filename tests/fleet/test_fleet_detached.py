@@ -110,15 +110,23 @@ def _start_killable(fleet, base, names, dirs_root):
     planned 3 x 7 s + 15 s after its start): ``(proc, inventory, test dirs, log)``."""
     inv = inventory(fleet, base, 6, KILLED, names=names, dirs_root=dirs_root)
     tdirs = {h: fleet.host_dirs(h, dirs_root)["fleetqual_test_dir"] for h in names}
+    proc, log = _start_playbook(fleet, base, inv, "killed", forks=2)
+    return proc, inv, tdirs, log
+
+
+def _start_playbook(fleet, base, inv, run_id, forks=None, mode="w"):
+    """``ansible-playbook playbooks/qualify.yml`` over ``inv`` in the background, its output in
+    ``<base>/out.log`` (opened with ``mode``): ``(proc, log)``; the caller ends both."""
     ev = {"fleetqual_results_dir": os.path.join(base, "results"),
-          "fleetqual_build_cache_dir": fleetrun.build_cache_dir(), "fleetqual_run_id": "killed"}
+          "fleetqual_build_cache_dir": fleetrun.build_cache_dir(), "fleetqual_run_id": run_id}
     env = fleetrun.playbook_run.ansible_env(fleet.ansible_env())
-    env["ANSIBLE_FORKS"] = "2"
-    log = open(os.path.join(base, "out.log"), "w")
+    if forks:
+        env["ANSIBLE_FORKS"] = str(forks)
+    log = open(os.path.join(base, "out.log"), mode)
     proc = subprocess.Popen([os.path.join(fleetrun.BIN, "ansible-playbook"),
                              os.path.join(fleetrun.ROOT, "playbooks", "qualify.yml"), "-i", inv, "-e", json.dumps(ev)],
                             stdout=log, stderr=subprocess.STDOUT, env=env, cwd=fleetrun.ROOT)
-    return proc, inv, tdirs, log
+    return proc, log
 
 
 def test_killed_controllers_leave_nothing_running_after_the_deadline(fleet, tmp_path_factory):
@@ -235,13 +243,8 @@ def test_a_host_away_mid_wait_is_waited_for_and_collected(fleet, tmp_path_factor
     inv = inventory(fleet, base, 4, names=AWAY_HOSTS, dirs_root=dirs_root)
     host = fleet.host(int(AWAY_HOSTS[1][2:]))
     tdir = fleet.host_dirs(AWAY_HOSTS[1], dirs_root)["fleetqual_test_dir"]
-    ev = {"fleetqual_results_dir": os.path.join(base, "results"),
-          "fleetqual_build_cache_dir": fleetrun.build_cache_dir(), "fleetqual_run_id": "away"}
-    env = fleetrun.playbook_run.ansible_env(fleet.ansible_env())
-    with open(os.path.join(base, "out.log"), "w+") as log:
-        proc = subprocess.Popen([os.path.join(fleetrun.BIN, "ansible-playbook"),
-                                 os.path.join(fleetrun.ROOT, "playbooks", "qualify.yml"), "-i", inv, "-e", json.dumps(ev)],
-                                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=fleetrun.ROOT)
+    proc, log = _start_playbook(fleet, base, inv, "away", mode="w+")
+    with log:
         try:
             # its job measures, and the controller has its start (the start's progress record):
             # the host goes away during the wait
@@ -291,13 +294,8 @@ def test_a_killed_controllers_finished_jobs_are_collected_by_the_next_run(fleet,
     base = str(tmp_path_factory.mktemp("attach-first"))
     inv = inventory(fleet, base, 4, names=ATTACH_HOSTS, dirs_root=dirs_root)
     tdirs = {h: fleet.host_dirs(h, dirs_root)["fleetqual_test_dir"] for h in ATTACH_HOSTS}
-    ev = {"fleetqual_results_dir": os.path.join(base, "results"),
-          "fleetqual_build_cache_dir": fleetrun.build_cache_dir(), "fleetqual_run_id": "first"}
-    env = fleetrun.playbook_run.ansible_env(fleet.ansible_env())
-    with open(os.path.join(base, "out.log"), "w") as log:
-        proc = subprocess.Popen([os.path.join(fleetrun.BIN, "ansible-playbook"),
-                                 os.path.join(fleetrun.ROOT, "playbooks", "qualify.yml"), "-i", inv, "-e", json.dumps(ev)],
-                                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=fleetrun.ROOT)
+    proc, log = _start_playbook(fleet, base, inv, "first")
+    with log:
         try:
             limit = time.monotonic() + 600      # a start on a machine as loaded as 2 cores get
             while not all((_status(d) or {}).get("state") == "running" for d in tdirs.values()):
