@@ -193,6 +193,11 @@ class SshdInstance:
                 "StrictModes no",
                 "PermitUserEnvironment yes",
                 "UseDNS no",
+                # a session's shell reads no rc file of this machine's user: bash sources
+                # ~/.bashrc when sshd starts it unless it counts itself nested (SHLVL, bash(1)
+                # INVOCATION); root's here runs `pyenv init`, whose rehash waits a minute on a
+                # lock that any killed session leaves behind (a fleet stream of 10-minute runs)
+                "SetEnv SHLVL=1",
                 "MaxStartups 200",
                 "MaxSessions 100",
                 "Subsystem sftp internal-sftp",

@@ -102,6 +102,15 @@ def _processes_naming(text):
 _status = fleetlib.job_status
 
 
+def _read_json(path):
+    """A JSON file written atomically, or None while it does not exist."""
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        return None
+
+
 KILLED = {"fleetqual_workload_timeout_slack": 15}
 
 
@@ -204,7 +213,9 @@ def test_a_running_job_makes_preflight_refuse(fleet, tmp_path_factory):
     os.makedirs(os.path.join(tdir, ".fleetqual-job"), mode=0o700)
     with open(os.path.join(tdir, ".fleetqual-storage"), "w") as fh:
         fh.write("marker\n")
-    sleeper = subprocess.Popen(["sleep", "120"])
+    # it outlives the run however slowly the run reaches its start (a cold build on a loaded
+    # machine took over 2 minutes: a shorter sleeper had ended and its job was "died")
+    sleeper = subprocess.Popen(["sleep", "3600"])
     try:
         with open("/proc/%d/stat" % sleeper.pid) as fh:
             start = int(fh.read().rsplit(")", 1)[1].split()[19])
@@ -230,6 +241,7 @@ if __name__ == "__main__":
 
 AWAY_HOSTS = ["fq46", "fq47"]
 AWAY_S = 40
+AWAY_JOB_S = 40
 
 
 def test_a_host_away_mid_wait_is_waited_for_and_collected(fleet, tmp_path_factory):
@@ -240,18 +252,24 @@ def test_a_host_away_mid_wait_is_waited_for_and_collected(fleet, tmp_path_factor
     PASS with all their workloads, fq47's record says how long it was away."""
     base = str(tmp_path_factory.mktemp("away"))
     dirs_root = str(tmp_path_factory.mktemp("away-hostdirs"))
-    inv = inventory(fleet, base, 4, names=AWAY_HOSTS, dirs_root=dirs_root)
+    # a job of 3 x 41 s (paced: little CPU) outlasts the wait's late first poll on a loaded
+    # machine (a CI run's wait first polled 2 minutes after the start)
+    inv = inventory(fleet, base, AWAY_JOB_S, names=AWAY_HOSTS, dirs_root=dirs_root)
     host = fleet.host(int(AWAY_HOSTS[1][2:]))
-    tdir = fleet.host_dirs(AWAY_HOSTS[1], dirs_root)["fleetqual_test_dir"]
     proc, log = _start_playbook(fleet, base, inv, "away", mode="w+")
     with log:
         try:
-            # its job measures, and the controller has its start (the start's progress record):
-            # the host goes away during the wait
-            started = os.path.join(base, "results", "away", ".progress", AWAY_HOSTS[1] + ".json")
+            # the wait has polled fq47 and found its job running (the wait's progress record):
+            # the host goes away during the wait, never before it (a host gone before the wait
+            # first polls it was back before a late first poll: never seen away)
+            progress = os.path.join(base, "results", "away", ".progress", AWAY_HOSTS[1] + ".json")
             limit = time.monotonic() + 600      # a start on a machine as loaded as 2 cores get
-            while (_status(tdir) or {}).get("state") != "running" or not os.path.exists(started):
-                assert proc.poll() is None and time.monotonic() < limit, "fq47's job never ran"
+            while True:
+                doc = _read_json(progress) or {}
+                if doc.get("polls") and doc.get("state") == "running":
+                    break
+                assert doc.get("state") in (None, "running"), ("fq47's job ended before the wait polled it", doc)
+                assert proc.poll() is None and time.monotonic() < limit, "fq47's job was never polled running"
                 time.sleep(0.5)
             host.kill()
             gone = time.monotonic()
