@@ -9,6 +9,9 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
 PYTEST := $(VENV)/pytest -q -p no:cacheprovider
+# The tests of the suite: every test but those marked long, which `make test-long` adds
+# (docs/testing.md, "The long suite": guests of their own, minutes of wall each).
+SUITE := not long
 # The parallel test run's JUnit files and pytest base directories (one per stream).
 STREAMS := $(CURDIR)/build/test-streams
 
@@ -36,6 +39,12 @@ test:
 	$(VENV)/python tests/junit_summary.py $(STREAMS)/fleet.xml $(STREAMS)/kernel.xml $(STREAMS)/rest.xml \
 	    $(STREAMS)/vm.xml || rc=1; \
 	[ $$rc -eq 0 ] && echo "make test: all suites passed"; exit $$rc
+
+# The long suite: the same streams with every test, the long ones too (docs/testing.md,
+# "The long suite"; tens of minutes more on 2 cores).
+.PHONY: test-long
+test-long:
+	$(MAKE) test SUITE="long or not long"
 
 COST := python3 tests/suitecost.py run
 STREAM_vm := test-vm
@@ -73,12 +82,12 @@ test-py:
 # kernel_errors: the kernel rate-limits its "I/O error, dev ..." lines machine-wide, so two
 # such tests at once could hide each other's lines).
 test-fleet:
-	FLEETQUAL_LOOP_RANGE=1000-1099 $(PYTEST) --basetemp=$(STREAMS)/fleet-tmp --junitxml=$(STREAMS)/fleet.xml tests/fleet; rc=$$?; \
-	FLEETQUAL_LOOP_RANGE=1100-1199 $(PYTEST) --basetemp=$(STREAMS)/kernel-tmp --junitxml=$(STREAMS)/kernel.xml -m kernel_errors tests \
+	FLEETQUAL_LOOP_RANGE=1000-1099 $(PYTEST) --basetemp=$(STREAMS)/fleet-tmp --junitxml=$(STREAMS)/fleet.xml -m "$(SUITE)" tests/fleet; rc=$$?; \
+	FLEETQUAL_LOOP_RANGE=1100-1199 $(PYTEST) --basetemp=$(STREAMS)/kernel-tmp --junitxml=$(STREAMS)/kernel.xml -m "kernel_errors and ($(SUITE))" tests \
 	    --ignore=tests/fleet --ignore=$(VM_TESTS) || { e=$$?; [ $$e -eq 5 ] || rc=1; }; exit $$rc
 
 test-rest:
-	FLEETQUAL_LOOP_RANGE=1200-1299 $(PYTEST) --basetemp=$(STREAMS)/rest-tmp --junitxml=$(STREAMS)/rest.xml -m "not kernel_errors" tests \
+	FLEETQUAL_LOOP_RANGE=1200-1299 $(PYTEST) --basetemp=$(STREAMS)/rest-tmp --junitxml=$(STREAMS)/rest.xml -m "not kernel_errors and ($(SUITE))" tests \
 	    --ignore=tests/fleet --ignore=$(VM_TESTS) --ignore=$(BMC_TESTS)
 
 # The VM tier (tests/vm, docs/testing.md "The VM tier"): Debian 12 guests under QEMU, in a
@@ -90,9 +99,10 @@ BMC_TESTS := tests/bmc
 .PHONY: test-vm
 test-vm:
 	mkdir -p $(STREAMS)
-	FLEETQUAL_LOOP_RANGE=1300-1399 $(PYTEST) --basetemp=$(STREAMS)/vm-tmp --junitxml=$(STREAMS)/vm.xml $(BMC_TESTS) $(VM_TESTS)
+	FLEETQUAL_LOOP_RANGE=1300-1399 $(PYTEST) --basetemp=$(STREAMS)/vm-tmp --junitxml=$(STREAMS)/vm.xml -m "$(SUITE)" $(BMC_TESTS) $(VM_TESTS)
 
-# The static checks, one after the other.
+# The static checks, one after the other; the molecule scenario (it qualifies localhost, as
+# tests/integration's quick run does) in the long suite only.
 checks:
 	$(MAKE) lint
 	$(MAKE) docs-check
@@ -100,7 +110,7 @@ checks:
 	$(MAKE) docs-lint
 	$(MAKE) galaxy-import
 	$(MAKE) sanity
-	$(MAKE) molecule
+	$(if $(findstring long or,$(SUITE)),$(MAKE) molecule,@echo "molecule: in the long suite (make test-long)")
 
 lint:
 	$(VENV)/ansible-lint --profile production --offline

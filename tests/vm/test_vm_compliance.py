@@ -42,7 +42,7 @@ from ansible_collections.fleetqual.storage.plugins.module_utils.common.size impo
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics import device as metricsmod  # noqa: E402
 
 HOST = "vm-nvme"
-pytestmark = [pytest.mark.vm(HOST), pytest.mark.slow]
+pytestmark = [pytest.mark.vm(HOST), pytest.mark.slow, pytest.mark.long]
 
 SERIAL = "FQNVME02"
 DRIVE_SIZE = 256 << 20          # conftest.GUESTS: Drive's default size

@@ -22,7 +22,7 @@ import fleetrun
 from conftest import DUR_CACHES as CACHES, GROUP
 from power_switch import PowerSwitch
 
-pytestmark = [pytest.mark.slow, pytest.mark.vm("vm-dur")]
+pytestmark = [pytest.mark.slow, pytest.mark.vm("vm-dur"), pytest.mark.long]
 CYCLES = int(os.environ.get("FLEETQUAL_DURABILITY_CYCLES") or 1)
 
 

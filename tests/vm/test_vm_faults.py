@@ -63,7 +63,7 @@ HANG, EIO, PWR = (Drive("nvme", "FQHANG01", size=DRIVE_SIZE, nbdkit=True),
 # this module's guests, in conftest's table before the end of collection boots them
 GUESTS.update({FAULT: [HANG, EIO], POWER: [PWR]})
 
-pytestmark = [pytest.mark.vm(FAULT, POWER), pytest.mark.slow]
+pytestmark = [pytest.mark.vm(FAULT, POWER), pytest.mark.slow, pytest.mark.long]
 
 TEST_DIR = "/var/tmp/fleetqual"
 BURNIN_DIR = "/var/tmp/fleetqual-burnin"      # the hang run's job status stays in TEST_DIR (its region is left)
