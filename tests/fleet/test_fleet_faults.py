@@ -28,6 +28,7 @@ import hashlib
 import json
 import mmap
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -234,7 +235,10 @@ def chaos(fleet, tmp_path_factory):
         hosts = [
             host("fq11", group="db"), host("fq12", group="db"),
             host("fq15"),
-            host("fq16", fleetqual_matrix=[short("rndrd", "lost", 20)]),
+            # the wait polls a host that stopped answering until its job's deadline and the
+            # wait's margin (docs/operations.md, "A host away for a while"): a slack of 15 s
+            # puts that deadline 36 s after its start, not the default 5 minutes
+            host("fq16", fleetqual_matrix=[short("rndrd", "lost", 20)], fleetqual_workload_timeout_slack=15),
             host("fq17"),
             host("fq18", fleetqual_matrix=[short("seqwr", "fill", 15, total_size="8M")]),
             host("fq19", fleetqual_matrix=[short("rndrd", "nodirect", 2)]),
@@ -369,6 +373,8 @@ def test_sshd_killed_while_workloads_run(chaos):
     assert w.error is None and w.done, "the watcher did not kill fq16's sshd: %s" % w.error
     h = host_report(fj, "fq16")
     assert h["verdict"] == "UNREACHABLE"
+    # polled again until its job's deadline, each round saying so, before it was given up
+    assert re.search(r"fleetqual: fq16: not answering for \d+s, its job's deadline in ", run.out), run.out[-3000:]
     # lost while its measurement job ran (the job is detached from the SSH session)
     assert "measurement job" in h["play"]["unreachable_task"]["task"], h["play"]
     # the host was lost mid-run, so the controller could not clean up there: the job did it
