@@ -16,6 +16,12 @@ description:
     result), the rest is not run, the files are removed and the status says C(expired).
   - With O(state=status), returns the job's status (its results only once it has ended, or
     with O(results=true)).
+  - With O(state=stopped), stops the job when it runs (and is O(run_id)'s when that is set); it
+    leaves a stop request naming O(stopped_by), sends the job SIGTERM and waits up to O(grace)
+    seconds for its final status. The job ends its workload (iobench's interrupted result),
+    removes its files, restores the device regions it wrote and keeps its status, state
+    C(stopped), for the run that collects it (docs/operations.md, "Stopping a run"). The
+    playbook C(fleetqual.storage.stop) does this on every host.
   - Use it through the role C(fleetqual.storage.qualify), whose action plugin of the same name
     computes the timeouts and deadline from the plan and waits with one fleet progress line per
     round (docs/testing.md).
@@ -25,12 +31,14 @@ options:
     type: path
     required: true
   state:
-    description: V(started) starts the job; V(status) reads its status.
+    description: V(started) starts the job; V(status) reads its status; V(stopped) stops it.
     type: str
-    choices: [started, status]
+    choices: [started, status, stopped]
     default: status
   run_id:
-    description: Run identifier recorded in the status.
+    description:
+      - Run identifier recorded in the status.
+      - With O(state=stopped), only a job of this run is stopped (empty, any run's).
     type: str
     default: ""
   binary:
@@ -81,6 +89,14 @@ options:
     description: With O(state=status), return the results while the job still runs too.
     type: bool
     default: false
+  grace:
+    description: With O(state=stopped), seconds to wait for the job's final status after its SIGTERM.
+    type: int
+    default: 10
+  stopped_by:
+    description: With O(state=stopped), who stops the job (its status' C(stop_reason) names it).
+    type: str
+    default: fleetqual.storage.stop
   foreign_io:
     description:
       - Foreign-I/O accounting and the quiet wait (docs/compliance.md). When set (even V({})),
@@ -126,8 +142,18 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+found:
+  description: With O(state=stopped), whether the test directory held a job status.
+  returned: with O(state=stopped)
+  type: bool
+stopped:
+  description: With O(state=stopped), whether a running job was signalled.
+  returned: with O(state=stopped)
+  type: bool
 status:
-  description: The job's status document (module_utils/job/runner.py), without C(results) unless the job ended or O(results=true).
+  description:
+    - The job's status document (module_utils/job/runner.py), without C(results) unless the job ended or O(results=true).
+    - With O(state=stopped), its summary after the stop (C(state), C(done) workloads of C(of), C(stop_reason)); null without a job.
   returned: always
   type: dict
   contains:
@@ -157,7 +183,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             path=dict(type="path", required=True),
-            state=dict(type="str", choices=["started", "status"], default="status"),
+            state=dict(type="str", choices=["started", "status", "stopped"], default="status"),
             run_id=dict(type="str", default=d["run_id"]),
             binary=dict(type="path", default=d["binary"]),
             datasets=dict(type="list", elements="str", default=d["datasets"]),
@@ -173,6 +199,8 @@ def main():
             foreign_io=dict(type="dict"),
             impact=dict(type="dict"),
             array=dict(type="dict"),
+            grace=dict(type="int", default=10),
+            stopped_by=dict(type="str", default="fleetqual.storage.stop"),
         ),
         supports_check_mode=True,
     )
@@ -180,6 +208,15 @@ def main():
     try:
         if p["state"] == "status":
             module.exit_json(changed=False, status=_job_status.job_status(p["path"], results=p["results"]))
+        if p["state"] == "stopped":
+            if module.check_mode:
+                found = _job_status.read_status(_job_status.job_dir(p["path"]))
+                live = _job_status.is_alive(found)
+                module.exit_json(changed=live, status=_job_status.summary(found),
+                                 msg="check mode: the measurement job would be stopped" if live
+                                 else "check mode: no running measurement job")
+            out = _job_status.operator_stop(p["path"], run_id=p["run_id"] or None, grace=p["grace"], by=p["stopped_by"])
+            module.exit_json(changed=out["stopped"], **out)
         if module.check_mode:
             module.exit_json(changed=False, status=None, msg="check mode: the job would be started")
         module.exit_json(changed=False, status=_job.start(p))

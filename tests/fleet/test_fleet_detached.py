@@ -123,6 +123,17 @@ def _start_killable(fleet, base, names, dirs_root):
     return proc, inv, tdirs, log
 
 
+def _ended_run(proc, log, base, run_id):
+    """The run of a :func:`_start_playbook` (``log`` opened ``w+``), killed if it still runs:
+    ``(FleetRun, its output)``."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    log.seek(0)
+    out = log.read()
+    return fleetrun.FleetRun(subprocess.CompletedProcess(proc.args, proc.returncode, out, ""), base, run_id, 0.0), out
+
+
 def _start_playbook(fleet, base, inv, run_id, forks=None, mode="w"):
     """``ansible-playbook playbooks/qualify.yml`` over ``inv`` in the background, its output in
     ``<base>/out.log`` (opened with ``mode``): ``(proc, log)``; the caller ends both."""
@@ -278,12 +289,7 @@ def test_a_host_away_mid_wait_is_waited_for_and_collected(fleet, tmp_path_factor
             away_s = time.monotonic() - gone
             proc.wait(timeout=600)
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        log.seek(0)
-        out = log.read()
-    run = fleetrun.FleetRun(subprocess.CompletedProcess(proc.args, proc.returncode, out, ""), base, "away", 0.0)
+            run, out = _ended_run(proc, log, base, "away")
     assert run.rc == 0, out[-5000:]
     assert run.summary() == (2, 2, 2, 0, 0, 0), out[-5000:]
     for name in AWAY_HOSTS:
@@ -342,3 +348,55 @@ def test_a_killed_controllers_finished_jobs_are_collected_by_the_next_run(fleet,
         # the second run's cleanup removed the job and its files: the next run measures anew
         assert _status(tdirs[h]) is None and not os.path.exists(tdirs[h]), os.listdir(tdirs[h])
     assert "Workload 1/3" in run.out and "attached to the measurement job of run first" not in run.out
+
+
+STOP_HOSTS = ["fq52", "fq53"]
+
+
+def test_the_stop_playbook_ends_every_hosts_job_and_the_waiting_run_reports_what_they_measured(
+        fleet, tmp_path_factory):
+    """playbooks/stop.yml on the run's inventory while both hosts measure their second of three
+    30 s workloads: within its 10 s grace no iobench is left and no test file; the waiting run
+    reports each host ERROR "stopped by the operator" with the workloads measured until then,
+    and a stop naming another run leaves the jobs alone."""
+    base = str(tmp_path_factory.mktemp("stop"))
+    dirs_root = str(tmp_path_factory.mktemp("stop-hostdirs"))
+    inv = inventory(fleet, base, 30, names=STOP_HOSTS, dirs_root=dirs_root)
+    tdirs = {h: fleet.host_dirs(h, dirs_root)["fleetqual_test_dir"] for h in STOP_HOSTS}
+    env = fleetrun.playbook_run.ansible_env(fleet.ansible_env())
+    stop_argv = [os.path.join(fleetrun.BIN, "ansible-playbook"), os.path.join(fleetrun.ROOT, "playbooks", "stop.yml"),
+                 "-i", inv]
+    proc, log = _start_playbook(fleet, base, inv, "stopped", mode="w+")
+    with log:
+        try:
+            limit = time.monotonic() + 600      # a start on a machine as loaded as 2 cores get
+            while not all((_status(d) or {}).get("index", 0) >= 2 for d in tdirs.values()):
+                assert proc.poll() is None and time.monotonic() < limit, "the jobs never reached workload 2"
+                time.sleep(0.5)
+            other = subprocess.run(stop_argv + ["-e", "fleetqual_stop_run_id=another"], capture_output=True,
+                                   text=True, env=env, cwd=fleetrun.ROOT, timeout=300, check=False)
+            assert other.returncode == 0, other.stdout[-3000:]
+            assert all((_status(d) or {}).get("state") == "running" for d in tdirs.values()), other.stdout[-3000:]
+            stop = subprocess.run(stop_argv + ["-e", "fleetqual_stop_run_id=stopped"], capture_output=True,
+                                  text=True, env=env, cwd=fleetrun.ROOT, timeout=300, check=False)
+            assert stop.returncode == 0, stop.stdout[-3000:]
+            # the playbook returned once each host's job had written its final status
+            for h, d in tdirs.items():
+                st = _status(d)
+                assert st["state"] == "stopped", (h, st["state"])
+                assert st["stop_reason"] == "stopped by the operator (fleetqual.storage.stop)", st["stop_reason"]
+                assert find_iobench(d) == [], (h, find_iobench(d))
+                assert glob.glob(os.path.join(d, "**", "test_file.*"), recursive=True) == [], h
+            assert stop.stdout.count("2 of 3 workloads measured") == 2, stop.stdout[-3000:]
+            proc.wait(timeout=600)
+        finally:
+            run, out = _ended_run(proc, log, base, "stopped")
+    assert run.rc != 0 and run.summary()[:2] == (0, 2), out[-5000:]
+    for h in STOP_HOSTS:
+        rec = run.record(h)
+        assert rec["verdict"] == "ERROR", (h, rec["verdict"])
+        text = " ".join(rec["reasons"])
+        assert "stopped by the operator (fleetqual.storage.stop) at workload 2/3" in text, text
+        # the first workload measured whole, the second until its stop: both reported
+        assert [w["id"] for w in rec["workloads"]][:1] == ["w0-rndrd-t1"], rec["workloads"]
+        assert rec["workloads"][0]["metrics"]["iops"] > 0

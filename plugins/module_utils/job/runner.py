@@ -60,6 +60,8 @@ from ansible_collections.fleetqual.storage.plugins.module_utils.job.status impor
     job_dir,
     pid_start,
     read_status,
+    stop_reason,
+    stop_request,
     summary,
     write_status,
 )
@@ -133,7 +135,7 @@ class Job:
 
     def _on_signal(self, signum, frame):
         if self.reason is None:
-            self.reason = "signal %d" % signum
+            self.reason = stop_reason(stop_request(self.dir), signum)
         self.stop.set()
 
     def _on_deadline(self):

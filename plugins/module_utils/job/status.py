@@ -21,6 +21,8 @@ JOB_DIR = ".fleetqual-job"
 
 
 STATUS = "status.json"
+# the operator's stop request (:func:`operator_stop`), read by the job when the signal comes
+STOP_REQUEST = "stop_request.json"
 
 
 FINAL_STATES = ("done", "failed", "expired", "stopped")
@@ -100,7 +102,7 @@ def brief(status, now, proc_stat_line):
     keys = ("run_id", "pid", "state", "started_epoch", "deadline_epoch", "finished_epoch", "planned_s", "of",
             "index", "current", "workload_started_epoch", "workload_planned_s", "error",
             # the quiet wait (Job.quiet_progress) and the burnin round of the workload running
-            "quiet", "waited_s", "burnin")
+            "quiet", "waited_s", "burnin", "stop_reason")
     out = {k: status.get(k) for k in keys}
     out["done"] = len(status.get("results") or [])
     out["alive"] = alive_from(status, proc_stat_line)
@@ -255,3 +257,48 @@ def stop_job(status, directory, grace=60.0):
             return settled(cur, read_status(directory))
         time.sleep(0.2)
     return read_status(directory)
+
+
+def stop_request(directory):
+    """The stop request :func:`operator_stop` left in the job directory, or None."""
+    return read_json_or_none(os.path.join(directory, STOP_REQUEST))
+
+
+def stop_reason(request, signum):
+    """The job's stop reason for ``signum``: the operator's (who asked, from ``request``, the
+    document :func:`stop_request` reads) when there is one, else the signal's number."""
+    if isinstance(request, dict) and request.get("by"):
+        return "stopped by the operator (%s)" % request["by"]
+    return "signal %d" % signum
+
+
+def operator_stop(path, run_id=None, grace=10.0, by="fleetqual.storage.stop"):
+    """Stop the measurement job in the test directory ``path`` (the module's ``state=stopped``,
+    the playbook ``fleetqual.storage.stop``): when it runs, and is ``run_id``'s when that is
+    given, leave a stop request naming ``by`` and SIGTERM it; the job ends its workload,
+    removes its files, restores its device regions and writes its final status, which stays
+    for the run that collects it. Waits up to ``grace`` seconds for that status. Returns
+    ``{"found", "stopped", "status", "msg"}``: ``stopped`` when a live job was signalled,
+    ``status`` the job's :func:`summary` after it (None without a job)."""
+    directory = job_dir(path)
+    status = read_status(directory)
+    if not status:
+        return {"found": False, "stopped": False, "status": None, "msg": "no measurement job in %s" % path}
+    if run_id and status.get("run_id") != run_id:
+        return {"found": True, "stopped": False, "status": summary(status),
+                "msg": "the measurement job in %s is run %s's, not run %s's: left as it is"
+                       % (path, status.get("run_id"), run_id)}
+    if not is_alive(status):
+        brief_ = summary(status)
+        return {"found": True, "stopped": False, "status": brief_,
+                "msg": "the measurement job of run %s had already ended (%s)" % (status.get("run_id"), brief_["state"])}
+    write_json_atomic(os.path.join(directory, STOP_REQUEST), {"by": by, "epoch": round(time.time(), 3)},
+                      mode=0o600, fsync=True)
+    final = stop_job(status, directory, grace)
+    brief_ = summary(final)
+    ended = brief_["state"] in FINAL_STATES
+    return {"found": True, "stopped": True, "status": brief_,
+            "msg": "the measurement job of run %s (pid %s) %s: %d of %s workloads measured"
+                   % (status.get("run_id"), status.get("pid"),
+                      "stopped" if ended else "was sent SIGTERM and still runs after %g s" % grace,
+                      brief_["done"], status.get("of"))}

@@ -43,7 +43,7 @@ class JobAction(ActionBase):
     TRANSFERS_FILES = False
     _VALID_ARGS = frozenset(("state", "path", "run_id", "binary", "datasets", "workloads", "seed", "collect",
                              "collect_interval", "slack", "prepare_min_mibps", "progress_dir", "interval",
-                             "margin", "array", "arrays", "targets", "test_clock"))
+                             "margin", "array", "arrays", "targets", "test_clock", "grace", "stopped_by"))
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
@@ -60,6 +60,11 @@ class JobAction(ActionBase):
             result.update(self._start(args, host, progress_dir, task_vars))
         elif state == "wait":
             result.update(self._wait(args, host, progress_dir, task_vars))
+        elif state == "stopped":
+            # the operator's stop (playbooks/stop.yml): the module signals the job on the host
+            margs = {k: args[k] for k in ("path", "state", "run_id", "grace", "stopped_by") if args.get(k) is not None}
+            result.update(self._execute_module(module_name=MODULE, module_args=margs, task_vars=task_vars))
+            return result
         else:
             result.update(self._execute_module(module_name=MODULE, module_args={"path": args["path"]},
                                                task_vars=task_vars))
@@ -258,8 +263,10 @@ class JobAction(ActionBase):
                      "msg": "the measurement job (pid %s) died without a final status" % st.get("pid")}
         elif st.get("state") in ("expired", "stopped"):
             task, when = at(st.get("index"), st.get("current"))
-            error = {"task": task, "msg": "the measurement job was %s %s"
-                     % ("stopped by its deadline" if st["state"] == "expired" else "stopped", when)}
+            reason = st.get("stop_reason") or ""
+            how = ("stopped by its deadline" if st["state"] == "expired"
+                   else reason if reason.startswith("stopped by the operator") else "stopped")
+            error = {"task": task, "msg": "the measurement job was %s %s" % (how, when)}
         cleanup = st.get("cleanup") or {}
         run = _lockstep.array_run(st.get("array"))
         if run and progress_dir:

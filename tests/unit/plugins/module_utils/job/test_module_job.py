@@ -194,6 +194,44 @@ def test_live_job_refuses_preflight_and_a_second_job_then_absent_stops_it(iobenc
             os.kill(st["pid"], signal.SIGKILL)
 
 
+def test_the_operators_stop_ends_only_its_runs_job_within_the_grace_and_keeps_its_status(iobench_binary, tdir):  # noqa: F811
+    """state=stopped (playbooks/stop.yml): a job of another run is left running; the job of
+    the run named ends its workload with iobench's interrupted result, removes its files and
+    keeps its final status, stopped by the operator, which the next preflight reports."""
+    r = start(iobench_binary, tdir, [wl(1, 2), wl(2, 60), wl(3, 60)], deadline_s=300)
+    st = r["status"]
+    try:
+        other = call(JOB, {"path": tdir, "state": "stopped", "run_id": "another"})
+        assert other["found"] and not other["stopped"] and not other["changed"], other
+        assert alive(st["pid"]) and "run r1's, not run another's" in other["msg"], other["msg"]
+        end = time.monotonic() + 60
+        while call(JOB, {"path": tdir})["status"]["done"] < 1:     # the first workload measured
+            assert time.monotonic() < end, "the first workload never ended"
+            time.sleep(0.5)
+        began = time.monotonic()
+        out = call(JOB, {"path": tdir, "state": "stopped", "run_id": "r1", "grace": 10, "stopped_by": "a test"})
+        took = time.monotonic() - began
+        assert out["stopped"] and out["changed"], out
+        brief = out["status"]
+        assert brief["state"] == "stopped" and brief["stop_reason"] == "stopped by the operator (a test)", brief
+        assert brief["done"] == 2 and "2 of 3 workloads measured" in out["msg"], out
+        assert not alive(st["pid"]), "the job still runs %.1f s after its stop" % took
+        final = call(JOB, {"path": tdir})["status"]
+        second = final["results"][1]["result"]
+        assert second["bench"]["interrupted"] is True and second["bench"]["signal"] == "SIGTERM", second["bench"]
+        assert glob.glob(os.path.join(tdir, "**", "test_file.*"), recursive=True) == []
+        # a job that has ended is not stopped again
+        again = call(JOB, {"path": tdir, "state": "stopped"})
+        assert again["found"] and not again["stopped"] and "already ended (stopped)" in again["msg"], again
+        p = call(TEST_DIR, {"path": tdir, "datasets": ["set"]})
+        assert not p.get("failed") and p["previous_job"]["state"] == "stopped", p
+        none = call(JOB, {"path": tdir, "state": "stopped"})
+        assert not none["found"] and not none["stopped"] and none["status"] is None, none
+    finally:
+        if alive(st["pid"]):
+            os.kill(st["pid"], signal.SIGKILL)
+
+
 def test_a_failing_workload_stops_the_job_with_its_message(iobench_binary, tdir):  # noqa: F811
     bad = wl(2, 1, block_size=1000)        # not a multiple of 512 with O_DIRECT
     start(iobench_binary, tdir, [wl(1, 1), bad, wl(3, 1)], deadline_s=300)
