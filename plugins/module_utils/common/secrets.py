@@ -11,6 +11,10 @@ is replaced by :data:`MASK`. A secret key is one of :data:`SECRET_KEYS` or ends 
 ``ssh_key``). A secret that is None or empty (``""``, ``[]``, ``{}``) stays as it is: it
 hides nothing, and it shows that no secret was given.
 
+A power command (``fleetqual_power`` with ``method: command``, docs/durability.md) is shown by
+its first word: the arguments of its ``off`` and ``on`` argv lists are masked too, since an
+argv is where a password lands when it is not passed through the environment or a file.
+
 An error message that quotes an input may hold a secret's value inside its text:
 :func:`secret_values` collects the values of the secret keys of some inputs and
 :func:`scrub` replaces each of them in a text by :data:`MASK`.
@@ -24,6 +28,8 @@ MASK = "********"
 SECRET_KEYS = ("password", "passwd", "token", "secret")
 # ... or ending with one of these (any case): ssh_key, api_key, private_key
 SECRET_SUFFIXES = ("_key",)
+# the argv lists of a mapping whose method is "command" (fleetqual_power): first word shown
+COMMAND_ARGV_KEYS = ("off", "on")
 
 
 def is_secret_key(key):
@@ -38,13 +44,27 @@ def _empty(value):
     return value is None or (isinstance(value, (str, bytes, list, tuple, dict)) and len(value) == 0)
 
 
+def is_command(mapping):
+    """True when ``mapping`` is a power command's settings (``method: command``, any case)."""
+    method = mapping.get("method")
+    return isinstance(method, str) and method.lower() == "command"
+
+
+def _command_argv(argv):
+    """A command's argv as the output shows it: its first word, each argument masked."""
+    return [mask_secrets(argv[0])] + [MASK] * (len(argv) - 1) if argv else []
+
+
 def mask_secrets(value):
     """A copy of ``value`` with the value of every secret key (:func:`is_secret_key`), at any
     depth inside dicts and lists (and tuples), replaced by :data:`MASK`; a None or empty secret
     is kept. Every other value is equal to the input's. The input is never changed: dicts and
     lists are new, other values (strings, numbers) are the input's own."""
     if isinstance(value, dict):
-        return {k: (v if _empty(v) else MASK) if is_secret_key(k) else mask_secrets(v) for k, v in value.items()}
+        command = is_command(value)
+        return {k: (v if _empty(v) else MASK) if is_secret_key(k)
+                else _command_argv(v) if command and k in COMMAND_ARGV_KEYS and isinstance(v, (list, tuple))
+                else mask_secrets(v) for k, v in value.items()}
     if isinstance(value, list):
         return [mask_secrets(v) for v in value]
     if isinstance(value, tuple):
@@ -95,4 +115,5 @@ def scrub(text, values):
     return text
 
 
-__all__ = ["MASK", "SECRET_KEYS", "SECRET_SUFFIXES", "is_secret_key", "mask_secrets", "secret_values", "scrub"]
+__all__ = ["MASK", "SECRET_KEYS", "SECRET_SUFFIXES", "COMMAND_ARGV_KEYS", "is_command", "is_secret_key", "mask_secrets",
+           "secret_values", "scrub"]

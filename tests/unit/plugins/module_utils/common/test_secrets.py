@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.common.secrets import (
-    MASK, SECRET_KEYS, is_secret_key, mask_secrets, scrub, secret_values)
+    COMMAND_ARGV_KEYS, MASK, SECRET_KEYS, is_command, is_secret_key, mask_secrets, scrub, secret_values)
 
 MARKER = "fq-MARKER-7f3a"
 
@@ -46,7 +46,11 @@ def _check(original, masked, path="$"):
         assert isinstance(masked, dict) and list(masked) == list(original), path
         for k, v in original.items():
             where = "%s.%s" % (path, k)
-            if is_secret_key(k) and not _empty(v):
+            if not is_secret_key(k) and is_command(original) and k in COMMAND_ARGV_KEYS and isinstance(v, list):
+                # a power command's argv: its first word, every argument masked
+                assert masked[k][1:] == [MASK] * (len(v) - 1), where
+                n += len(v) - 1 + (_check(v[0], masked[k][0], where + "[0]") if v else 0)
+            elif is_secret_key(k) and not _empty(v):
                 assert masked[k] == MASK, where
                 n += 1
             elif is_secret_key(k):
@@ -64,7 +68,10 @@ def _check(original, masked, path="$"):
 
 def _count_secrets(value):
     if isinstance(value, dict):
-        return sum(1 if is_secret_key(k) and not _empty(v) else _count_secrets(v) for k, v in value.items())
+        return sum(1 if is_secret_key(k) and not _empty(v)
+                   else len(v) - 1 + (_count_secrets(v[0]) if v else 0)
+                   if not is_secret_key(k) and is_command(value) and k in COMMAND_ARGV_KEYS and isinstance(v, list)
+                   else _count_secrets(v) for k, v in value.items())
     if isinstance(value, list):
         return sum(_count_secrets(v) for v in value)
     return 0
@@ -93,6 +100,23 @@ def test_a_marker_under_a_secret_key_at_any_depth_is_gone_from_the_masked_copy(v
     assert MARKER in secret_values(inner)
     assert MARKER not in scrub("refused: %r" % (inner,), secret_values(inner))
     assert MARKER in json.dumps(inner)                  # the input still holds it
+
+
+@settings(deadline=None, max_examples=100)
+@given(program=st.text(min_size=1, max_size=12), args=st.lists(st.text(max_size=12), max_size=5),
+       method=st.sampled_from(["command", "COMMAND", "Command"]))
+def test_a_power_command_is_shown_by_its_first_word(program, args, method):
+    """The argv lists of a command power method: the program is shown, every argument masked
+    (a password put on the argv against the docs' advice is not printed); another method's
+    lists and the command's other keys are kept."""
+    power = {"method": method, "off": [program] + args + [MARKER], "on": [program, MARKER], "timeout": 30,
+             "name": "kept"}
+    masked = mask_secrets({"fleetqual_power": power})["fleetqual_power"]
+    assert masked == {"method": method, "off": [program] + [MASK] * (len(args) + 1), "on": [program, MASK],
+                      "timeout": 30, "name": "kept"}
+    assert MARKER not in json.dumps(masked) and power["off"][-1] == MARKER
+    other = {"method": "redfish", "off": [program, MARKER]}
+    assert mask_secrets(other) == other
 
 
 def test_the_list_and_its_edges():
