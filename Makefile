@@ -15,15 +15,17 @@ SUITE := not long
 # The parallel test run's JUnit files and pytest base directories (one per stream).
 STREAMS := $(CURDIR)/build/test-streams
 
-.PHONY: test stream-vm stream-fleet stream-rest stream-checks stream-c test-c test-py test-fleet test-rest checks lint docs-check changelog-lint docs-lint galaxy \
+.PHONY: test stream-vm stream-fleet stream-unit stream-rest stream-checks stream-c test-c test-py test-fleet test-unit test-rest checks lint docs-check changelog-lint docs-lint galaxy \
 	galaxy-import galaxy-import-release sanity molecule qualify clean
 
-# Every suite, as five streams under one make -j4: the C tests, then the fleet tests over SSH
-# and every other pytest directory (they use the C build); beside them from the start the VM
-# tier (its image builds and its guests boot while the other streams run) and the static
-# checks. Most of their time is spent waiting on workloads, sshd round trips, guests and
-# subprocesses rather than on the CPU; more streams made the run longer (the machine's two
-# cores are the limit: every stream slowed by a quarter). Each stream's output is printed
+# Every suite, as six streams under one make -j5: the C tests, then the fleet tests over SSH,
+# the unit tests and every other pytest directory (they use the C build); beside them from the
+# start the VM tier (its image builds and its guests boot while the other streams run) and the
+# static checks. Most of their time is spent waiting on workloads, sshd round trips, guests
+# and subprocesses rather than on the CPU: with the long tests apart (make test-long) the VM
+# tier and the checks end within 13 minutes, and the pytest streams then share the two cores
+# (one stream for all the other tests ran alone for its last 10 minutes, at 0.4 of a core,
+# and made the run 30 minutes long). Each stream's output is printed
 # whole when it ends (--output-sync), and one closing line counts every pytest stream
 # (tests/junit_summary.py). A lab that setup.sh provides but cannot run here fails its tests
 # instead of skipping them (tests/labs.py).
@@ -34,9 +36,9 @@ STREAMS := $(CURDIR)/build/test-streams
 test: export FLEETQUAL_REQUIRE_LABS := 1
 test:
 	rm -rf $(STREAMS) && mkdir -p $(STREAMS)
-	$(MAKE) -j4 --output-sync=target stream-vm stream-checks stream-fleet stream-rest; rc=$$?; \
+	$(MAKE) -j5 --output-sync=target stream-vm stream-checks stream-fleet stream-unit stream-rest; rc=$$?; \
 	python3 tests/suitecost.py report $(STREAMS) || rc=1; \
-	$(VENV)/python tests/junit_summary.py $(STREAMS)/fleet.xml $(STREAMS)/kernel.xml $(STREAMS)/rest.xml \
+	$(VENV)/python tests/junit_summary.py $(STREAMS)/fleet.xml $(STREAMS)/kernel.xml $(STREAMS)/unit.xml $(STREAMS)/rest.xml \
 	    $(STREAMS)/vm.xml || rc=1; \
 	[ $$rc -eq 0 ] && echo "make test: all suites passed"; exit $$rc
 
@@ -49,13 +51,14 @@ test-long:
 COST := python3 tests/suitecost.py run
 STREAM_vm := test-vm
 STREAM_fleet := test-fleet
+STREAM_unit := test-unit
 STREAM_rest := test-rest
 STREAM_checks := checks
 STREAM_c := test-c
 # The VM stream and the static checks start at once, beside the C tests: the guest image's
 # build (debootstrap, minutes on a fresh machine) and the BMC lab overlap them; the fleet and
 # the other pytest tests wait for the C tests (they use the build in roles/iobench/files/src).
-stream-fleet stream-rest: stream-c
+stream-fleet stream-unit stream-rest: stream-c
 # a static pattern rule: make applies no implicit rule to a .PHONY target
 # Each stream's share of the CPU when all compete (cgroup v1 cpu.shares; tests/suitecost.py
 # share_group): the VM tier, the critical path, four guests' worth; the static checks, which
@@ -63,10 +66,11 @@ stream-fleet stream-rest: stream-c
 # that stream only, and the kernel's threads (a loop device's worker) are not starved by it.
 SHARES_vm := 4096
 SHARES_fleet := 1024
+SHARES_unit := 1024
 SHARES_rest := 1024
 SHARES_c := 1024
 SHARES_checks := 512
-stream-vm stream-fleet stream-rest stream-checks stream-c: stream-%:
+stream-vm stream-fleet stream-unit stream-rest stream-checks stream-c: stream-%:
 	FLEETQUAL_COST_TESTS=$(STREAMS)/$*.tests $(COST) $* --cpu-shares $(SHARES_$*) --out $(STREAMS)/$*.cost.json -- \
 	    $(MAKE) --no-print-directory $(STREAM_$*)
 
@@ -86,9 +90,15 @@ test-fleet:
 	FLEETQUAL_LOOP_RANGE=1100-1199 $(PYTEST) --basetemp=$(STREAMS)/kernel-tmp --junitxml=$(STREAMS)/kernel.xml -m "kernel_errors and ($(SUITE))" tests \
 	    --ignore=tests/fleet --ignore=$(VM_TESTS) || { e=$$?; [ $$e -eq 5 ] || rc=1; }; exit $$rc
 
+# Every other pytest test, in two streams: the unit tests, and the benchmark's, integration,
+# browser and packaging tests. Each spends most of its wall waiting on subprocesses, so once
+# the VM tier and the checks have ended the two use the two cores one stream left half idle.
+test-unit:
+	FLEETQUAL_LOOP_RANGE=1200-1249 $(PYTEST) --basetemp=$(STREAMS)/unit-tmp --junitxml=$(STREAMS)/unit.xml -m "not kernel_errors and ($(SUITE))" tests/unit
+
 test-rest:
-	FLEETQUAL_LOOP_RANGE=1200-1299 $(PYTEST) --basetemp=$(STREAMS)/rest-tmp --junitxml=$(STREAMS)/rest.xml -m "not kernel_errors and ($(SUITE))" tests \
-	    --ignore=tests/fleet --ignore=$(VM_TESTS) --ignore=$(BMC_TESTS)
+	FLEETQUAL_LOOP_RANGE=1250-1299 $(PYTEST) --basetemp=$(STREAMS)/rest-tmp --junitxml=$(STREAMS)/rest.xml -m "not kernel_errors and ($(SUITE))" tests \
+	    --ignore=tests/unit --ignore=tests/fleet --ignore=$(VM_TESTS) --ignore=$(BMC_TESTS)
 
 # The VM tier (tests/vm, docs/testing.md "The VM tier"): Debian 12 guests under QEMU, in a
 # pytest process of its own (its guests boot while its first tests are collected). The BMC

@@ -1,6 +1,7 @@
-"""One closing line for the pytest streams of `make test` (Makefile: test-fleet, test-rest).
+"""One closing line for the pytest streams of `make test` (Makefile: test-fleet, test-unit,
+test-rest, test-vm).
 
-`make test` runs the pytest suites as two processes at once, each writing a JUnit XML file;
+`make test` runs the pytest suites as several processes at once, each writing a JUnit XML file;
 this reads them and prints ``pytest: N passed, N failed, N skipped`` alone on a line, the
 count of every stream together, after one line per skipped test with its reason (a skip is
 never silent). A stream whose file is missing (its pytest did not get as
