@@ -15,11 +15,11 @@ SUITE := not long
 # The parallel test run's JUnit files and pytest base directories (one per stream).
 STREAMS := $(CURDIR)/build/test-streams
 
-.PHONY: test stream-vm stream-fleet stream-unit stream-rest stream-checks stream-c test-c test-py test-fleet test-unit test-rest checks lint docs-check changelog-lint docs-lint galaxy \
+.PHONY: test stream-vm stream-fleet stream-fleet2 stream-unit stream-rest stream-checks stream-c test-c test-py test-fleet test-fleet2 test-unit test-rest checks lint docs-check changelog-lint docs-lint galaxy \
 	galaxy-import galaxy-import-release sanity molecule qualify clean
 
-# Every suite, as six streams under one make -j5: the C tests, then the fleet tests over SSH,
-# the unit tests and every other pytest directory (they use the C build); beside them from the
+# Every suite, as seven streams under one make -j6: the C tests, then the fleet tests over SSH
+# (two streams), the unit tests and every other pytest directory (they use the C build); beside them from the
 # start the VM tier (its image builds and its guests boot while the other streams run) and the
 # static checks. Most of their time is spent waiting on workloads, sshd round trips, guests
 # and subprocesses rather than on the CPU: with the long tests apart (make test-long) the VM
@@ -36,9 +36,9 @@ STREAMS := $(CURDIR)/build/test-streams
 test: export FLEETQUAL_REQUIRE_LABS := 1
 test:
 	rm -rf $(STREAMS) && mkdir -p $(STREAMS)
-	$(MAKE) -j5 --output-sync=target stream-vm stream-checks stream-fleet stream-unit stream-rest; rc=$$?; \
+	$(MAKE) -j6 --output-sync=target stream-vm stream-checks stream-fleet stream-fleet2 stream-unit stream-rest; rc=$$?; \
 	python3 tests/suitecost.py report $(STREAMS) || rc=1; \
-	$(VENV)/python tests/junit_summary.py $(STREAMS)/fleet.xml $(STREAMS)/kernel.xml $(STREAMS)/unit.xml $(STREAMS)/rest.xml \
+	$(VENV)/python tests/junit_summary.py $(STREAMS)/fleet.xml $(STREAMS)/fleet2.xml $(STREAMS)/kernel.xml $(STREAMS)/unit.xml $(STREAMS)/rest.xml \
 	    $(STREAMS)/vm.xml || rc=1; \
 	[ $$rc -eq 0 ] && echo "make test: all suites passed"; exit $$rc
 
@@ -51,6 +51,7 @@ test-long:
 COST := python3 tests/suitecost.py run
 STREAM_vm := test-vm
 STREAM_fleet := test-fleet
+STREAM_fleet2 := test-fleet2
 STREAM_unit := test-unit
 STREAM_rest := test-rest
 STREAM_checks := checks
@@ -58,7 +59,7 @@ STREAM_c := test-c
 # The VM stream and the static checks start at once, beside the C tests: the guest image's
 # build (debootstrap, minutes on a fresh machine) and the BMC lab overlap them; the fleet and
 # the other pytest tests wait for the C tests (they use the build in roles/iobench/files/src).
-stream-fleet stream-unit stream-rest: stream-c
+stream-fleet stream-fleet2 stream-unit stream-rest: stream-c
 # a static pattern rule: make applies no implicit rule to a .PHONY target
 # Each stream's share of the CPU when all compete (cgroup v1 cpu.shares; tests/suitecost.py
 # share_group): the VM tier, the critical path, four guests' worth; the static checks, which
@@ -66,11 +67,12 @@ stream-fleet stream-unit stream-rest: stream-c
 # that stream only, and the kernel's threads (a loop device's worker) are not starved by it.
 SHARES_vm := 4096
 SHARES_fleet := 1024
+SHARES_fleet2 := 1024
 SHARES_unit := 1024
 SHARES_rest := 1024
 SHARES_c := 1024
 SHARES_checks := 512
-stream-vm stream-fleet stream-unit stream-rest stream-checks stream-c: stream-%:
+stream-vm stream-fleet stream-fleet2 stream-unit stream-rest stream-checks stream-c: stream-%:
 	FLEETQUAL_COST_TESTS=$(STREAMS)/$*.tests $(COST) $* --cpu-shares $(SHARES_$*) --out $(STREAMS)/$*.cost.json -- \
 	    $(MAKE) --no-print-directory $(STREAM_$*)
 
@@ -82,11 +84,19 @@ test-c:
 test-py:
 	$(PYTEST) tests
 
-# The fleet tests, then every other test that provokes kernel I/O errors (marker
-# kernel_errors: the kernel rate-limits its "I/O error, dev ..." lines machine-wide, so two
-# such tests at once could hide each other's lines).
+# The fleet tests in two streams (each its own session of loopback hosts): the detached-job,
+# array, killed-device and secrets modules, mostly waiting on jobs that run for minutes; and
+# the others, then every other test that provokes kernel I/O errors (marker kernel_errors: the
+# kernel rate-limits its "I/O error, dev ..." lines machine-wide, so two such tests at once
+# could hide each other's lines; the fleet's own such tests are in this stream too).
+FLEET_WAITS := tests/fleet/test_fleet_detached.py tests/fleet/test_fleet_array.py \
+	tests/fleet/test_fleet_killed_device.py tests/fleet/test_fleet_secrets.py
 test-fleet:
-	FLEETQUAL_LOOP_RANGE=1000-1099 $(PYTEST) --basetemp=$(STREAMS)/fleet-tmp --junitxml=$(STREAMS)/fleet.xml -m "$(SUITE)" tests/fleet; rc=$$?; \
+	FLEETQUAL_LOOP_RANGE=1000-1049 $(PYTEST) --basetemp=$(STREAMS)/fleet-tmp --junitxml=$(STREAMS)/fleet.xml -m "$(SUITE)" $(FLEET_WAITS)
+
+test-fleet2:
+	FLEETQUAL_LOOP_RANGE=1050-1099 $(PYTEST) --basetemp=$(STREAMS)/fleet2-tmp --junitxml=$(STREAMS)/fleet2.xml -m "$(SUITE)" tests/fleet \
+	    $(addprefix --ignore=,$(FLEET_WAITS)); rc=$$?; \
 	FLEETQUAL_LOOP_RANGE=1100-1199 $(PYTEST) --basetemp=$(STREAMS)/kernel-tmp --junitxml=$(STREAMS)/kernel.xml -m "kernel_errors and ($(SUITE))" tests \
 	    --ignore=tests/fleet --ignore=$(VM_TESTS) || { e=$$?; [ $$e -eq 5 ] || rc=1; }; exit $$rc
 

@@ -1,5 +1,5 @@
-"""One closing line for the pytest streams of `make test` (Makefile: test-fleet, test-unit,
-test-rest, test-vm).
+"""One closing line for the pytest streams of `make test` (Makefile: test-fleet, test-fleet2,
+test-unit, test-rest, test-vm).
 
 `make test` runs the pytest suites as several processes at once, each writing a JUnit XML file;
 this reads them and prints ``pytest: N passed, N failed, N skipped`` alone on a line, the
