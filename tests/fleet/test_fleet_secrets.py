@@ -1,5 +1,5 @@
-"""No secret in any output of a whole qualify run: ``playbooks/qualify.yml`` at ``-vvv``
-through ansible-runner (as AWX runs it: its stdout, its job events and the ``set_stats``
+"""No secret in any output of a whole qualify run: ``playbooks/qualify.yml`` at the default
+verbosity and at ``-vvv`` through ansible-runner (as AWX runs it: its stdout, its job events and the ``set_stats``
 artifact on disk) over three loopback hosts, each with a BMC of another power method
 (``fleetqual_power``: redfish and ipmi with a marker password, a command with a marker on its
 argv). Ansible prints every ok task's result from ``-v`` on, so the validation play's result
@@ -41,7 +41,8 @@ def files_with(root, marker):
     return found
 
 
-def test_no_bmc_secret_in_the_output_artifacts_or_results_of_a_run_at_vvv(fleet, tmp_path_factory):
+@pytest.mark.parametrize("verbosity", [0, 3])
+def test_no_bmc_secret_in_the_output_artifacts_or_results_of_a_run(fleet, tmp_path_factory, verbosity):
     ansible_runner = pytest.importorskip("ansible_runner")
     base = str(tmp_path_factory.mktemp("secrets"))
     hosts = [{"name": h, "inst": fleet.host(int(h[2:])), "vars": {"fleetqual_power": POWER[h]}} for h in HOSTS]
@@ -53,14 +54,15 @@ def test_no_bmc_secret_in_the_output_artifacts_or_results_of_a_run_at_vvv(fleet,
     env = fleetrun.playbook_run.ansible_env(fleet.ansible_env())
     env["FLEETQUAL_REPORT_DIR"] = results
     r = ansible_runner.run(private_data_dir=private, playbook=os.path.join(fleetrun.ROOT, "playbooks", "qualify.yml"),
-                           inventory=inv, verbosity=3, quiet=True, timeout=600, envvars=env,
+                           inventory=inv, verbosity=verbosity, quiet=True, timeout=600, envvars=env,
                            extravars={"fleetqual_results_dir": results, "fleetqual_run_id": "secrets",
                                       "fleetqual_build_cache_dir": fleetrun.build_cache_dir()})
     out = r.stdout.read()
     assert r.rc == 0, out[-5000:]
     assert "fleet: 3/3 hosts passed" in out, out[-5000:]
-    # -vvv printed the results that hold the inputs, with the password masked
-    assert "task path:" in out and '"password": "********"' in out, out[-5000:]
+    if verbosity:
+        # -vvv printed the results that hold the inputs, with the password masked
+        assert "task path:" in out and '"password": "********"' in out, out[-5000:]
     lines = [line for line in out.splitlines() if MARKER in line]
     assert not lines, "\n".join(lines[:10])
     stats = [e for e in r.events if e.get("event") == "playbook_on_stats"]
