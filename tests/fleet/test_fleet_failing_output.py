@@ -145,7 +145,7 @@ def test_each_failing_host_prints_its_verdict_and_first_reasons_in_under_2kb(run
         assert gate, "\n".join(lines)
         if n >= 119:
             # FAIL: the first three reasons, the other two counted, with the record that holds them
-            assert re.search(r"%s: FAIL out-rndrd-t1: IOPS \d+ < limit 1000000000000 .*; .*\(\+2 more in %s\)"
+            assert re.search(r"%s: FAIL out-rndrd-t1: IOPS [\d.]+ < limit 1000000000000 .*; .*\(\+2 more in %s\)"
                              % (host, re.escape(record)), gate[-1]), gate[-1]
             assert len(load_json(record)["reasons"]) == 5
         elif n in (113, 114):
