@@ -23,6 +23,8 @@ JOB_DIR = ".fleetqual-job"
 STATUS = "status.json"
 # the operator's stop request (:func:`operator_stop`), read by the job when the signal comes
 STOP_REQUEST = "stop_request.json"
+# how the stop reason of a job the operator stopped begins (the controller's message keeps it)
+OPERATOR_STOP = "stopped by the operator"
 
 
 FINAL_STATES = ("done", "failed", "expired", "stopped")
@@ -268,7 +270,7 @@ def stop_reason(request, signum):
     """The job's stop reason for ``signum``: the operator's (who asked, from ``request``, the
     document :func:`stop_request` reads) when there is one, else the signal's number."""
     if isinstance(request, dict) and request.get("by"):
-        return "stopped by the operator (%s)" % request["by"]
+        return "%s (%s)" % (OPERATOR_STOP, request["by"])
     return "signal %d" % signum
 
 

@@ -265,7 +265,7 @@ class JobAction(ActionBase):
             task, when = at(st.get("index"), st.get("current"))
             reason = st.get("stop_reason") or ""
             how = ("stopped by its deadline" if st["state"] == "expired"
-                   else reason if reason.startswith("stopped by the operator") else "stopped")
+                   else reason if reason.startswith(_job_runner.OPERATOR_STOP) else "stopped")
             error = {"task": task, "msg": "the measurement job was %s %s" % (how, when)}
         cleanup = st.get("cleanup") or {}
         run = _lockstep.array_run(st.get("array"))
