@@ -250,6 +250,11 @@ def array_rule_limits(rule):
 # --------------------------------------------------------------------------- rules and verdict
 
 
+def incomplete_why(step):
+    """Why a step is incomplete: each missing host and its reason, else the step's problem."""
+    return "; ".join("%s: %s" % (h, step["missing"][h]) for h in step["missing_hosts"]) or step["problem"] or "?"
+
+
 def judge_array(steps, rules, bounded):
     """``(checks, verdict, reasons, notes)`` of an array from its step figures, its rules
     (``thresholds``) and its bounded maxima per mode.
@@ -294,7 +299,7 @@ def judge_array(steps, rules, bounded):
                 needed.add(s["index"])
                 value = dig(s, *path)
                 if not s["complete"]:
-                    why = "; ".join("%s: %s" % (h, s["missing"][h]) for h in s["missing_hosts"]) or s["problem"] or "?"
+                    why = incomplete_why(s)
                     passed, text = None, ("%s: %s is incomplete (%s), so %s is not known"
                                           % (name, step_label(s), why, what))
                 elif value is None:
@@ -310,10 +315,12 @@ def judge_array(steps, rules, bounded):
     errors = [c["text"] for c in checks if c["passed"] is None]
     failed = [c["text"] for c in checks if c["passed"] is False]
     if not any(s["complete"] for s in steps):
-        errors.insert(0, "no step of the array completed")
+        # the first step's cause is named: most often all steps share it (a host not ready)
+        errors.insert(0, "no step of the array completed" + (" (%s: %s)" % (step_label(steps[0]), incomplete_why(steps[0]))
+                                                             if steps else ""))
     for s in steps:
         if not s["complete"] and s["index"] not in needed:
-            why = "; ".join("%s: %s" % (h, s["missing"][h]) for h in s["missing_hosts"]) or s["problem"] or "?"
+            why = incomplete_why(s)
             notes.append("%s incomplete (%s); no rule needs it" % (step_label(s), why))
         if s["outlier"]:
             notes.append(s["outlier_text"])

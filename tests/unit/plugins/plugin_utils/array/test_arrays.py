@@ -468,6 +468,23 @@ def test_a_host_of_another_schedule_is_missing_and_one_without_start_is_named_by
     assert [s["complete"] for s in arr["steps"]] == [True, False, True, False]
 
 
+def test_an_array_with_no_complete_step_says_why_in_its_first_reason(real_runs):
+    """The ERROR's first reason names the first step's cause: the operator sees which host was
+    not ready, not only that nothing completed."""
+    steps, benches = real_runs
+    runs = _array_runs(steps, benches)
+    for host, r in runs.items():
+        for e in r["steps"]:
+            e.update(complete=False, result=None,
+                     error="not ready at the start: %s reached step %d late" % (host, e["index"]))
+    arr = arrays.build_array("san", runs)
+    assert arr["verdict"] == "ERROR" and arr["steps_complete"] == 0
+    first = arr["reasons"][0]
+    assert first.startswith("no step of the array completed (step 1 ("), first
+    step1 = arr["steps"][0]["missing_hosts"]
+    assert step1 and all("%s: not ready at the start: %s reached step 1 late" % (h, h) in first for h in step1), first
+
+
 def _with_device(entry, reads, measured):
     """``entry`` whose window carries its devices' counters: ``reads`` {dev: completed reads}."""
     entry["result"]["bench"]["window"]["devstat"] = {
