@@ -138,13 +138,17 @@ def signal_mid_run(args, sig, delay=1.2, timeout=20, when=None):
 def held_mid_run(args, at, hold, seconds, timeout=120):
     """Start iobench; at the epoch ``at`` enter ``hold(pid)`` (a context manager that stops
     the whole process or one of its threads) for ``seconds``; return (returncode, stdout,
-    stderr, the epoch the hold ended). The process never outlives the call."""
+    stderr, the epoch the release began). The process never outlives the call.
+
+    The epoch is read inside the hold, before its release: nothing held can run before it, so it
+    is a lower bound however long a loaded machine takes to carry the release out (thawing a
+    freezer group and moving its threads back took over 50 ms in a fresh-clone run)."""
     p = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(max(0.0, at - time.time()))
         with hold(p.pid):
             time.sleep(seconds)
-        released = time.time()
+            released = time.time()
         out, err = p.communicate(timeout=timeout)
     finally:
         if p.poll() is None:
