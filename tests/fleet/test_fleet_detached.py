@@ -163,10 +163,12 @@ def test_killed_controllers_leave_nothing_running_after_the_deadline(fleet, tmp_
         pending = dict(runs)
         while pending:
             for sig, (base, proc, _inv, tdirs, _log) in list(pending.items()):
-                # every host's job of this run has started and is measuring: kill its controller
+                # every host's job of this run has started and one measures: kill its controller
+                # (a job between workloads, preparing its files, runs no iobench: all four can be
+                # between at once on a loaded machine, so the wait is for both, not an assertion)
                 assert proc.poll() is None, open(os.path.join(base, "out.log")).read()[-3000:]
-                if all((_status(t) or {}).get("index", 0) >= 1 for t in tdirs.values()):
-                    assert any(find_iobench(t) for t in tdirs.values())
+                if all((_status(t) or {}).get("index", 0) >= 1 for t in tdirs.values()) \
+                        and any(find_iobench(t) for t in tdirs.values()):
                     proc.send_signal(sig)
                     proc.wait(timeout=60)
                     del pending[sig]
