@@ -85,12 +85,12 @@ test-py:
 	$(PYTEST) tests
 
 # The fleet tests in two streams (each its own session of loopback hosts): the detached-job,
-# array, killed-device and secrets modules, mostly waiting on jobs that run for minutes; and
+# array, killed-device, secrets and interrupt modules, mostly waiting on jobs that run for minutes; and
 # the others, then every other test that provokes kernel I/O errors (marker kernel_errors: the
 # kernel rate-limits its "I/O error, dev ..." lines machine-wide, so two such tests at once
 # could hide each other's lines; the fleet's own such tests are in this stream too).
 FLEET_WAITS := tests/fleet/test_fleet_detached.py tests/fleet/test_fleet_array.py \
-	tests/fleet/test_fleet_killed_device.py tests/fleet/test_fleet_secrets.py
+	tests/fleet/test_fleet_killed_device.py tests/fleet/test_fleet_secrets.py tests/fleet/test_fleet_interrupt.py
 test-fleet:
 	FLEETQUAL_LOOP_RANGE=1000-1049 $(PYTEST) --basetemp=$(STREAMS)/fleet-tmp --junitxml=$(STREAMS)/fleet.xml -m "$(SUITE)" $(FLEET_WAITS)
 

@@ -46,6 +46,8 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.array_sta
     stream_exchange,
 )
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.identity import STARTED_VAR, apply_identity
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.interrupt import interrupted
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.job_wait import stop_interrupted
 
 display = Display()
 JOB_MODULE = "fleetqual.storage.job"
@@ -111,6 +113,7 @@ class ActionModule(ActionBase):
         timeout = float(args.get("timeout") or 3600)
         limit = time.monotonic() + timeout
         array_state, job_state = None, None
+        stopped = False
         while True:
             res = self._execute_module(module_name=JOB_MODULE, module_args={"path": args["path"], "state": "status"},
                                        task_vars=task_vars)
@@ -119,6 +122,12 @@ class ActionModule(ActionBase):
             job_state = st.get("state")
             if res.get("failed") or array_state in READY_STATES or job_state != "running":
                 break
+            reason = interrupted()
+            if reason and not stopped:
+                # the run was stopped by the operator: the member's job ends, the array never starts
+                stopped = True
+                stop_interrupted(self, args["path"], st.get("run_id"), reason, task_vars)
+                continue
             if time.monotonic() > limit:
                 break
             time.sleep(1.0)

@@ -45,7 +45,8 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.identity 
     become_refusal,
     decide_identity,
 )
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.job_wait import JobAction
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.job_wait import JobAction, not_started
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.interrupt import interrupted
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.progress import (
     exit_if_orphaned,
     progress_dir_ready,
@@ -215,6 +216,9 @@ class ActionModule(JobAction):
         return margs
 
     def _started(self, args, host, progress_dir, task_vars):
+        reason = interrupted()
+        if reason:
+            return brief_start(not_started(reason), host, progress_dir)
         margs = self._start_args(args, host, task_vars)
         try:
             res = self._execute_module(module_name=MODULE, module_args=margs, task_vars=task_vars)

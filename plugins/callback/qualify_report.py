@@ -227,6 +227,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.report import pu
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.report import config as report_config
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet import run_store
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet import fleet_json
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote import interrupt
 
 RECORD_KEY = "fleetqual_report"
 
@@ -251,6 +252,7 @@ class CallbackModule(CallbackBase):
         self._gating = False      # inside the verdict-gate play: its failures are the verdicts
         self._merging = False     # playbooks/report.yml ran: its action reported the run, no fleet here
         self._gate_failures = {}  # host -> failures in the gate play (not counted as outcomes)
+        self._signal_stop = None  # Ctrl-C and SIGTERM stop the jobs this run started (remote/interrupt.py)
 
     @staticmethod
     def _play_role(play):
@@ -260,12 +262,46 @@ class CallbackModule(CallbackBase):
             return None
 
     # ------------------------------------------------------------------ events
+    def v2_playbook_on_start(self, playbook):
+        try:
+            self._signal_stop = interrupt.SignalStop()
+            self._signal_stop.install()
+        except Exception as exc:  # pragma: no cover - never break the run for it
+            self._display.warning("fleetqual.storage.qualify_report: Ctrl-C will not stop the jobs: %s" % exc)
+
+    def _job_event(self, result, ok):
+        """Follow the jobs this run started (the qualify_host start) and collected (its wait)."""
+        if self._signal_stop is None:
+            return
+        task = getattr(result, "task", None) or getattr(result, "_task", None)
+        if task is None or not str(getattr(task, "action", "")).endswith("qualify_host"):
+            return
+        name = self._event(result)[0]
+        state = (getattr(task, "args", None) or {}).get("state")
+        try:
+            data = result.result
+        except AttributeError:  # pragma: no cover - pre-2.19 shape
+            data = getattr(result, "_result", {}) or {}
+        status = data.get("status") if isinstance(data, dict) else None
+        if state == "started" and ok and isinstance(status, dict) and status.get("pid"):
+            self._signal_stop.started(name, status.get("run_id"))
+        elif state in ("finished", "failed"):
+            # collected (judged, cleaned up, stored), or recorded as the host's error
+            self._signal_stop.ended(name)
+
+    def v2_runner_on_ok(self, result):
+        self._job_event(result, True)
+
     def v2_playbook_on_play_start(self, play):
         # The validation play runs on the controller before any host is contacted: its
         # hosts are not fleet members and its failures mean the inputs were refused.
         role = self._play_role(play)
         self._validating = role == "validation"
         self._gating = role == "gate"
+        if self._signal_stop is not None:
+            # only the measuring play has jobs to stop and collect; elsewhere Ansible's own
+            # handling of the signal (remote/interrupt.py)
+            self._signal_stop.armed = role is None
         if self._validating:
             return
         if role in ("merge", "stop"):
@@ -313,6 +349,7 @@ class CallbackModule(CallbackBase):
         return name, {"task": str(task), "msg": str(msg or "failed")}
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
+        self._job_event(result, False)
         if ignore_errors:
             return
         name, ev = self._event(result)

@@ -3,8 +3,8 @@
 * 8 hosts at ``forks = 2`` complete with every host's full results, and the controller
   printed at most one progress line per round for the whole fleet (never one per host per
   poll, no ``FAILED - RETRYING``).
-* ``ansible-playbook`` killed (SIGKILL and SIGTERM to the PIDs we started, two runs at once
-  on 4 hosts each at ``forks = 2``) while the jobs run: after
+* ``ansible-playbook`` killed (SIGKILL, and SIGHUP as a closed terminal sends it, to the PIDs
+  we started, two runs at once on 4 hosts each at ``forks = 2``) while the jobs run: after
   the jobs' deadline no iobench process and no test file is left on any host; each job's
   final status waits in its test directory for the next run of the same plan, which collects
   a finished job's results as its own (``fleetqual_previous: attach``) and reports and clears
@@ -123,6 +123,16 @@ def _start_killable(fleet, base, names, dirs_root):
     return proc, inv, tdirs, log
 
 
+def wait_for_workload(proc, tdirs, index):
+    """Until every job in ``tdirs`` (host -> test directory) runs its workload ``index`` (1-based)
+    or a later one, while ``proc`` (their ansible-playbook) runs; 600 s for a start on a machine
+    as loaded as 2 cores get."""
+    limit = time.monotonic() + 600
+    while not all((_status(d) or {}).get("index", 0) >= index for d in tdirs.values()):
+        assert proc.poll() is None and time.monotonic() < limit, "the jobs never reached workload %d" % index
+        time.sleep(0.5)
+
+
 def _ended_run(proc, log, base, run_id):
     """The run of a :func:`_start_playbook` (``log`` opened ``w+``), killed if it still runs:
     ``(FleetRun, its output)``."""
@@ -151,12 +161,13 @@ def _start_playbook(fleet, base, inv, run_id, forks=None, mode="w"):
 
 def test_killed_controllers_leave_nothing_running_after_the_deadline(fleet, tmp_path_factory):
     """Two runs at once on 4 hosts each (still more hosts than forks), one killed with SIGKILL
-    and one with SIGTERM once its jobs measure: they wait for their deadlines side by side."""
+    and one with SIGHUP (a closed terminal; SIGINT and SIGTERM stop the jobs instead:
+    test_fleet_interrupt.py) once its jobs measure: they wait for their deadlines side by side."""
     runs = {}
     # one root of the host directories for both runs and the one after them
     dirs_root = str(tmp_path_factory.mktemp("killed-hostdirs"))
     try:
-        for sig, names in ((signal.SIGKILL, HOSTS[:4]), (signal.SIGTERM, HOSTS[4:])):
+        for sig, names in ((signal.SIGKILL, HOSTS[:4]), (signal.SIGHUP, HOSTS[4:])):
             base = str(tmp_path_factory.mktemp("killed-%s" % sig.name))
             runs[sig] = (base,) + _start_killable(fleet, base, names, dirs_root)
         limit = time.monotonic() + 300
@@ -371,10 +382,7 @@ def test_the_stop_playbook_ends_every_hosts_job_and_the_waiting_run_reports_what
     proc, log = _start_playbook(fleet, base, inv, "stopped", mode="w+")
     with log:
         try:
-            limit = time.monotonic() + 600      # a start on a machine as loaded as 2 cores get
-            while not all((_status(d) or {}).get("index", 0) >= 2 for d in tdirs.values()):
-                assert proc.poll() is None and time.monotonic() < limit, "the jobs never reached workload 2"
-                time.sleep(0.5)
+            wait_for_workload(proc, tdirs, 2)
             other = subprocess.run(stop_argv + ["-e", "fleetqual_stop_run_id=another"], capture_output=True,
                                    text=True, env=env, cwd=fleetrun.ROOT, timeout=300, check=False)
             assert other.returncode == 0, other.stdout[-3000:]

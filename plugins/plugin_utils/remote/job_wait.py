@@ -9,7 +9,7 @@ import json
 import os
 import time
 
-from ansible.errors import AnsibleConnectionFailure
+from ansible.errors import AnsibleConnectionFailure, AnsibleError
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
@@ -17,6 +17,7 @@ from ansible_collections.fleetqual.storage.plugins.module_utils.host import star
 from ansible_collections.fleetqual.storage.plugins.module_utils.job import status as _job_runner
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.array import failover as _failover
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote import array_start as _lockstep
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote import interrupt as _interrupt
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.workload import workload_record
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.progress import (
@@ -37,6 +38,26 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.progress 
 
 display = Display()
 MODULE = "fleetqual.storage.job"
+
+
+def stop_interrupted(action, path, run_id, stopped_by, task_vars):
+    """Stop the job in ``path`` (run ``run_id``'s only) over ``action``'s connection, as
+    ``playbooks/stop.yml`` does: the run was interrupted (remote/interrupt.py). Returns the
+    module's result; a failure to reach the host is a result, never raised (the wait goes on
+    reading the job's status)."""
+    margs = {"path": path, "state": "stopped", "grace": _interrupt.STOP_GRACE_S, "stopped_by": stopped_by}
+    if run_id:
+        margs["run_id"] = run_id
+    try:
+        return action._execute_module(module_name=MODULE, module_args=margs, task_vars=task_vars)
+    except AnsibleError as exc:
+        return {"failed": True, "msg": str(exc)}
+
+
+def not_started(reason):
+    """The start's refusal once the run was interrupted (``reason``: who interrupted it)."""
+    return {"failed": True, "changed": False,
+            "msg": "not started: the run was stopped by the operator (%s) before this host's job started" % reason}
 
 
 class JobAction(ActionBase):
@@ -84,6 +105,9 @@ class JobAction(ActionBase):
         write_json(os.path.join(progress_dir, host + ".json"), doc)
 
     def _start(self, args, host, progress_dir, task_vars):
+        reason = _interrupt.interrupted()
+        if reason:
+            return not_started(reason)
         workloads = list(args.get("workloads") or [])
         array = self._array_spec(args, host, workloads, task_vars) if args.get("array") else None
         # the job's timeouts, deadline and array timing: the one-run host module's very code
@@ -151,6 +175,7 @@ class JobAction(ActionBase):
         last, read_at = None, None  # the last status read, and when (this clock)
         away = {"episodes": 0, "seconds": 0.0, "longest_s": 0.0}
         since, attempts = None, 0   # the host not answering: since when, how many polls in a row
+        stop_sent = False           # the run was interrupted and this wait stopped the job
         # the host's start record (the job's deadline), read before this wait writes over it
         start_record = self._start_record(progress_dir, host)
         while True:
@@ -165,7 +190,8 @@ class JobAction(ActionBase):
                 if since is None:
                     since, away["episodes"] = now, away["episodes"] + 1
                 attempts += 1
-                if until is None or now >= until:
+                if until is None or now >= until or _interrupt.interrupted():
+                    # (an interrupted run waits for no host: its job ends by its deadline)
                     self._progress(progress_dir, host, last, state="unreachable", polls=polls)
                     raise
                 self._progress(progress_dir, host, last, state=AWAY, polls=polls)
@@ -193,6 +219,13 @@ class JobAction(ActionBase):
                 display.display(fleet_line(read_progress(progress_dir), now))
             if final:
                 break
+            reason = _interrupt.interrupted()
+            if reason and not stop_sent:
+                stop_sent = True
+                res = stop_interrupted(self, path, st.get("run_id"), reason, task_vars)
+                if res.get("failed"):
+                    display.warning("%s: the measurement job could not be stopped: %s" % (host, res.get("msg")))
+                continue
             host_now = st.get("now") or now
             if host_now > (st.get("deadline_epoch") or host_now) + margin:
                 self._progress(progress_dir, host, st, state="lost", polls=polls)
@@ -211,9 +244,11 @@ class JobAction(ActionBase):
     def _sleep(delay, controller):
         until = time.time() + delay
         while time.time() < until:
-            time.sleep(min(1.0, max(0.0, until - time.time())))
+            time.sleep(min(_interrupt.INTERRUPTED_POLL_S, max(0.0, until - time.time())))
             # the job on the host goes on and ends by its deadline
             exit_if_orphaned(controller)
+            if _interrupt.interrupted():
+                return      # an interrupted run stops and collects its jobs now
 
     def _reconnect(self):
         """Drop the connection that failed (an SSH master whose server went away), so that the
