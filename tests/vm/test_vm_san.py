@@ -22,7 +22,14 @@ VM tier are iSCSI initiators whose dm-multipath groups each LUN's paths by WWID.
   failover cuts portal 2 mid-step: the failover FAILs quoting the I/O errors, and that host
   is not passed.
 
-All four hosts in one ``ansible-playbook`` run (the guests are the compliance tests' and the
+* then, in a run of its own (after the first: its cut must not meet the first run's steps),
+  an array of one initiator on vm-crit that names no LUN and has no ``fleetqual_targets``:
+  its step measures the test directory on the guest's own drive while its failover cuts
+  portal 0, which carries vm-crit's paths of LUNs 1 and 2: the kernel fails those paths, the
+  step's I/O does not see it, and the array is an ERROR naming the path the kernel failed and
+  the device the step measured.
+
+The four hosts of the first run in one ``ansible-playbook`` run (the guests are the compliance tests' and the
 exit path tests', booted once; vm-crit's NVMe critical warning is cleared through QMP for the
 run and set back after it). The lab starts once the guests are up and logs them out
 before they go on."""
@@ -139,6 +146,29 @@ def san_run(lab, vm_fleet, tmp_path_factory):
     run = fleetrun.run_playbook(vm_fleet, inv, base, "vm-san", args=["--forks", "2"], timeout=1200)
     run.lab = lab
     return run
+
+
+# the array of the run of its own: vm-crit's own drive measured, portal 0 cut 3 s in
+ELSEWHERE = "vm-crit-own-drive"
+ARRAY_ROOT = dict(ARRAY, initiators=[1], threads=[1], modes=["rndrd"])
+TINY = {"fleetqual_profile": "quick", "fleetqual_matrix": [
+    {"workload": "own", "mode": "rndrd", "threads": 1, "total_size": "4M", "block_size": "16K", "direct": True,
+     "time": 1, "warmup": 0}]}
+
+
+@pytest.fixture(scope="module")
+def elsewhere_run(lab, san_run, vm_fleet, tmp_path_factory):
+    """The run of its own (after ``san_run``): vm-crit's test directory measured, portal 0 cut."""
+    e = host_entry(lab["guests"][SECOND], None, TINY, target={"name": "unused"})
+    e.update(name=ELSEWHERE)
+    del e["vars"]["fleetqual_targets"]
+    e["vars"].update(fleetqual_test_dir="/var/tmp/fleetqual-own-drive", fleetqual_bin_dir="/opt/fleetqual-own-drive",
+                     fleetqual_array="san-own-drive", fleetqual_arrays={"san-own-drive": ARRAY_ROOT},
+                     fleetqual_failover={"cut": lab["tgt"].cut_command(0), "restore": lab["tgt"].restore_command(0),
+                                         "at_s": AT_S, "hold_s": HOLD_S, "max_stall_s": MAX_STALL_S})
+    base = str(tmp_path_factory.mktemp("vm-san-own-drive"))
+    inv = vm_fleet.inventory(os.path.join(base, "inventory"), [e])
+    return fleetrun.run_playbook(vm_fleet, inv, base, "vm-san-own-drive", timeout=900)
 
 
 def _failover(run, name="san"):
@@ -335,3 +365,25 @@ def test_an_initiator_whose_only_path_is_cut_and_fails_at_once_fails_quoting_the
         (host, h)
     # the other array, on other portals, is not touched by this one's cut
     assert _failover(san_run)["verdict"] == "PASS"
+
+
+def test_a_cut_the_kernel_saw_on_a_lun_the_step_did_not_measure_is_an_error_naming_both(elsewhere_run):
+    run = elsewhere_run
+    (arr,) = [a for a in run.fleet()["arrays"] if a["name"] == "san-own-drive"]
+    (step,) = arr["steps"]
+    # the step measured the test directory on the guest's own drive, not a LUN
+    assert step["complete"] and step["measured"] and all(m.startswith("test_dir /var/tmp/fleetqual-own-drive ")
+                                                         for m in step["measured"]), step["measured"]
+    assert arr["verdict"] == "ERROR" and run.rc != 0, (arr["verdict"], arr["reasons"])
+    fo = arr["failover"]
+    (reason,) = [r for r in fo["reasons"] if "the kernel saw it" in r]
+    # where the kernel saw it (a path device of a multipath map on vm-crit) and what the step measured
+    assert "the kernel saw it, on %s, on sd" % ELSEWHERE in reason, reason
+    assert "of multipath map " in reason and "failed at +" in reason, reason
+    assert "but step 1 measured test_dir /var/tmp/fleetqual-own-drive " in reason, reason
+    assert reason.endswith("name the LUN as the array's target"), reason
+    assert "no initiator saw it" not in " ".join(fo["reasons"]), fo["reasons"]
+    # the host's own plan is whole: the array's ERROR is the fleet's verdict for it
+    rec = run.record(ELSEWHERE)
+    assert [w["metrics"]["errors"] for w in rec["workloads"]] == [0], rec["workloads"]
+    assert run.fleet_host(ELSEWHERE)["verdict"] == "ERROR"
