@@ -410,3 +410,6 @@ def test_the_stop_playbook_ends_every_hosts_job_and_the_waiting_run_reports_what
         # the first workload measured whole, the second until its stop: both reported
         assert [w["id"] for w in rec["workloads"]][:1] == ["w0-rndrd-t1"], rec["workloads"]
         assert rec["workloads"][0]["metrics"]["iops"] > 0
+        m = rec["workloads"][1]["metrics"]
+        assert (m["interrupted"], m["timed_out"], m["stopped_by"]) == (
+            True, False, "stopped by the operator (fleetqual.storage.stop)"), m

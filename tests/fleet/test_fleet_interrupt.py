@@ -75,3 +75,6 @@ def test_a_signalled_controller_stops_every_hosts_job_and_reports_what_they_meas
         assert reason + " at workload 2/3" in text, text
         assert [w["id"] for w in rec["workloads"]][:1] == ["w0-rndrd-t1"], rec["workloads"]
         assert rec["workloads"][0]["metrics"]["iops"] > 0
+        # the workload it stopped is interrupted by the operator, not timed out
+        m = rec["workloads"][1]["metrics"]
+        assert (m["interrupted"], m["timed_out"], m["stopped_by"]) == (True, False, reason), m

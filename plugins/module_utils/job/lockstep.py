@@ -518,7 +518,8 @@ class ArrayRun:
         if errors:
             result, failed, msg, warnings = _workload.not_prepared(errors, info)
         else:
-            result, failed, msg, warnings = _workload.run_workload(params, self.job.stop, sizes, info, source, tools)
+            result, failed, msg, warnings = _workload.run_workload(params, self.job.stop, sizes, info, source, tools,
+                                                                   stop_reason=lambda: self.job.reason)
         shift_epochs(result, self.skew)
         e["result"] = dict(result or {}, warnings=warnings) if warnings else result
         bench = (result or {}).get("bench") or {}

@@ -261,7 +261,8 @@ class Job:
                 if pre and pre["error"]:
                     result, failed, msg, warnings = {}, True, pre["error"], []
                 else:
-                    result, failed, msg, warnings = _workload.run_workload(params, stop=self.stop)
+                    result, failed, msg, warnings = _workload.run_workload(params, stop=self.stop,
+                                                                           stop_reason=lambda: self.reason)
                 _kmsg.job_read(self.kernel, st)
                 st["results"].append({"index": i + 1, "id": wl.get("id"), "key": wl.get("key") or wl.get("id"),
                                       "target": wl.get("target"), "failed": failed, "msg": msg,

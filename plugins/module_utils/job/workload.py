@@ -274,7 +274,7 @@ def not_prepared(errors, collector_info):
     return ({"collector": collector_info} if collector_info else {}), True, errors[0], []
 
 
-def run_workload(p, stop=None, sizes=None, collector_info=None, source=None, tools=None):
+def run_workload(p, stop=None, sizes=None, collector_info=None, source=None, tools=None, stop_reason=None):
     """Run one workload (``p``: every parameter, validated or not).
 
     Returns ``(result, failed, msg, warnings)``. ``stop``: a ``threading.Event`` that stops
@@ -370,9 +370,16 @@ def run_workload(p, stop=None, sizes=None, collector_info=None, source=None, too
             result["foreign"] = fx.section
             if fx.section["guard"]:
                 timed_out = result["timed_out"] = False     # the guard's stop, said in foreign.guard
+        why = stop_reason() if stop_reason is not None and stop is not None and stop.is_set() else None
+        if why and why != "deadline":
+            # the operator's stop (or a signal) is not a timeout: said as what it was
+            timed_out = result["timed_out"] = False
+            result["stopped_by"] = why
         failed = dict(bench=bench, iostat=EMPTY_IO, vmstat=EMPTY_IO, **result)
         stopped = " after a timeout of %ss" % p["timeout"] if timed_out else ""
-        if stop is not None and stop.is_set():
+        if why and why != "deadline":
+            stopped = " (%s)" % why
+        elif stop is not None and stop.is_set():
             stopped = " when the job's deadline passed"
         elif fx is not None and fx.section["guard"]:
             stopped = " by the foreign-I/O guard (%s)" % fx.section["guard"]["reason"]

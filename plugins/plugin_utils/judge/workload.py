@@ -143,8 +143,9 @@ def _integrity(record, wid, metrics, answered_later=False, stall_ruled=False):
         out.append(error_check(wid, "timed_out", msg, value=True, metric="timed_out"))
     elif metrics.get("interrupted"):
         sig = metrics.get("signal")
+        who = metrics.get("stopped_by")
         msg = "%s: run interrupted%s after %s s; partial results" % (
-            wid, " by %s" % sig if sig else "", fmt_num(metrics.get("elapsed_s")))
+            wid, " (%s)" % who if who else " by %s" % sig if sig else "", fmt_num(metrics.get("elapsed_s")))
         out.append(error_check(wid, "interrupted", msg, value=True, metric="interrupted"))
     elif not errors:
         short = short_window_check(wid, metrics)

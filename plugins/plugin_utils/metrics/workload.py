@@ -167,7 +167,7 @@ METRIC_KEYS = (
     + ("read_mibps", "write_mibps", "concurrency", "device", "dev_source", "device_note",
        "dev_read_bytes", "dev_write_bytes", "bench_read_bytes", "bench_write_bytes",
        "steady_state", "stability", "stall", "search", "db",
-       "error_kinds", "error_first", "signal", "timed_out", "measured", "filesystem")
+       "error_kinds", "error_first", "signal", "timed_out", "stopped_by", "measured", "filesystem")
     # foreign I/O over the window (see foreign_figures, docs/compliance.md)
     + FOREIGN_KEYS
     # data verification and I/O errors in detail (see integrity_figures, docs/integrity.md)
@@ -356,6 +356,7 @@ def workload_metrics(record):
         m["filesystem"] = fs if isinstance(fs, str) and fs else None
         m["signal"] = bench.get("signal") if isinstance(bench.get("signal"), str) else None
         m["timed_out"] = bool(isinstance(result, dict) and result.get("timed_out"))
+        m["stopped_by"] = result.get("stopped_by") if isinstance(result, dict) else None
     return m
 
 

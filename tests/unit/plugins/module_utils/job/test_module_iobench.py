@@ -376,6 +376,34 @@ def test_real_timeout_sigterm_returns_partial(iobench_binary, testdir, private_t
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("reason", ["deadline", "stopped by the operator (alice, disk swap)"])
+def test_a_job_stop_is_said_as_the_deadline_or_as_who_stopped_it(iobench_binary, testdir, reason):
+    """The job's stop event set mid-run: by its deadline, a timeout of the run (``timed_out``);
+    by the operator, not a timeout: ``stopped_by`` names who, the partial result is interrupted."""
+    import threading
+    p = workload.defaults()
+    p.update(small(iobench_binary, testdir, time=60, warmup=0, timeout=120))
+    errors, sizes, info, source, tools = workload.prepare(p)
+    assert not errors, errors
+    stop = threading.Event()
+    timer = threading.Timer(1.5, stop.set)
+    timer.start()
+    try:
+        res, failed, _msg, warnings = workload.run_workload(p, stop=stop, sizes=sizes, collector_info=info,
+                                                            source=source, tools=tools, stop_reason=lambda: reason)
+    finally:
+        timer.cancel()
+    assert failed is False and res["bench"]["interrupted"] is True and res["rc"] == 5, res.get("stderr")
+    said = " ".join(warnings)
+    if reason == "deadline":
+        assert res["timed_out"] is True and "stopped_by" not in res
+        assert "when the job's deadline passed" in said, said
+    else:
+        assert res["timed_out"] is False and res["stopped_by"] == reason
+        assert "interrupted (%s)" % reason in said, said
+
+
+@pytest.mark.slow
 def test_real_module_killed_stops_benchmark_and_collectors(iobench_binary, testdir, private_tmp, tmp_path):
     """SIGTERM to the module process (a task timeout): no iobench/iostat/vmstat is left behind."""
     args = tmp_path / "args.json"

@@ -278,6 +278,12 @@ def test_interrupted_is_error():
     r = judge([load("vda_cache-rndwr-t1-interrupted")], [])
     assert r["verdict"] == "ERROR"
     assert r["reasons"] == ["cache-rndwr-t1: run interrupted by SIGTERM after 12.3 s; partial results"]
+    # the operator's stop is said as who stopped it, not as the signal it took
+    rec = load("vda_cache-rndwr-t1-interrupted")
+    rec["result"]["stopped_by"] = "stopped by the operator (ansible-playbook interrupted by SIGINT)"
+    r = judge([rec], [])
+    assert r["reasons"] == ["cache-rndwr-t1: run interrupted (stopped by the operator (ansible-playbook interrupted "
+                            "by SIGINT)) after 12.3 s; partial results"]
 
 
 def test_module_failure_is_error():
