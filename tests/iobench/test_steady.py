@@ -18,8 +18,11 @@ PACED = ["--mode", "rndrd", "--keep-cache", "--rate-iops", "200", "--threads", "
 
 
 def test_real_run_reaches_steady_state(ib, prepared):
-    r = ib("run", "--dir", prepared, *SMALL, *PACED, "--steady-state", "--ss-round-time", "0.5",
-           "--report-interval", "0.25", timeout=120)
+    """Rounds of 1 s at 100 IOPS (a 20 ms gap per thread): 0.5 s rounds at 200 IOPS missed the
+    rule for all their 25 rounds once, beside the suite's streams and a fleet test (the dropped
+    slots of a loaded machine's late wake-ups weigh twice as much in half as many requests)."""
+    r = ib("run", "--dir", prepared, *SMALL, *PACED[:3], "--rate-iops", "100", "--threads", "2", "--steady-state",
+           "--ss-round-time", "1", "--report-interval", "0.5", timeout=120)
     assert r.rc == 0, r
     j = r.json
     ss = j["steady_state"]
@@ -40,7 +43,7 @@ def test_real_run_reaches_steady_state(ib, prepared):
     assert sum(i["read_ops"] for i in j["intervals"]) == j["ops"]["read"]["count"]
     per_round = [x["iops"] * (x["end_epoch"] - x["start_epoch"]) for x in last5]
     assert abs(j["ops"]["read"]["count"] - sum(per_round)) <= 5
-    assert j["config"]["steady_state"] is True and j["config"]["ss_round_time_s"] == 0.5
+    assert j["config"]["steady_state"] is True and j["config"]["ss_round_time_s"] == 1.0
 
 
 def test_not_reached_records_every_round(ib, prepared):
