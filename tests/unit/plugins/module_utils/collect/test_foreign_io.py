@@ -174,7 +174,10 @@ def params(binary, loop, **kw):
 
 
 SPEC = {"id": "over_cache-rndrd-t2", "workload": "over_cache", "mode": "rndrd", "threads": 2}
-RULES = [{"workload": "over_cache", "min_iops": 1}]
+# a 5 s stall limit: even on a tmpfs the loop device's worker waits for a CPU when the suite's
+# streams load the machine (a fresh-clone run's quiet workload: one request of 1.29 s, over the
+# default 1 s); these tests are of the foreign I/O, stalls have tests of their own
+RULES = [{"workload": "over_cache", "min_iops": 1}, {"name": "suite-loaded-machine", "max_stall_s": 5}]
 
 
 def run(p, spec=None):
