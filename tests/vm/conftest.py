@@ -233,8 +233,16 @@ def pytest_terminal_summary(terminalreporter):
     if image:
         lines.append("image %s: %s" % (image.get("key"), "built in %s s %s" % (image.get("build_s"), image.get("steps"))
                                        if image.get("built_now") else "cached (built in %s s)" % image.get("build_s")))
+    for base in {id(g.restored_from): g.restored_from for g in boot.guests.values() if g.restored_from}.values():
+        lines.append("base machine %s: booted to SSH in %s s%s, saved once; the guests start from it"
+                     % (os.path.basename(base.directory), base.boot_s,
+                        ", %.0f CPU-s" % base.cpu_s if base.cpu_s is not None else ""))
     for name, g in boot.guests.items():
         boots = " (%d boots: power cuts)" % g.boots if g.boots > 1 else ""
+        if g.restored_from is None and g.restore_error:
+            boots += " (booted cold: %s)" % g.restore_error[:200]
+        elif g.restored_from is not None:
+            boots += " (restored)"
         cpu = g.cpu_s()
         cost = ", %.0f CPU-s in all" % cpu if cpu is not None else ""
         lines.append("guest %s: %s" % (name, "SSH after %s s%s%s" % (g.first_boot_s, boots, cost) if g.first_boot_s else

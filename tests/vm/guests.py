@@ -27,7 +27,9 @@ QMP socket's path), picks a free port and starts ``qemu-system-x86_64`` (TCG, at
 :data:`MAX_MEM_MB` MiB) with the kernel and initrd of the image, the console to
 ``console.log`` and QMP on ``qmp.sock``. The process is started by one long-lived thread, so
 ``PR_SET_PDEATHSIG`` (SIGKILL when its starter dies, even by SIGKILL) holds whichever thread
-asked. ``stop``, in every exit path (``with``, a fixture finalizer, ``atexit``, SIGTERM):
+asked. By default a guest does not boot: it starts from the base machine the test process
+saved once (snapshot.py), on a copy of its overlay, and its drives are hot-plugged
+(:func:`drive_specs`); ``snapshot_ok=False`` (or ``FLEETQUAL_VM_SNAPSHOT=0``) boots it cold. ``stop``, in every exit path (``with``, a fixture finalizer, ``atexit``, SIGTERM):
 QMP ``quit``, then SIGKILL by the PID of the process this object started and has not reaped
 (never anything else), then the directory removed.
 
@@ -73,6 +75,7 @@ import json
 import os
 import queue
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -82,6 +85,7 @@ import time
 
 from dataclasses import dataclass, field
 
+import snapshot
 import vmimage
 
 fleetlib = vmimage.fleetlib
@@ -259,12 +263,13 @@ def device_id(drive, index):
     return "%s%d" % (drive.kind, index)
 
 
-def drive_args(drives, files):
-    """argv of ``drives`` (with ``files``, each one's raw file, in the same order; a faulty
-    drive's blkdebug configuration or nbdkit socket is beside it, :func:`aux_path`)."""
-    argv = []
-    if any(d.kind == "scsi" for d in drives):
-        argv += ["-device", "virtio-scsi-pci,id=scsi0"]
+def drive_specs(drives, files):
+    """Each of ``drives`` (with ``files``, each one's raw file, in the same order; a faulty
+    drive's blkdebug configuration or nbdkit socket is beside it, :func:`aux_path`) as
+    ``(its -drive options, its device's driver, its device's properties)``: what a cold boot
+    puts on the command line (:func:`drive_args`) and a restored guest hot-plugs
+    (snapshot.hotplug). Properties are (name, value) pairs, None values left out."""
+    out = []
     for i, (d, path) in enumerate(zip(drives, files), start=1):
         check_drive(d)
         node = "d%d" % i
@@ -276,21 +281,30 @@ def drive_args(drives, files):
                       ("file.image.filename", path))
         else:
             source = (("file", path), ("format", "raw"))
-        argv += ["-drive", opts(("if", "none"), ("id", node), *source, ("werror", "report"), ("rerror", "report"),
-                                *(("throttling." + k, v) for k, v in sorted(d.throttle.items())))]
+        drive = opts(("if", "none"), ("id", node), *source, ("werror", "report"), ("rerror", "report"),
+                     *(("throttling." + k, v) for k, v in sorted(d.throttle.items())))
         dev_id = device_id(d, i)
         if d.kind == "nvme":
-            dev = opts(("drive", node), ("serial", d.serial), ("id", dev_id),
-                       ("smart_critical_warning", d.smart_critical_warning))
-            argv += ["-device", "nvme," + dev]
+            driver, props = "nvme", (("drive", node), ("serial", d.serial), ("id", dev_id),
+                                     ("smart_critical_warning", d.smart_critical_warning))
         elif d.kind == "scsi":
-            dev = opts(("drive", node), ("bus", "scsi0.0"), ("id", dev_id), ("serial", d.serial),
-                       ("vendor", d.vendor), ("product", d.product), ("rotation_rate", d.rotation_rate),
-                       ("write-cache", _onoff(d.write_cache)))
-            argv += ["-device", "scsi-hd," + dev]
+            driver, props = "scsi-hd", (("drive", node), ("bus", "scsi0.0"), ("id", dev_id), ("serial", d.serial),
+                                        ("vendor", d.vendor), ("product", d.product),
+                                        ("rotation_rate", d.rotation_rate), ("write-cache", _onoff(d.write_cache)))
         else:
-            dev = opts(("drive", node), ("id", dev_id), ("serial", d.serial), ("write-cache", _onoff(d.write_cache)))
-            argv += ["-device", "virtio-blk-pci," + dev]
+            driver, props = "virtio-blk-pci", (("drive", node), ("id", dev_id), ("serial", d.serial),
+                                               ("write-cache", _onoff(d.write_cache)))
+        out.append((drive, driver, tuple((k, v) for k, v in props if v is not None)))
+    return out
+
+
+def drive_args(drives, files):
+    """argv of ``drives`` on a cold boot's command line (:func:`drive_specs`)."""
+    argv = []
+    if any(d.kind == "scsi" for d in drives):
+        argv += ["-device", SCSI_CONTROLLER]
+    for drive, driver, props in drive_specs(drives, files):
+        argv += ["-drive", drive, "-device", driver + "," + opts(*props)]
     return argv
 
 
@@ -314,6 +328,8 @@ def nbdkit_args(raw_file, cache=None):
 # guest took 11 %, 11 % and 21 % more host CPU with ``max`` than with ``qemu64`` (an Intel
 # model such as Nehalem cost more still: the guest's kernel then isolates its page tables).
 CPU_MODEL = "qemu64"
+# the SCSI drives' controller; a machine a guest is restored from has it from its boot on
+SCSI_CONTROLLER = "virtio-scsi-pci,id=scsi0"
 
 
 def guest_args(paths, overlay, port, qmp_sock, console, mem_mb, smp, pubkey, accel="tcg", restrict=True):
@@ -446,11 +462,18 @@ def qmp_call(sock_path, command, timeout=10.0, **arguments):
 class Guest:
     """One QEMU guest (see the module doc)."""
 
-    def __init__(self, name, drives=(), ssh_key=None, mem_mb=768, smp=1, base=None, accel="tcg", restrict=True):
+    def __init__(self, name, drives=(), ssh_key=None, mem_mb=768, smp=1, base=None, accel="tcg", restrict=True,
+                 snapshot_ok=None):
         if not re.match(r"^[a-z0-9][a-z0-9-]{0,30}$", name):
             raise ValueError("name: %r must be 1-31 of a-z, 0-9 and -" % (name,))
         self.name, self.drives, self.mem_mb, self.smp, self.accel = name, tuple(drives), mem_mb, smp, accel
         self.restrict = restrict
+        # started from the saved base machine (snapshot.py) unless told otherwise
+        self.snapshot_ok = (snapshot.ENABLED and accel == "tcg") if snapshot_ok is None else snapshot_ok
+        self.restored_from = None   # the snapshot.Base this guest was started from
+        self.restore_error = None   # why it booted cold instead, when it tried
+        self._login_key = None      # the key of its first login (the base's, when restored)
+        self._base_machine = False  # the machine guests are restored from (snapshot.py): no drive, SCSI ready
         for d in self.drives:
             check_drive(d)
         if len({d.serial for d in self.drives}) != len(self.drives):
@@ -490,15 +513,19 @@ class Guest:
             raise GuestError("%s: no free guest slot (%d at most on this machine, %s) within %d s"
                              % (self.name, MAX_GUESTS, SLOTS_DIR, timeout))
 
-    def start(self, slot_timeout=900):
-        """Boot (non-blocking: :meth:`wait_ssh` waits). Raises ``vmimage.Unavailable`` when this
-        machine cannot run guests."""
+    def start(self, slot_timeout=900, slot=True, snapshot=None):
+        """Boot (non-blocking: :meth:`wait_ssh` waits), or start from the saved base machine
+        (``snapshot``, default :attr:`snapshot_ok`: snapshot.py; cold when that fails, saying
+        why in :attr:`restore_error`). ``slot``: take one of the machine's guest slots (the
+        base machine runs in the slot of the guest that asked for it). Raises
+        ``vmimage.Unavailable`` when this machine cannot run guests."""
         if self.running():
             return self
         why = vmimage.unavailable()
         if why:
             raise vmimage.Unavailable(why)
-        self.take_slot(slot_timeout)
+        if slot:
+            self.take_slot(slot_timeout)
         _install_exit_handlers()
         with _LOCK:
             _LIVE.add(self)
@@ -512,10 +539,19 @@ class Guest:
             with open(self.ssh_key + ".pub") as fh:
                 pubkey = fh.read()
             overlay = self.path("overlay.qcow2")
-            p = subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", paths["image"], "-F", "raw", overlay],
-                               capture_output=True, text=True, check=False)
-            if p.returncode != 0:
-                raise GuestError("qemu-img create %s: %s" % (overlay, p.stderr.strip()))
+            base = None
+            if self.snapshot_ok if snapshot is None else snapshot:
+                try:
+                    base = _snapshot_base(self)
+                except snapshot.SnapshotError as e:
+                    self.restore_error = str(e)
+            if base is not None:
+                shutil.copyfile(base.overlay, overlay)
+            else:
+                p = subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", paths["image"], "-F", "raw",
+                                    overlay], capture_output=True, text=True, check=False)
+                if p.returncode != 0:
+                    raise GuestError("qemu-img create %s: %s" % (overlay, p.stderr.strip()))
             files = []
             for d in self.drives:
                 files.append(self.drive_file(d))
@@ -526,7 +562,14 @@ class Guest:
                         fh.write(blkdebug_config(d))
                 if d.nbdkit:
                     self._serve(d, files[-1])
-            self._spawn(paths, overlay, files, pubkey)
+            if base is not None and not self._restore(base, paths, overlay, files, pubkey):
+                p = subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", paths["image"], "-F", "raw",
+                                    overlay], capture_output=True, text=True, check=False)
+                if p.returncode != 0:
+                    raise GuestError("qemu-img create %s: %s" % (overlay, p.stderr.strip()))
+                base = None
+            if base is None:
+                self._spawn(paths, overlay, files, pubkey)
         except BaseException:
             self.stop()
             raise
@@ -634,11 +677,36 @@ class Guest:
                     port=self.port if not fleetlib.port_open(self.addr, self.port) else None)
         return self
 
-    def _spawn(self, paths, overlay, files, pubkey, port=None):
+    def _restore(self, base, paths, overlay, files, pubkey):
+        """Start from ``base`` (snapshot.py): the saved machine, then this guest's drives
+        hot-plugged; True once it runs, False (QEMU ended, :attr:`restore_error` says why) to
+        boot cold instead."""
+        try:
+            self._spawn(paths, overlay, files, pubkey, restore=base)
+            snapshot.wait_incoming(self)
+            snapshot.hotplug(self, drive_specs(self.drives, files))
+        except (snapshot.SnapshotError, QMPError, OSError) as e:
+            self.restore_error = "%s: %s" % (self.name, e)
+            if self.running():
+                self.proc.kill()        # ours and not reaped: the PID is still this process
+                self.proc.wait(timeout=30)
+            return False
+        self.restored_from, self._login_key = base, base.key
+        return True
+
+    def _spawn(self, paths, overlay, files, pubkey, port=None, restore=None):
+        """Start QEMU: a cold boot with the drives on its command line, or (``restore``: a
+        snapshot.Base) the base's machine read from its saved state, paused, without them."""
         self._paths, self._files, self._pubkey = paths, files, pubkey
         self.port = port or fleetlib.free_port(self.addr)
         self.argv = guest_args(paths, overlay, self.port, self.path("qmp.sock"), self.path("console.log"),
-                               self.mem_mb, self.smp, pubkey, self.accel, self.restrict) + drive_args(self.drives, files)
+                               self.mem_mb, self.smp, pubkey, self.accel, self.restrict)
+        if restore is not None:
+            self.argv += ["-device", SCSI_CONTROLLER, "-incoming", "exec:cat %s" % shlex.quote(restore.state)]
+        elif self._base_machine:
+            self.argv += ["-device", SCSI_CONTROLLER]
+        else:
+            self.argv += drive_args(self.drives, files)
         self.t0 = time.monotonic()
         self.boots += 1
         with open(self.path("qemu.err"), "w") as err:
@@ -694,9 +762,13 @@ class Guest:
                     self._respawn()
                     continue
                 raise GuestError("%s: qemu exited %s before SSH answered:\n%s" % (self.name, self.proc.returncode, err))
-            p = self._ssh_argv(["true"])
+            p = self._ssh_argv(["true"], key=self._login_key)
             r = subprocess.run(p, capture_output=True, text=True, timeout=60, check=False, stdin=subprocess.DEVNULL)
             if r.returncode == 0:
+                if self._login_key is not None:
+                    # restored: its own key for root from now on, and the clock set
+                    snapshot.first_login(self, self.restored_from)
+                    self._login_key = None
                 self.boot_s = round(time.monotonic() - self.t0, 1)
                 self.first_boot_s = self.first_boot_s or self.boot_s
                 self.ssh(NOWATCH, timeout=120)
@@ -708,10 +780,24 @@ class Guest:
             time.sleep(2)
 
     def _respawn(self):
+        if self.restored_from is not None and self._login_key is not None \
+                and self._restore(self.restored_from, self._paths, self.path("overlay.qcow2"), self._files, self._pubkey):
+            return
+        self.restored_from, self._login_key = None, None
+        p = subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", self._paths["image"], "-F", "raw",
+                            self.path("overlay.qcow2")], capture_output=True, text=True, check=False)
+        if p.returncode != 0:
+            raise GuestError("qemu-img create: %s" % p.stderr.strip())
         self._spawn(self._paths, self.path("overlay.qcow2"), self._files, self._pubkey)
 
-    def _ssh_argv(self, argv):
-        return ["ssh"] + SSH_OPTS + ["-i", self.ssh_key, "-p", str(self.port), "root@" + self.addr, "--"] + list(argv)
+    def _ssh_argv(self, argv, key=None):
+        return ["ssh"] + SSH_OPTS + ["-i", key or self.ssh_key, "-p", str(self.port), "root@" + self.addr, "--"] + \
+            list(argv)
+
+    def ssh_argv(self, command, key=None):
+        """argv of ``ssh`` running ``command`` (a shell string) as root in the guest (``key``:
+        another private key than the guest's own)."""
+        return self._ssh_argv([command], key=key)
 
     def ssh(self, command, timeout=120, check=True, input=None, connect_tries=3):
         """Run ``command`` (a shell string) as root in the guest: CompletedProcess (text). A
@@ -883,6 +969,15 @@ class Hang:
         except OSError:
             pass
         self._event("stopped")
+
+
+def _snapshot_base(guest):
+    """The saved base machine of ``guest``'s configuration (snapshot.base_for), booted cold once."""
+    def make(name, key):
+        g = Guest(name, ssh_key=key, mem_mb=guest.mem_mb, smp=guest.smp, accel=guest.accel, snapshot_ok=False)
+        g._base_machine = True
+        return g
+    return snapshot.base_for(guest, make, RUN_BASE)
 
 
 # --------------------------------------------------------------------------- background boots

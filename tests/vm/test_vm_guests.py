@@ -230,7 +230,7 @@ CHILD = r"""
 import sys, time
 sys.path.insert(0, %(here)r)
 import guests
-g = guests.Guest("exitpath", drives=[guests.Drive("nvme", "FQEXIT01")], mem_mb=256).start()
+g = guests.Guest("exitpath", drives=[guests.Drive("nvme", "FQEXIT01")], mem_mb=256, snapshot_ok=False).start()
 while not __import__("os").path.exists(g.path("qmp.sock")):
     time.sleep(0.1)
 g.qmp("query-status")
