@@ -29,7 +29,8 @@ QMP socket's path), picks a free port and starts ``qemu-system-x86_64`` (TCG, at
 ``PR_SET_PDEATHSIG`` (SIGKILL when its starter dies, even by SIGKILL) holds whichever thread
 asked. By default a guest does not boot: it starts from the base machine the test process
 saved once (snapshot.py), on a copy of its overlay, and its drives are hot-plugged
-(:func:`drive_specs`); ``snapshot_ok=False`` (or ``FLEETQUAL_VM_SNAPSHOT=0``) boots it cold. ``stop``, in every exit path (``with``, a fixture finalizer, ``atexit``, SIGTERM):
+(:func:`drive_specs`); ``snapshot_ok=False`` (or ``FLEETQUAL_VM_SNAPSHOT=0``) boots it cold.
+``stop``, in every exit path (``with``, a fixture finalizer, ``atexit``, SIGTERM):
 QMP ``quit``, then SIGKILL by the PID of the process this object started and has not reaped
 (never anything else), then the directory removed.
 
