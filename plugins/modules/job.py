@@ -209,13 +209,9 @@ def main():
         if p["state"] == "status":
             module.exit_json(changed=False, status=_job_status.job_status(p["path"], results=p["results"]))
         if p["state"] == "stopped":
-            if module.check_mode:
-                found = _job_status.read_status(_job_status.job_dir(p["path"]))
-                live = _job_status.is_alive(found)
-                module.exit_json(changed=live, status=_job_status.summary(found),
-                                 msg="check mode: the measurement job would be stopped" if live
-                                 else "check mode: no running measurement job")
-            out = _job_status.operator_stop(p["path"], run_id=p["run_id"] or None, grace=p["grace"], by=p["stopped_by"])
+            # check mode decides as the stop does (the run's job only), and signals nothing
+            out = _job_status.operator_stop(p["path"], run_id=p["run_id"] or None, grace=p["grace"], by=p["stopped_by"],
+                                            check_mode=module.check_mode)
             module.exit_json(changed=out["stopped"], **out)
         if module.check_mode:
             module.exit_json(changed=False, status=None, msg="check mode: the job would be started")

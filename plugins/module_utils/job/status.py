@@ -274,14 +274,15 @@ def stop_reason(request, signum):
     return "signal %d" % signum
 
 
-def operator_stop(path, run_id=None, grace=10.0, by="fleetqual.storage.stop"):
+def operator_stop(path, run_id=None, grace=10.0, by="fleetqual.storage.stop", check_mode=False):
     """Stop the measurement job in the test directory ``path`` (the module's ``state=stopped``,
     the playbook ``fleetqual.storage.stop``): when it runs, and is ``run_id``'s when that is
     given, leave a stop request naming ``by`` and SIGTERM it; the job ends its workload,
     removes its files, restores its device regions and writes its final status, which stays
     for the run that collects it. Waits up to ``grace`` seconds for that status. Returns
     ``{"found", "stopped", "status", "msg"}``: ``stopped`` when a live job was signalled,
-    ``status`` the job's :func:`summary` after it (None without a job)."""
+    ``status`` the job's :func:`summary` after it (None without a job). ``check_mode``: the
+    same decision, nothing signalled or written (``stopped``: whether it would be)."""
     directory = job_dir(path)
     status = read_status(directory)
     if not status:
@@ -294,6 +295,10 @@ def operator_stop(path, run_id=None, grace=10.0, by="fleetqual.storage.stop"):
         brief_ = summary(status)
         return {"found": True, "stopped": False, "status": brief_,
                 "msg": "the measurement job of run %s had already ended (%s)" % (status.get("run_id"), brief_["state"])}
+    if check_mode:
+        return {"found": True, "stopped": True, "status": summary(status),
+                "msg": "check mode: the measurement job of run %s (pid %s) would be stopped"
+                       % (status.get("run_id"), status.get("pid"))}
     write_json_atomic(os.path.join(directory, STOP_REQUEST), {"by": by, "epoch": round(time.time(), 3)},
                       mode=0o600, fsync=True)
     final = stop_job(status, directory, grace)

@@ -204,6 +204,12 @@ def test_the_operators_stop_ends_only_its_runs_job_within_the_grace_and_keeps_it
         other = call(JOB, {"path": tdir, "state": "stopped", "run_id": "another"})
         assert other["found"] and not other["stopped"] and not other["changed"], other
         assert alive(st["pid"]) and "run r1's, not run another's" in other["msg"], other["msg"]
+        # check mode decides the same, and stops nothing
+        checked = {r: call(JOB, {"path": tdir, "state": "stopped", "run_id": r, "_ansible_check_mode": True})
+                   for r in ("another", "r1")}
+        assert not checked["another"]["changed"] and "not run another's" in checked["another"]["msg"], checked
+        assert checked["r1"]["changed"] and "would be stopped" in checked["r1"]["msg"], checked
+        assert alive(st["pid"]) and call(JOB, {"path": tdir})["status"]["state"] == "running"
         end = time.monotonic() + 60
         while call(JOB, {"path": tdir})["status"]["done"] < 1:     # the first workload measured
             assert time.monotonic() < end, "the first workload never ended"
