@@ -230,6 +230,8 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet import fle
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote import interrupt
 
 RECORD_KEY = "fleetqual_report"
+# the actions that start, wait on or hand over a host's measurement job (remote/interrupt.py)
+JOB_ACTIONS = ("qualify_host", "lockstep", "job")
 
 
 class CallbackModule(CallbackBase):
@@ -253,6 +255,7 @@ class CallbackModule(CallbackBase):
         self._merging = False     # playbooks/report.yml ran: its action reported the run, no fleet here
         self._gate_failures = {}  # host -> failures in the gate play (not counted as outcomes)
         self._signal_stop = None  # Ctrl-C and SIGTERM stop the jobs this run started (remote/interrupt.py)
+        self._measuring = False   # in the play that measures (no _fleetqual_report_play)
 
     @staticmethod
     def _play_role(play):
@@ -292,16 +295,27 @@ class CallbackModule(CallbackBase):
     def v2_runner_on_ok(self, result):
         self._job_event(result, True)
 
+    def v2_playbook_on_task_start(self, task, is_conditional):
+        # from the first task that starts, waits on or hands over a measurement job on, the
+        # first Ctrl-C stops the jobs and the run reports them; before it (the build on the
+        # controller, a playbook of its own that only uses this callback) nothing runs on a
+        # host, and the signal ends the run as Ansible does
+        action = str(getattr(task, "action", ""))
+        if self._signal_stop is not None and self._measuring and \
+                (action in JOB_ACTIONS or action in ["fleetqual.storage." + a for a in JOB_ACTIONS]):
+            self._signal_stop.armed = True
+
     def v2_playbook_on_play_start(self, play):
         # The validation play runs on the controller before any host is contacted: its
         # hosts are not fleet members and its failures mean the inputs were refused.
         role = self._play_role(play)
         self._validating = role == "validation"
         self._gating = role == "gate"
+        self._measuring = role is None
         if self._signal_stop is not None:
-            # only the measuring play has jobs to stop and collect; elsewhere Ansible's own
-            # handling of the signal (remote/interrupt.py)
-            self._signal_stop.armed = role is None
+            # armed by the play's first job task (v2_playbook_on_task_start); until then, and
+            # in any other play, Ansible's own handling of the signal (remote/interrupt.py)
+            self._signal_stop.armed = False
         if self._validating:
             return
         if role in ("merge", "stop"):

@@ -113,3 +113,38 @@ def test_an_interrupted_wait_stops_its_hosts_job_once_and_collects_it(tmp_path, 
         "path": "/srv/t", "state": "stopped", "grace": interrupt.STOP_GRACE_S, "run_id": "r7",
         "stopped_by": "ansible-playbook interrupted by SIGTERM"})]
     assert waiting.slept == 0 and out["error"]["task"] == "Workload 2/3: w1", out
+
+
+class _Play:
+    hosts = "all"
+
+    def __init__(self, role=None):
+        self.vars = {"_fleetqual_report_play": role} if role else {}
+
+    def get_variable_manager(self):
+        raise RuntimeError("no inventory in this test")
+
+
+class _Task:
+    def __init__(self, action):
+        self.action = action
+
+
+@pytest.mark.parametrize("role,actions,armed", [
+    (None, ["ansible.builtin.debug", "fleetqual.storage.iobench_build"], False),   # nothing on a host yet
+    (None, ["ansible.builtin.debug", "fleetqual.storage.qualify_host"], True),
+    (None, ["fleetqual.storage.lockstep"], True),
+    ("stop", ["fleetqual.storage.job"], False),           # the stop playbook measures nothing
+    ("gate", ["fleetqual.storage.qualify_host"], False),
+    (None, ["community.example.job"], False),             # another collection's module of that name
+])
+def test_the_first_job_task_of_the_measuring_play_arms_the_stop(role, actions, armed):
+    from ansible_collections.fleetqual.storage.plugins.callback.qualify_report import CallbackModule
+    cb = CallbackModule()
+    cb._signal_stop = interrupt.SignalStop({})
+    cb._signal_stop.armed = True                           # a previous play's
+    cb.v2_playbook_on_play_start(_Play(role))
+    assert cb._signal_stop.armed is False
+    for action in actions:
+        cb.v2_playbook_on_task_start(_Task(action), False)
+    assert cb._signal_stop.armed is armed
