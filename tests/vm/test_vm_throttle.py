@@ -77,11 +77,15 @@ def test_burst_bucket_drop_reported_by_the_stability_diagnostic(vm_run):
 
 
 def drop_at(fig):
-    """Seconds into the run of the first slice of the series below the middle of the first and
-    last thirds' rates (the series: equal slices of the 1 s intervals), or None."""
+    """Seconds into the run of the slice of the series from which it stays below the middle of
+    the first and last thirds' rates (the series: equal slices of the 1 s intervals), or None.
+    The drop that lasts, not the first dip: a TCG guest on a loaded machine stalled for half
+    of one 1.5 s slice within the burst (315, 142, 322, 287, 165, 101, ... IOPS), where the
+    bucket had not run dry yet."""
     mid = (fig["first_iops"] + fig["last_iops"]) / 2
     step = fig["intervals"] / len(fig["series"])
-    return next((i * step for i, v in enumerate(fig["series"]) if v < mid), None)
+    series = fig["series"]
+    return next((i * step for i in range(len(series)) if all(v < mid for v in series[i:])), None)
 
 
 def test_burst_drop_says_when_it_came(vm_run):
