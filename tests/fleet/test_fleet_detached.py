@@ -390,11 +390,14 @@ def test_the_stop_playbook_ends_every_hosts_job_and_the_waiting_run_reports_what
             stop = subprocess.run(stop_argv + ["-e", "fleetqual_stop_run_id=stopped"], capture_output=True,
                                   text=True, env=env, cwd=fleetrun.ROOT, timeout=300, check=False)
             assert stop.returncode == 0, stop.stdout[-3000:]
-            # the playbook returned once each host's job had written its final status
+            # the playbook returned once each host's job had written its final status; the
+            # waiting run may have collected it already (its poll came between the status and
+            # this read: the job's directory is gone then, and its record is checked below)
             for h, d in tdirs.items():
                 st = _status(d)
-                assert st["state"] == "stopped", (h, st["state"])
-                assert st["stop_reason"] == "stopped by the operator (fleetqual.storage.stop)", st["stop_reason"]
+                if st is not None:
+                    assert st["state"] == "stopped", (h, st["state"])
+                    assert st["stop_reason"] == "stopped by the operator (fleetqual.storage.stop)", st["stop_reason"]
                 assert find_iobench(d) == [], (h, find_iobench(d))
                 assert glob.glob(os.path.join(d, "**", "test_file.*"), recursive=True) == [], h
             assert stop.stdout.count("2 of 3 workloads measured") == 2, stop.stdout[-3000:]
