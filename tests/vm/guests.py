@@ -549,10 +549,7 @@ class Guest:
             if base is not None:
                 shutil.copyfile(base.overlay, overlay)
             else:
-                p = subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", paths["image"], "-F", "raw",
-                                    overlay], capture_output=True, text=True, check=False)
-                if p.returncode != 0:
-                    raise GuestError("qemu-img create %s: %s" % (overlay, p.stderr.strip()))
+                _fresh_overlay(paths, overlay)
             files = []
             for d in self.drives:
                 files.append(self.drive_file(d))
@@ -564,10 +561,7 @@ class Guest:
                 if d.nbdkit:
                     self._serve(d, files[-1])
             if base is not None and not self._restore(base, paths, overlay, files, pubkey):
-                p = subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", paths["image"], "-F", "raw",
-                                    overlay], capture_output=True, text=True, check=False)
-                if p.returncode != 0:
-                    raise GuestError("qemu-img create %s: %s" % (overlay, p.stderr.strip()))
+                _fresh_overlay(paths, overlay)
                 base = None
             if base is None:
                 self._spawn(paths, overlay, files, pubkey)
@@ -784,11 +778,10 @@ class Guest:
         if self.restored_from is not None and self._login_key is not None \
                 and self._restore(self.restored_from, self._paths, self.path("overlay.qcow2"), self._files, self._pubkey):
             return
+        if self.restored_from is not None:
+            # the copy of the base's overlay was a running machine's disk: a cold boot starts anew
+            _fresh_overlay(self._paths, self.path("overlay.qcow2"))
         self.restored_from, self._login_key = None, None
-        p = subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", self._paths["image"], "-F", "raw",
-                            self.path("overlay.qcow2")], capture_output=True, text=True, check=False)
-        if p.returncode != 0:
-            raise GuestError("qemu-img create: %s" % p.stderr.strip())
         self._spawn(self._paths, self.path("overlay.qcow2"), self._files, self._pubkey)
 
     def _ssh_argv(self, argv, key=None):
@@ -970,6 +963,14 @@ class Hang:
         except OSError:
             pass
         self._event("stopped")
+
+
+def _fresh_overlay(paths, overlay):
+    """A new qcow2 overlay of the image at ``overlay`` (the image itself is never written)."""
+    p = subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", paths["image"], "-F", "raw", overlay],
+                       capture_output=True, text=True, check=False)
+    if p.returncode != 0:
+        raise GuestError("qemu-img create %s: %s" % (overlay, p.stderr.strip()))
 
 
 def _snapshot_base(guest):
