@@ -519,7 +519,7 @@ class ArrayRun:
             result, failed, msg, warnings = _workload.not_prepared(errors, info)
         else:
             result, failed, msg, warnings = _workload.run_workload(params, self.job.stop, sizes, info, source, tools,
-                                                                   stop_reason=lambda: self.job.reason)
+                                                                   stopped_by=self.job.stopped_by)
         shift_epochs(result, self.skew)
         e["result"] = dict(result or {}, warnings=warnings) if warnings else result
         bench = (result or {}).get("bench") or {}

@@ -143,6 +143,11 @@ class Job:
             self.reason = "deadline"
         self.stop.set()
 
+    def stopped_by(self):
+        """Who stopped the job (the operator's reason, a signal's), or None: not stopped, or
+        stopped by its deadline (a timeout of the run, not a stop)."""
+        return self.reason if self.reason not in (None, "deadline") else None
+
     def params_for(self, wl, timeout):
         """The ``workload.run_workload`` parameters of one plan workload: where it runs
         (``plan.target_args``: ``<target_path>/<dataset>`` on a directory target, the
@@ -262,7 +267,7 @@ class Job:
                     result, failed, msg, warnings = {}, True, pre["error"], []
                 else:
                     result, failed, msg, warnings = _workload.run_workload(params, stop=self.stop,
-                                                                           stop_reason=lambda: self.reason)
+                                                                           stopped_by=self.stopped_by)
                 _kmsg.job_read(self.kernel, st)
                 st["results"].append({"index": i + 1, "id": wl.get("id"), "key": wl.get("key") or wl.get("id"),
                                       "target": wl.get("target"), "failed": failed, "msg": msg,

@@ -274,11 +274,13 @@ def not_prepared(errors, collector_info):
     return ({"collector": collector_info} if collector_info else {}), True, errors[0], []
 
 
-def run_workload(p, stop=None, sizes=None, collector_info=None, source=None, tools=None, stop_reason=None):
+def run_workload(p, stop=None, sizes=None, collector_info=None, source=None, tools=None, stopped_by=None):
     """Run one workload (``p``: every parameter, validated or not).
 
     Returns ``(result, failed, msg, warnings)``. ``stop``: a ``threading.Event`` that stops
-    the benchmark with SIGTERM (an interrupted, partial result with ``timed_out``).
+    the benchmark with SIGTERM (an interrupted, partial result with ``timed_out``);
+    ``stopped_by``: a callable that says who set it when that was not the job's deadline (the
+    result then says ``stopped_by``, not ``timed_out``).
 
     With ``foreign_io`` / ``impact`` in ``p`` (the job passes them; ``module_utils/collect/foreign.py``)
     it first waits for a quiet device (a workload that never got quiet is not run: a result
@@ -370,14 +372,14 @@ def run_workload(p, stop=None, sizes=None, collector_info=None, source=None, too
             result["foreign"] = fx.section
             if fx.section["guard"]:
                 timed_out = result["timed_out"] = False     # the guard's stop, said in foreign.guard
-        why = stop_reason() if stop_reason is not None and stop is not None and stop.is_set() else None
-        if why and why != "deadline":
+        why = stopped_by() if stopped_by is not None and stop is not None and stop.is_set() else None
+        if why:
             # the operator's stop (or a signal) is not a timeout: said as what it was
             timed_out = result["timed_out"] = False
             result["stopped_by"] = why
         failed = dict(bench=bench, iostat=EMPTY_IO, vmstat=EMPTY_IO, **result)
         stopped = " after a timeout of %ss" % p["timeout"] if timed_out else ""
-        if why and why != "deadline":
+        if why:
             stopped = " (%s)" % why
         elif stop is not None and stop.is_set():
             stopped = " when the job's deadline passed"

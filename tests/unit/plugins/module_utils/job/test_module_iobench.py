@@ -25,6 +25,7 @@ MODULE = "ansible_collections.fleetqual.storage.plugins.modules.iobench"
 VENV_BIN = os.path.dirname(sys.executable)
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.job import workload  # noqa: E402
+from ansible_collections.fleetqual.storage.plugins.module_utils.job.runner import Job  # noqa: E402
 from ansible_collections.fleetqual.storage.plugins.modules import iobench as mod  # noqa: E402
 
 
@@ -385,12 +386,15 @@ def test_a_job_stop_is_said_as_the_deadline_or_as_who_stopped_it(iobench_binary,
     p.update(small(iobench_binary, testdir, time=60, warmup=0, timeout=120))
     errors, sizes, info, source, tools = workload.prepare(p)
     assert not errors, errors
+    # the job's own reason, as its deadline timer or its signal handler set it
+    job = Job({"path": testdir})
+    job.reason = reason
     stop = threading.Event()
     timer = threading.Timer(1.5, stop.set)
     timer.start()
     try:
         res, failed, _msg, warnings = workload.run_workload(p, stop=stop, sizes=sizes, collector_info=info,
-                                                            source=source, tools=tools, stop_reason=lambda: reason)
+                                                            source=source, tools=tools, stopped_by=job.stopped_by)
     finally:
         timer.cancel()
     assert failed is False and res["bench"]["interrupted"] is True and res["rc"] == 5, res.get("stderr")
