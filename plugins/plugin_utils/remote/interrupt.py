@@ -6,17 +6,18 @@ measured (docs/operations.md, "The controller stopped or killed").
 ``ansible-playbook``'s task queue manager turns SIGINT into KeyboardInterrupt and, on SIGTERM,
 passes the signal to its workers and kills itself; neither reaches the hosts, whose detached
 jobs would run on to their deadline, and no report is written. :class:`SignalStop`, installed
-by the qualify_report callback when the playbook starts, wraps both handlers. Once the qualify
-play runs (``armed``), the first such signal does not end the run: it leaves the interrupt
-file (:data:`INTERRUPT_ENV` names it; every worker forked afterwards inherits the name) and
-the run goes on. Each host's wait (``job_wait``) sees the file within a second, stops its
-host's job over its own connection (the module's ``state=stopped``, as ``playbooks/stop.yml``
-does: the job ends its workload, removes its files, restores its device regions) and collects
-it; a host whose job has not started yet is not started. The run then judges, stores and
-reports as any run: each interrupted host is an ERROR "stopped by the operator" with the
-workloads it measured. A second signal, or one before the qualify play, goes to Ansible's own
-handler at once. A controller killed without a signal (SIGKILL, a power loss) runs nothing:
-its jobs end by their deadline and the next run attaches to them."""
+by the qualify_report callback when the playbook starts, wraps both handlers. From the
+measuring play's first job task on (``armed``), the first such signal does not end the run:
+it leaves the interrupt file (:data:`INTERRUPT_ENV` names it; every worker forked afterwards
+inherits the name) and the run goes on. Each host's wait (``job_wait``) sees the file within
+a second, stops its host's job over its own connection (the module's ``state=stopped``, as
+``playbooks/stop.yml`` does: the job ends its workload, removes its files, restores its
+device regions) and collects it; a host whose job has not started yet is not started. The
+run then judges, stores and reports as any run: each interrupted host is an ERROR "stopped
+by the operator" with the workloads it measured. A second signal, or one before that task or
+in another play, goes to Ansible's own handler at once. A controller killed without a signal
+(SIGKILL, a power loss) runs nothing: its jobs end by their deadline and the next run
+attaches to them."""
 
 import atexit
 import os
@@ -63,7 +64,7 @@ class SignalStop:
         self.environ = os.environ if environ is None else environ
         self.running = {}
         self.wrapped = {}
-        self.armed = False          # the first signal stops the jobs (the measuring play runs)
+        self.armed = False          # the first signal stops the jobs (set by the callback at the first job task)
         self.reason = None
         self.directory = None
         self.lock = threading.Lock()
