@@ -99,6 +99,60 @@ def undocumented_filters(env, documented):
             for name in sorted(listed - documented)]
 
 
+def _argv(kind, names):
+    return [DOC, "-t", kind] + list(names)
+
+
+def _sections(kind, stdout):
+    """name -> its rendered text, from one ansible-doc run over several plugins or roles (each
+    starts at a header line: ``> MODULE ns.col.name (path)``, ``> ROLE: *ns.col.name* (path)``)."""
+    head = re.compile(r"^> ROLE: \*(\S+)\*" if kind == "role" else r"^> %s (\S+)" % kind.upper(), re.MULTILINE)
+    marks = list(head.finditer(stdout))
+    return {m.group(1): stdout[m.start():marks[i + 1].start() if i + 1 < len(marks) else len(stdout)]
+            for i, m in enumerate(marks)}
+
+
+def _judge(kind, targets_, sections, stderr):
+    """(label, ok, error) of each target from one run's sections and its stderr."""
+    out = []
+    for name in targets_:
+        if kind == "role":
+            text = sections.get(name[0], "")
+            ok = bool(re.search(r"^ENTRY POINT: \*%s\*" % re.escape(name[1]), text, re.MULTILINE))
+            label = "%-8s %s (entry point %s)" % (kind, name[0], name[1])
+        else:
+            text = sections.get(name, "")
+            ok = len(text) > 200
+            label = "%-8s %s" % (kind, name)
+        out.append((label, ok, stderr.strip() if not ok else ""))
+    return out
+
+
+def rendered(env, all_targets):
+    """(label, ok, error) of every target: ansible-doc renders each kind's plugins (each role's
+    entry points) in one run, about the cost of rendering one; a run that fails (ansible-doc
+    stops at the first plugin it cannot render) is repeated one plugin at a time, so each
+    failure names its own plugin."""
+    by_kind = {}
+    for kind, name in all_targets:
+        by_kind.setdefault(kind, []).append(name)
+    out = []
+    for kind, names in by_kind.items():
+        plugins = sorted({n[0] for n in names}) if kind == "role" else names
+        proc = subprocess.run(_argv(kind, plugins), capture_output=True, text=True, env=env, check=False)
+        if proc.returncode == 0 and "ERROR" not in proc.stderr:
+            out += _judge(kind, names, _sections(kind, proc.stdout), proc.stderr)
+            continue
+        for plugin in plugins:
+            one = subprocess.run(_argv(kind, [plugin]), capture_output=True, text=True, env=env, check=False)
+            mine = [n for n in names if (n[0] if kind == "role" else n) == plugin]
+            judged = _judge(kind, mine, _sections(kind, one.stdout), one.stderr)
+            if one.returncode != 0:
+                judged = [(entry[0], False, one.stderr.strip()) for entry in judged]
+            out += judged
+    return out
+
+
 def main():
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
                ANSIBLE_NOCOLOR="1", ANSIBLE_DEPRECATION_WARNINGS="0")
@@ -114,20 +168,12 @@ def main():
         count += 1
         failures += 1
         print("FAIL filter   " + problem)
-    for kind, name in targets():
+    for label, ok, err in rendered(env, list(targets())):
         count += 1
-        if kind == "role":
-            argv = [DOC, "-t", "role", name[0], "-e", name[1]]
-            label = "%s (entry point %s)" % name
-        else:
-            argv = [DOC, "-t", kind, name]
-            label = name
-        proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
-        ok = proc.returncode == 0 and len(proc.stdout) > 200 and "ERROR" not in proc.stderr
-        print("%s %-8s %s" % ("ok  " if ok else "FAIL", kind, label))
+        print("%s %s" % ("ok  " if ok else "FAIL", label))
         if not ok:
             failures += 1
-            print(proc.stderr.strip()[:2000])
+            print(err[:2000])
     if not os.path.isdir(os.path.join(ROOT, "build", "collections")):
         print("build/collections missing: run scripts/setup.sh")
         return 1
