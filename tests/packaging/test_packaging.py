@@ -1,6 +1,7 @@
 """The packaging checks' own parts: the pip bootstrap stand-in and the tarball member rules."""
 
 import ast
+import fnmatch
 import glob
 import os
 import shutil
@@ -122,3 +123,27 @@ def test_license_must_be_the_gplv3_text():
         assert galaxy_import.check_license(fh.read()) == []
     assert galaxy_import.check_license("GPL-3.0-or-later\n") == [
         "LICENSE is not the full text of the GNU GPL version 3 (galaxy.yml: GPL-3.0-or-later)"]
+
+
+# The rules galaxy-importer's own ansible-lint run skips (-x) besides the profile; ours may skip
+# only rules of these, or what the import's stand-in repository answers (galaxy_import.py).
+IMPORTER_SKIPS = {"yaml", "var-naming", "avoid-dot-notation", "import-task-no-when", "single-entry-point", "use-loop"}
+STAND_IN_ANSWERS = {"galaxy[no-repository]"}
+
+
+def test_make_lint_covers_what_the_importers_ansible_lint_would_find():
+    """The import does not run ansible-lint again (galaxy-importer.cfg): `make lint` runs the
+    importer's profile, skips no rule the importer checks, and leaves out only files the tarball
+    does not ship."""
+    with open(os.path.join(ROOT, ".ansible-lint")) as fh:
+        cfg = yaml.safe_load(fh)
+    assert cfg["profile"] == "production"
+    assert not cfg.get("enable_list") and not cfg.get("warn_list"), "a rule only warned about would pass the import"
+    unsafe = [rule for rule in cfg.get("skip_list", [])
+              if rule.split("[")[0] not in IMPORTER_SKIPS and rule not in STAND_IN_ANSWERS]
+    assert unsafe == []
+    shipped = [p for p in cfg.get("exclude_paths", [])
+               if not any(fnmatch.fnmatch(p.rstrip("/"), pat) for pat in galaxy_import.FORBIDDEN + [".venv*"])]
+    assert shipped == []
+    with open(galaxy_import.CONFIG) as fh:
+        assert "run_ansible_lint = False" in fh.read()
