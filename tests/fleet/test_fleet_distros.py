@@ -46,7 +46,7 @@ TINY = [{"workload": "cache", "mode": "rndrd", "threads": 1, "file_num": 1, "tot
 COMPLIANCE = {"fleetqual_profile": "compliance",
               # small working sets (cache 8M, over-cache 64M) and 2 s windows: "it runs there"
               "fleetqual_cache_size": "16M",
-              "fleetqual_workload_overrides": {"time": 2, "warmup": 1},
+              "fleetqual_workload_overrides": dict({"time": 2, "warmup": 1}, **fleetlib.PACE),
               # the other hosts measure on the same disk meanwhile: no quiet wait (it would wait
               # in vain), a shared window is a warning, and no guard stopping a workload when the
               # others' await passes its bound (on a busy machine it would, at random)
@@ -91,7 +91,7 @@ def mixed_run(fleet, distros, tmp_path_factory):
             continue                            # its tests skip with distros.skipped[release]
         shadow = distros.chroots[release].hide_sysstat()
         for kind, key_options, extra in (
-                ("quick", "", {"fleetqual_profile": "quick"}),
+                ("quick", "", {"fleetqual_profile": "quick", "fleetqual_workload_overrides": fleetlib.PACE}),
                 ("compliance", 'environment="PATH=%s:/usr/sbin"' % shadow, COMPLIANCE),
                 ("arr", "", {"fleetqual_matrix": TINY})):
             n += 1

@@ -21,13 +21,15 @@ import time
 
 import pytest
 
+import fleetlib
+
 from fleetlib import load_json
 from fleetrun import build_cache_dir, run_playbook
 
 pytestmark = [pytest.mark.fleet, pytest.mark.slow]
 
 MATRIX = [{"workload": "out", "mode": "rndrd", "threads": 1, "file_num": 1, "total_size": "4M",
-           "block_size": "16K", "direct": True, "time": 1, "warmup": 0}]
+           "block_size": "16K", "direct": True, "time": 1, "warmup": 0, **fleetlib.PACE}]
 IMPOSSIBLE = [{"workload": "out", "min_iops": 1e12}, {"workload": "out", "min_mibps": 1e9},
               {"workload": "out", "max_read_p99_ms": 1e-9}, {"workload": "out", "max_read_p95_ms": 1e-9},
               {"workload": "out", "max_read_p50_ms": 1e-9}]

@@ -15,13 +15,15 @@ import re
 
 import pytest
 
+import fleetlib
+
 from fleetrun import ROOT, run_playbook
 
 pytestmark = [pytest.mark.fleet, pytest.mark.slow]
 
 EXAMPLE_CFG = os.path.join(ROOT, "examples", "ansible.cfg")
 MATRIX = [{"workload": "out", "mode": "rndrd", "threads": 1, "file_num": 1, "total_size": "4M",
-           "block_size": "16K", "direct": True, "time": 2, "warmup": 1}]
+           "block_size": "16K", "direct": True, "time": 2, "warmup": 1, **fleetlib.PACE}]
 INTERVAL = 30
 ROUND_RE = re.compile(r"^fleetqual: workload \d+/\d+ \| ")
 

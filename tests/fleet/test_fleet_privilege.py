@@ -46,7 +46,7 @@ PYTHON = "/usr/bin/python3"      # the users' interpreter (the venv's lives unde
 FORKS = 3
 WAIT = 300                       # bound of the watcher and of the playbook run, seconds
 MATRIX = [{"workload": "pv%d" % i, "mode": "rndrd", "threads": 1, "file_num": 1, "total_size": "4M",
-           "block_size": "16K", "direct": True, "time": 2, "warmup": 1} for i in range(2)]
+           "block_size": "16K", "direct": True, "time": 2, "warmup": 1, **fleetlib.PACE} for i in range(2)]
 # attribution without a cgroup is what a run without root can do; never skipped for a busy disk
 FOREIGN = {"enabled": True, "max_share": 1, "wait_s": 0, "on_busy": "warn", "sample_s": 0.5,
            "quiet_util_pct": 100}

@@ -50,7 +50,7 @@ def full_run(fleet, fleet4, tmp_path_factory):
     base = str(tmp_path_factory.mktemp("full"))
     hosts = [{"name": "fq%d" % (11 + i), "inst": inst} for i, inst in enumerate(fleet4)]
     inv = fleet.inventory(os.path.join(base, "inventory"), hosts,
-                          group_vars={"db": {"fleetqual_profile": "quick"}})
+                          group_vars={"db": {"fleetqual_profile": "quick", "fleetqual_workload_overrides": fleetlib.PACE}})
     dirs = {h["name"]: fleet.host_dirs(h["name"], fleet.default_dirs_root(os.path.join(base, "inventory"))) for h in hosts}
     logins_before = {inst.name: inst.accepted_logins() for inst in fleet4}
     watcher = TreeWatcher(dirs["fq11"]["fleetqual_test_dir"])

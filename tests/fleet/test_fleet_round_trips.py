@@ -18,6 +18,8 @@ import os
 
 import pytest
 
+import fleetlib
+
 from fleetrun import run_playbook
 from module_counter import ModuleCounter
 
@@ -26,7 +28,7 @@ pytestmark = [pytest.mark.fleet, pytest.mark.slow]
 HOSTS = {"fq91": 91, "fq92": 92, "fq93": 93}
 FORKS = 2
 MATRIX = [{"workload": "rt%d" % i, "mode": "rndrd", "threads": 1, "file_num": 1, "total_size": "4M",
-           "block_size": "16K", "direct": True, "time": 2, "warmup": 1} for i in range(2)]
+           "block_size": "16K", "direct": True, "time": 2, "warmup": 1, **fleetlib.PACE} for i in range(2)]
 MAX_MODULES_FIRST = 3      # check + deploy + preflight + start in one, the transfer of the binary, collect + cleanup
 MAX_MODULES_SECOND = 2     # the binary is found: check + preflight + start, collect + cleanup
 

@@ -21,12 +21,14 @@ import os
 
 import pytest
 
+import fleetlib
+
 from fleetrun import run_playbook
 
 pytestmark = [pytest.mark.fleet, pytest.mark.slow]
 
 MATRIX = [{"workload": "batch", "mode": "rndrd", "threads": 1, "file_num": 1, "total_size": "4M",
-           "block_size": "16K", "direct": True, "time": 2, "warmup": 1}]
+           "block_size": "16K", "direct": True, "time": 2, "warmup": 1, **fleetlib.PACE}]
 
 
 def batches_started(out):

@@ -115,7 +115,7 @@ def targets_run(fleet, loop_filesystems, tmp_path_factory):
     hosts.append({"name": BLANK_HOST, "group": "raw", "inst": fleet.host(45),
                   "vars": {"fleetqual_targets": [{"name": "blank", "device": blank_dev, "destroy_data": True,
                                                   "size": "64M"}]}})
-    quick = {"fleetqual_profile": "quick", "fleetqual_workload_overrides": {"time": 2, "warmup": 1}}
+    quick = {"fleetqual_profile": "quick", "fleetqual_workload_overrides": dict({"time": 2, "warmup": 1}, **fleetlib.PACE)}
     inv = fleet.inventory(os.path.join(base, "inventory"), hosts, group_vars={"dt": quick, "raw": quick})
     raw_before = sha256(raw_img)
     # fewer forks than hosts: the detached jobs still measure the hosts at once
