@@ -48,6 +48,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.identity 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.job_wait import JobAction, not_started
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.interrupt import interrupted
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.progress import (
+    controller_pid,
     exit_if_orphaned,
     progress_dir_ready,
     show_plan,
@@ -180,7 +181,7 @@ class ActionModule(JobAction):
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
-        controller = os.getppid()   # this worker's ansible-playbook
+        controller = controller_pid()   # this worker's ansible-playbook
         watch_controller(controller)
         result = super(JobAction, self).run(tmp, task_vars)
         args = dict(self._task.args)

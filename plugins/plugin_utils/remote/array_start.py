@@ -22,6 +22,7 @@ from ansible_collections.fleetqual.storage.plugins.module_utils.job.status impor
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.array import mode as _arrays
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.array import failover as _failover
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.workload import workload_record
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.progress import controller_pid
 
 
 EXCHANGES = 8            # clock exchanges per host at the start (the smallest round trip is kept)
@@ -40,7 +41,7 @@ STREAM_TIMEOUT_S = 30.0  # the exchange's channel must answer within this
 def controller_id():
     """This ansible-playbook (the worker's parent): PID and start time, so that a re-run with
     the same run id never takes the T0 of an earlier run."""
-    ppid = os.getppid()
+    ppid = controller_pid()
     return "%d:%s" % (ppid, pid_start(ppid))
 
 

@@ -26,6 +26,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.progress 
     away_delay,
     away_line,
     claim_round,
+    controller_pid,
     exit_if_orphaned,
     fleet_line,
     next_poll,
@@ -68,7 +69,7 @@ class JobAction(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
-        watch_controller(os.getppid())      # this worker ends with its ansible-playbook
+        watch_controller(controller_pid())      # this worker ends with its ansible-playbook
         result = super().run(tmp, task_vars)
         args = dict(self._task.args)
         state = args.get("state", "status")
@@ -169,7 +170,7 @@ class JobAction(ActionBase):
         interval = max(1, int(args.get("interval", 30)))
         margin = int(args.get("margin", 120))
         workloads = list(args.get("workloads") or [])
-        controller = os.getppid()   # this worker's ansible-playbook
+        controller = controller_pid()   # this worker's ansible-playbook
         overdue = 0                 # polls in a row that found the workload past its planned end
         polls = 0
         last, read_at = None, None  # the last status read, and when (this clock)

@@ -8,6 +8,7 @@ ansible-playbook is gone. Used by the wait (:mod:`.job_wait`)."""
 import hashlib
 import json
 import math
+import multiprocessing
 import os
 import threading
 import time
@@ -212,6 +213,16 @@ def next_poll(now, interval, status, overdue=0):
         if boundary <= now + 1:
             return max(1.0, min(2.0 ** overdue, nxt - now)), overdue + 1
     return max(1.0, nxt - now), 0
+
+
+def controller_pid():
+    """The PID of this worker's ansible-playbook, as it forked the worker
+    (``multiprocessing.parent_process()``; Ansible forks its workers): not ``os.getppid()``,
+    which is already the reaper's PID when the controller died between the fork and this call
+    (a worker so started would never see that it is orphaned, and would go on to judge, clean up
+    and store for nobody). ``os.getppid()`` outside a multiprocessing worker."""
+    parent = multiprocessing.parent_process()
+    return parent.pid if parent is not None and parent.pid else os.getppid()
 
 
 def exit_if_orphaned(controller):

@@ -85,3 +85,51 @@ def test_a_worker_blocked_on_its_dead_parents_pipe_ends_only_with_the_watch(watc
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# A controller that forks a worker (multiprocessing's fork context, as Ansible does) and dies
+# before the worker has asked who its parent is: the worker prints the PID controller_pid()
+# gives, and whether exit_if_orphaned() ended it.
+LATE = textwrap.dedent("""
+    import multiprocessing, os, sys, time
+    sys.path.insert(0, sys.argv[1])
+    from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote import progress
+
+    def work(w, how):
+        time.sleep(0.5)             # the controller is gone by now
+        controller = progress.controller_pid() if how == "controller_pid" else os.getppid()
+        os.write(w, b"%d " % controller)
+        progress.exit_if_orphaned(controller)
+        os.write(w, b"alive\\n")
+        os._exit(0)
+
+    r, w = os.pipe()
+    middle = os.fork()
+    if middle == 0:                 # the controller: forks its worker and dies at once
+        p = multiprocessing.get_context("fork").Process(target=work, args=(w, sys.argv[2]))
+        p.start()
+        os.write(w, b"%d\\n" % os.getpid())
+        os._exit(0)
+    os.close(w)
+    os.waitpid(middle, 0)
+    out = b""
+    while True:
+        chunk = os.read(r, 100)
+        if not chunk:
+            break
+        out += chunk
+    print(out.decode())
+""")
+
+
+@pytest.mark.parametrize("how", ["controller_pid", "getppid"])
+def test_a_worker_forked_just_before_its_controller_died_knows_it_is_orphaned(how):
+    out = subprocess.run([sys.executable, "-c", LATE, COLLECTIONS, how], capture_output=True, text=True, timeout=60,
+                         check=True).stdout.split()
+    controller, seen = int(out[0]), int(out[1])
+    if how == "controller_pid":
+        # the PID the worker was forked by, and the worker ended without a word more
+        assert seen == controller and out[2:] == []
+    else:
+        # the check proves itself: os.getppid() is already the reaper's, so the worker lives on
+        assert seen != controller and out[2:] == ["alive"]
