@@ -34,6 +34,7 @@ from ansible_collections.fleetqual.storage.plugins.module_utils.common.numeric i
 from ansible_collections.fleetqual.storage.plugins.module_utils.common.atomic import write_atomic
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.report import brief as _brief
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import record as _record
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import resume as _resume
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge.durability import merge_into_record
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.validate.inputs import effective_safety
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.filters.table import FILTERS
@@ -177,7 +178,7 @@ class ActionModule(JobAction):
     _VALID_ARGS = frozenset(START_ARGS + ("state", "build", "progress_dir", "array", "arrays", "foreign_io", "impact",
                                           "profile_safety", "started", "record", "thresholds", "latency_bound_ms",
                                           "textfile_dir", "error", "interval", "stored", "kernel_log",
-                                          "durability"))
+                                          "durability", "results_dir"))
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
@@ -221,6 +222,9 @@ class ActionModule(JobAction):
         if reason:
             return brief_start(not_started(reason), host, progress_dir)
         margs = self._start_args(args, host, task_vars)
+        found = self._unfinished(args, host)
+        if found:
+            margs["resume"] = {"run_id": found[1]["run_id"], "fingerprint": found[1]["job"]["fingerprint"]}
         try:
             res = self._execute_module(module_name=MODULE, module_args=margs, task_vars=task_vars)
         except AnsibleError as exc:
@@ -242,12 +246,26 @@ class ActionModule(JobAction):
             self._identity(res)
         if res.get("failed"):
             return brief_start(res, host, progress_dir)
+        if res.get("resumed") and found:
+            # the host's record the killed run stored is this run's (_finished reports it)
+            res["resumed"] = {"run_id": res["resumed"], "path": found[0]}
+            return res
         if res.get("build_needed") or not res.get("status"):
             return res
         self._progress(progress_dir, host, res["status"])
         show_plan(progress_dir, res.get("plan") or [], res.get("planned") or [], res.get("planned_s"),
                   res.get("deadline_s"))
         return res
+
+    @staticmethod
+    def _unfinished(args, host):
+        """``(path, record)`` of the host's record a killed run stored and never reported
+        (judge/resume.py), when this run may take it: fleetqual_previous attach, outside array
+        mode (an array is attached whole) and the durability profile (its cut ran now)."""
+        if (args.get("previous") or "attach") != "attach" or args.get("array") or args.get("profile") == "durability":
+            return None
+        return _resume.unfinished_record(args.get("results_dir"), args.get("run_id"), host,
+                                         args.get("uncollected_days", 7))
 
     def _identity(self, res):
         """The host's identity, decided here once (:func:`decide_identity`), into the start's
@@ -278,6 +296,8 @@ class ActionModule(JobAction):
         if self._task.check_mode or started.get("check_mode"):
             return {"changed": False, "skipped": True, "record": None,
                     "msg": "check mode: no job was started, nothing to collect"}
+        if isinstance(started.get("resumed"), dict):
+            return self._resumed(args, host, started["resumed"], task_vars)
         wait = self._wait({"path": args["path"], "interval": args.get("interval", 30),
                            "workloads": started.get("plan") or []}, host, progress_dir, task_vars)
         if wait.get("failed") and "records" not in wait:
@@ -285,7 +305,26 @@ class ActionModule(JobAction):
             error = {"task": self._task.get_name(), "msg": wait.get("msg") or "the job's status could not be read"}
             return self._judge_clean_store(args, host, started, [], error, None, task_vars)
         return self._judge_clean_store(args, host, started, wait["records"], wait.get("error"), wait.get("array_run"),
-                                       task_vars, kernel=(wait.get("status") or {}).get("kernel"), away=wait.get("away"))
+                                       task_vars, kernel=(wait.get("status") or {}).get("kernel"), away=wait.get("away"),
+                                       job=_resume.job_of(wait.get("status") or started.get("status")))
+
+    @staticmethod
+    def _resumed(args, host, found, task_vars):
+        """The record the killed run ``found["run_id"]`` stored for the host, whose job finished
+        and was cleaned up: this run's result, ``collected_from`` that run; the host was not
+        measured again (judge/resume.py)."""
+        try:
+            with open(found["path"], encoding="utf-8") as fh:
+                stored = json.load(fh)
+        except (OSError, ValueError) as exc:
+            raise AnsibleActionFail("%s: the record of run %s (%s) could not be read: %s"
+                                    % (host, found["run_id"], found["path"], exc))
+        inputs = dict(args.get("record") or {})
+        inputs["slice"] = _record.slice_of(task_vars)
+        record = _resume.resumed(stored, inputs, collected_text(stored.get("job") or {}))
+        _record.store(record)
+        _resume.mark_taken(found["path"], record["run_id"])
+        return outcome(host, record, None, True)
 
     @staticmethod
     def _started_result(args, task_vars):
@@ -333,7 +372,7 @@ class ActionModule(JobAction):
         return self._execute_module(module_name=MODULE, module_args=margs, task_vars=task_vars)
 
     def _judge_clean_store(self, args, host, started, records, error, array_run, task_vars, fail=True, kernel=None,
-                           away=None):
+                           away=None, job=None):
         inputs = dict(args.get("record") or {})
         inputs["slice"] = _record.slice_of(task_vars)
         plan = started.get("plan") or []
@@ -346,7 +385,7 @@ class ActionModule(JobAction):
                                            error=err, drives=drives, kernel=kernel, kernel_log=args.get("kernel_log"),
                                            drives_after=drives_after)
             rec = _record.assemble(host, inputs, started, records, diag, verdict, error=err, array_run=array_run,
-                                   kernel=kernel)
+                                   kernel=kernel, job=job)
             # who the run was on the host (docs/privileges.md); null when the start did not get that far
             rec["identity"] = started.get("identity") if started else None
             # the wait lost the host for a while and found it again (docs/operations.md)
@@ -361,7 +400,12 @@ class ActionModule(JobAction):
             return merge_into_record(rec, args.get("durability"))
 
         record = judge(error)
+        stored = False
         if started.get("created") and not self._task.check_mode:
+            # stored before the cleanup removes the job from the host: a controller killed from
+            # here on leaves the record for the next run (judge/resume.py), never neither
+            _record.store(record)
+            stored = True
             content = None
             if args.get("textfile_dir"):
                 content = FILTERS["host_prometheus"](record)
@@ -376,5 +420,5 @@ class ActionModule(JobAction):
                 record = judge(error, drives_after=after)
                 record["drives_after"] = after
         if not self._task.check_mode:
-            _record.store(record)
+            _record.store(record, keep_replaced=not stored)
         return outcome(host, record, error, fail)

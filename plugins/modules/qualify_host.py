@@ -75,6 +75,12 @@ options:
     description: C(fleetqual_uncollected_days) - a finished job older than this many days is cleared, not attached.
     type: int
     default: 7
+  resume:
+    description:
+      - With O(state=started), C({run_id, fingerprint}) of a host record that a run whose controller was killed stored on
+        the controller (the action plugin finds it in C(fleetqual_results_dir)). When O(path) holds no job and the plan
+        made now has that fingerprint, nothing is started and C(resumed) names the run; the record is this run's.
+    type: dict
   profile:
     description: C(fleetqual_profile).
     type: raw
@@ -166,6 +172,12 @@ options:
     type: path
   progress_dir:
     description: Action - the run's progress directory on the controller (one progress line per round for the fleet).
+    type: path
+  results_dir:
+    description:
+      - Action - O(state=started) - C(fleetqual_results_dir) on the controller, where a run whose controller was killed
+        may have stored the host's record before writing its fleet report; with O(previous=attach), outside array mode
+        and the durability profile, such a record of the same plan is this run's result (O(resume)).
     type: path
   interval:
     description: Action - O(state=finished) - seconds between progress rounds (C(fleetqual_progress_interval)).
@@ -269,6 +281,11 @@ attached:
     (O(previous)): no job was started and the preflight did not run; the wait collects that job as this run's."
   returned: O(state=started), when a job was attached
   type: dict
+resumed:
+  description: The run whose stored record is this run's result (O(resume)); no job was started, the preflight did
+    not run.
+  returned: O(state=started), when resumed
+  type: str
 deploy_needed:
   description: The host's binary is not the controller's build and no O(binary_src) was given; nothing was changed.
   returned: when true
@@ -334,6 +351,7 @@ def main():
             run_id=dict(type="str", default=""),
             previous=dict(type="str", choices=["attach", "restart", "refuse"], default="attach"),
             uncollected_days=dict(type="int", default=7),
+            resume=dict(type="dict"),
             profile=dict(type="raw"),
             profiles=dict(type="dict"),
             matrix=dict(type="list", elements="raw"),
@@ -359,6 +377,7 @@ def main():
             health_after=dict(type="bool", default=False),
             build=dict(type="path"),
             progress_dir=dict(type="path"),
+            results_dir=dict(type="path"),
             interval=dict(type="int", default=30),
             arrays=dict(type="dict"),
             profile_safety=dict(type="dict"),

@@ -46,8 +46,8 @@ def matrix(time_s, n=3):
             for i in range(n)]
 
 
-def inventory(fleet, base, time_s, extra=None, names=HOSTS, dirs_root=None):
-    hosts = [{"name": name, "inst": fleet.host(int(name[2:]))} for name in names]
+def inventory(fleet, base, time_s, extra=None, names=HOSTS, dirs_root=None, host_vars=None):
+    hosts = [{"name": name, "inst": fleet.host(int(name[2:])), "vars": (host_vars or {}).get(name)} for name in names]
     gv = {"fleetqual_matrix": matrix(time_s), "fleetqual_progress_interval": 3,
           "fleetqual_thresholds": [fleetlib.SHARED_DISK_STALL_RULE]}
     gv.update(extra or {})
@@ -320,46 +320,60 @@ def test_a_host_away_mid_wait_is_waited_for_and_collected(fleet, tmp_path_factor
 
 
 ATTACH_HOSTS = ["fq48", "fq49"]
+# fq49 measures one workload, fq48 three: fq49 is judged, stored and cleaned up while fq48 measures
+DONE_FIRST = "fq49"
 
 
 def test_a_killed_controllers_finished_jobs_are_collected_by_the_next_run(fleet, tmp_path_factory):
-    """The controller SIGKILLed while both hosts measure (an OOM kill, an evicted AWX pod): the
-    jobs finish on their own. The same command again attaches to them (fleetqual_previous:
-    attach, the default): every host's result is reported once, from the killed run's jobs,
-    marked as collected from it, and no host is measured again; its cleanup leaves nothing."""
+    """The controller SIGKILLed (an OOM kill, an evicted AWX pod) once fq49 is judged, stored and
+    cleaned up and while fq48 still measures: fq48's job finishes on its own. The same command
+    again (fleetqual_previous: attach, the default; the same results directory): fq48 from its
+    job, which the run attaches to, and fq49 from the record the killed run stored (its job is
+    gone from the host), each reported once, marked as collected from the killed run, and no
+    host measured again; the second run's cleanup leaves nothing."""
     dirs_root = str(tmp_path_factory.mktemp("attach-hostdirs"))
-    base = str(tmp_path_factory.mktemp("attach-first"))
-    inv = inventory(fleet, base, 4, names=ATTACH_HOSTS, dirs_root=dirs_root)
+    base = str(tmp_path_factory.mktemp("attach"))
+    inv = inventory(fleet, base, 6, names=ATTACH_HOSTS, dirs_root=dirs_root,
+                    host_vars={DONE_FIRST: {"fleetqual_matrix": matrix(6, n=1)}})
     tdirs = {h: fleet.host_dirs(h, dirs_root)["fleetqual_test_dir"] for h in ATTACH_HOSTS}
+    stored = os.path.join(base, "results", "first", DONE_FIRST + ".json")
     proc, log = _start_playbook(fleet, base, inv, "first")
     with log:
         try:
             limit = time.monotonic() + 600      # a start on a machine as loaded as 2 cores get
-            while not all((_status(d) or {}).get("state") == "running" for d in tdirs.values()):
-                assert proc.poll() is None and time.monotonic() < limit, "the jobs never ran"
-                time.sleep(0.5)
+            while not (os.path.exists(stored) and not os.path.exists(tdirs[DONE_FIRST])):
+                assert proc.poll() is None and time.monotonic() < limit, "fq49 was never stored and cleaned up"
+                time.sleep(0.2)
+            assert (_status(tdirs["fq48"]) or {}).get("state") == "running", "fq48's job ended before fq49's cleanup"
         finally:
             proc.kill()
             proc.wait()
     limit = time.monotonic() + 300
-    while not all((_status(d) or {}).get("state") == "done" for d in tdirs.values()):
-        assert time.monotonic() < limit, {h: (_status(d) or {}).get("state") for h, d in tdirs.items()}
+    while (_status(tdirs["fq48"]) or {}).get("state") != "done":
+        assert time.monotonic() < limit, _status(tdirs["fq48"])
         time.sleep(1)
-    first = {h: _status(d) for h, d in tdirs.items()}
+    with open(stored) as fh:
+        killed = json.load(fh)
+    pids = {"fq48": _status(tdirs["fq48"])["pid"], DONE_FIRST: killed["job"]["pid"]}
     again = time.time()
-    run = run_playbook(fleet, inv, str(tmp_path_factory.mktemp("attach-second")), "second")
+    run = run_playbook(fleet, inv, base, "second")
     assert run.rc == 0 and run.summary() == (2, 2, 2, 0, 0, 0), run.out[-5000:]
-    for h in ATTACH_HOSTS:
+    for h, n in (("fq48", 3), (DONE_FIRST, 1)):
         rec = run.record(h)
-        assert rec["verdict"] == "PASS" and len(rec["workloads"]) == 3, (h, rec["reasons"])
+        assert rec["verdict"] == "PASS" and len(rec["workloads"]) == n, (h, rec["reasons"])
         got = rec["collected_from"]
-        assert (got["run_id"], got["pid"], got["state"]) == ("first", first[h]["pid"], "done"), got
+        assert (got["run_id"], got["pid"], got["state"]) == ("first", pids[h], "done"), got
         assert any(w.startswith("collected from run first, measured ") for w in rec["warnings"]), rec["warnings"]
         # measured by the killed run's job, before this run began: never twice
         for w in rec["workloads"]:
             assert w["result"]["bench"]["window"]["end_epoch"] < again, (h, w["id"])
-        # the second run's cleanup removed the job and its files: the next run measures anew
+        # the second run's cleanup removed the job and its files (fq49's start made none): the
+        # next run measures anew
         assert _status(tdirs[h]) is None and not os.path.exists(tdirs[h]), os.listdir(tdirs[h])
+    # fq49 came from the killed run's record, which says the second run took it
+    assert run.record(DONE_FIRST)["workloads"] == killed["workloads"]
+    with open(stored + ".collected") as fh:
+        assert json.load(fh)["run_id"] == "second"
     assert "Workload 1/3" in run.out and "attached to the measurement job of run first" not in run.out
 
 

@@ -338,6 +338,15 @@ def previous_decision(status, fingerprint, previous="attach", array=False, now=N
     return "attach", "finished the same plan and was never collected"
 
 
+def resumes(previous, resume, fingerprint):
+    """True when this start measures nothing because the controller holds the record of a
+    killed run that measured this very plan (``resume``: ``{run_id, fingerprint}``) and no job is
+    left in the test directory (``previous``: its status, None): a job still there is attached
+    or cleared by :func:`previous_decision` instead."""
+    return (previous is None and isinstance(resume, dict) and bool(resume.get("run_id"))
+            and resume.get("fingerprint") == fingerprint)
+
+
 def attached_of(status):
     """The record's word on a job collected from an earlier run."""
     return {"run_id": status.get("run_id"), "pid": status.get("pid"), "state": status.get("state"),
@@ -419,6 +428,13 @@ def start(p, check_mode=False):
                                       uncollected_days=p.get("uncollected_days", 7))
     if decision == "refuse":
         raise StartError(why, **out)
+    if resumes(previous, p.get("resume"), plan_fingerprint(plan, p.get("binary_sha256"))):
+        # the record a killed run stored on the controller is this run's (plugin_utils/judge/resume.py)
+        out.update(resumed=p["resume"]["run_id"], created=False, status=None, preflight={"resumed": True},
+                   preflight_targets=[],
+                   msg="not measured again: run %s measured this plan to its end and stored the record on the "
+                       "controller, and no job is left here" % p["resume"]["run_id"])
+        return out
     if decision == "attach":
         spec = job_spec(p, plan, None)
         out.update(timeouts=spec["timeouts"], planned=spec["planned"], planned_s=previous.get("planned_s"),

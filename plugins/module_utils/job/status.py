@@ -104,7 +104,9 @@ def brief(status, now, proc_stat_line):
     keys = ("run_id", "pid", "state", "started_epoch", "deadline_epoch", "finished_epoch", "planned_s", "of",
             "index", "current", "workload_started_epoch", "workload_planned_s", "error",
             # the quiet wait (Job.quiet_progress) and the burnin round of the workload running
-            "quiet", "waited_s", "burnin", "stop_reason")
+            "quiet", "waited_s", "burnin", "stop_reason",
+            # the plan's fingerprint: the record keeps it, so the next run knows the plan it measured
+            "fingerprint")
     out = {k: status.get(k) for k in keys}
     out["done"] = len(status.get("results") or [])
     out["alive"] = alive_from(status, proc_stat_line)

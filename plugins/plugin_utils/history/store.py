@@ -30,6 +30,7 @@ import re
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.common.atomic import write_json_atomic
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.common.stats import to_float
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.common.run_dir import TAKEN
 
 HISTORY_DIR = "history.d"
 SUMMARY_SCHEMA = "fleetqual.history"
@@ -262,6 +263,8 @@ def host_history(root, host, before=None, limit=None, stop=None, runs=None):
         if not os.path.exists(os.path.join(path, "%s.json" % host)) and \
                 not os.path.exists(summary_path(path, host)):
             continue
+        if os.path.exists(os.path.join(path, "%s.json%s" % (host, TAKEN))):
+            continue    # a later run reported this record as its own (judge/resume.py): counted there
         s = load_summary(path, host)
         if s is None:
             continue

@@ -55,12 +55,14 @@ def judged(records, plan, thresholds, latency_bound_ms, error=None, drives=None,
     return diagnostics, judgement
 
 
-def assemble(host, inputs, started, records, diagnostics, judgement, error=None, array_run=None, kernel=None):
+def assemble(host, inputs, started, records, diagnostics, judgement, error=None, array_run=None, kernel=None,
+             job=None):
     """The host record (docs/contracts.md section 6).
 
     ``inputs``: ``{run_id, profile, groups, test_dir, drift, retention, results_dir, slice}``
     (the role's variables); ``started``: the start's result (facts, preflight, targets,
-    drives; ``{}`` when the host failed before it)."""
+    drives; ``{}`` when the host failed before it); ``job``: the job that measured it
+    (:func:`resume.job_of` of its last status)."""
     facts = (started or {}).get("facts") or {}
     devices = collector_devices(records)
     models = facts.get("device_models") or {}
@@ -104,6 +106,9 @@ def assemble(host, inputs, started, records, diagnostics, judgement, error=None,
         "error": error,
         # the previous run's job found in fleetqual_test_dir by the preflight
         "previous_job": preflight.get("previous_job"),
+        # the job that measured the host: {run_id, pid, state, started_epoch, finished_epoch,
+        # fingerprint}; how the next run knows a record its killed controller stored (judge/resume.py)
+        "job": job,
         # the kernel's word on the drives: the job's kernel log section (module_utils/collect/kmsg.py,
         # docs/kernel-log.md); null when no job ran or its status carried none
         "kernel": kernel,
@@ -116,15 +121,17 @@ def assemble(host, inputs, started, records, diagnostics, judgement, error=None,
     }
 
 
-def store(record):
+def store(record, keep_replaced=True):
     """Write the record as ``<results>/<run_id>/<host>.json`` (mode 0600, atomically; the
     directory 0700). A re-run with the same run id replaces it and keeps the replaced one
-    beside it as ``<host>.json.<pid>.<date>~``, which the fleet report does not read."""
+    beside it as ``<host>.json.<pid>.<date>~``, which the fleet report does not read;
+    ``keep_replaced=False`` replaces this run's own earlier store (the record stored before
+    the cleanup, judged again after it) without a copy."""
     path = record["results_file"]
     directory = os.path.dirname(path)
     if not os.path.isdir(directory):
         os.makedirs(directory, mode=0o700, exist_ok=True)
-    if os.path.exists(path):
+    if keep_replaced and os.path.exists(path):
         shutil.copy2(path, "%s.%d.%s~" % (path, os.getpid(), time.strftime("%Y-%m-%d@%H:%M:%S")))
     write_atomic(path, json.dumps(record, indent=1, sort_keys=True, ensure_ascii=False) + "\n", mode=0o600)
     return path
