@@ -144,11 +144,12 @@ def _ended_run(proc, log, base, run_id):
     return fleetrun.FleetRun(subprocess.CompletedProcess(proc.args, proc.returncode, out, ""), base, run_id, 0.0), out
 
 
-def _start_playbook(fleet, base, inv, run_id, forks=None, mode="w"):
+def _start_playbook(fleet, base, inv, run_id, forks=None, mode="w", extra_vars=None):
     """``ansible-playbook playbooks/qualify.yml`` over ``inv`` in the background, its output in
     ``<base>/out.log`` (opened with ``mode``): ``(proc, log)``; the caller ends both."""
     ev = {"fleetqual_results_dir": os.path.join(base, "results"),
           "fleetqual_build_cache_dir": fleetrun.build_cache_dir(), "fleetqual_run_id": run_id}
+    ev.update(extra_vars or {})
     env = fleetrun.playbook_run.ansible_env(fleet.ansible_env())
     if forks:
         env["ANSIBLE_FORKS"] = str(forks)
@@ -320,13 +321,20 @@ def test_a_host_away_mid_wait_is_waited_for_and_collected(fleet, tmp_path_factor
 
 
 ATTACH_HOSTS = ["fq48", "fq49"]
-# fq49 measures one workload, fq48 three: fq49 is judged, stored and cleaned up while fq48 measures
+# fq49 measures one 2 s workload; fq48 a burn-in of one round (a write pass over its 32M read
+# back and a verify pass, each as long as its data takes, then a 16 s mix): fq49 is judged,
+# stored and cleaned up while fq48 measures
 DONE_FIRST = "fq49"
+BURNIN_HOST = {"fleetqual_profile": "burnin", "fleetqual_matrix": [], "fleetqual_cache_size": "8M",
+               "fleetqual_workload_overrides": {"time": 16, "rate_iops": RATE_IOPS}}
+# 0.014 h = 50.4 s: one round of 48 s planned. An extra variable: the validation play reads the
+# burnin profile's hours with the controller's own fleetqual_burnin_time, not a host's
+BURNIN_TIME = {"fleetqual_burnin_time": 0.014}
 
 
 def test_a_killed_controllers_finished_jobs_are_collected_by_the_next_run(fleet, tmp_path_factory):
     """The controller SIGKILLed (an OOM kill, an evicted AWX pod) once fq49 is judged, stored and
-    cleaned up and while fq48 still measures: fq48's job finishes on its own. The same command
+    cleaned up and while fq48's burn-in still runs: fq48's job finishes on its own. The same command
     again (fleetqual_previous: attach, the default; the same results directory): fq48 from its
     job, which the run attaches to, and fq49 from the record the killed run stored (its job is
     gone from the host), each reported once, marked as collected from the killed run, and no
@@ -334,10 +342,10 @@ def test_a_killed_controllers_finished_jobs_are_collected_by_the_next_run(fleet,
     dirs_root = str(tmp_path_factory.mktemp("attach-hostdirs"))
     base = str(tmp_path_factory.mktemp("attach"))
     inv = inventory(fleet, base, 6, names=ATTACH_HOSTS, dirs_root=dirs_root,
-                    host_vars={DONE_FIRST: {"fleetqual_matrix": matrix(6, n=1)}})
+                    host_vars={DONE_FIRST: {"fleetqual_matrix": matrix(2, n=1)}, "fq48": BURNIN_HOST})
     tdirs = {h: fleet.host_dirs(h, dirs_root)["fleetqual_test_dir"] for h in ATTACH_HOSTS}
     stored = os.path.join(base, "results", "first", DONE_FIRST + ".json")
-    proc, log = _start_playbook(fleet, base, inv, "first")
+    proc, log = _start_playbook(fleet, base, inv, "first", extra_vars=BURNIN_TIME)
     with log:
         try:
             limit = time.monotonic() + 600      # a start on a machine as loaded as 2 cores get
@@ -356,8 +364,10 @@ def test_a_killed_controllers_finished_jobs_are_collected_by_the_next_run(fleet,
         killed = json.load(fh)
     pids = {"fq48": _status(tdirs["fq48"])["pid"], DONE_FIRST: killed["job"]["pid"]}
     again = time.time()
-    run = run_playbook(fleet, inv, base, "second")
+    run = run_playbook(fleet, inv, base, "second", extra_vars=BURNIN_TIME)
     assert run.rc == 0 and run.summary() == (2, 2, 2, 0, 0, 0), run.out[-5000:]
+    # the burn-in's round, each pass of it, collected from the job the killed run left
+    assert sorted(w["burnin"]["pass"] for w in run.record("fq48")["workloads"]) == ["mix", "verify", "write"]
     for h, n in (("fq48", 3), (DONE_FIRST, 1)):
         rec = run.record(h)
         assert rec["verdict"] == "PASS" and len(rec["workloads"]) == n, (h, rec["reasons"])
@@ -374,7 +384,60 @@ def test_a_killed_controllers_finished_jobs_are_collected_by_the_next_run(fleet,
     assert run.record(DONE_FIRST)["workloads"] == killed["workloads"]
     with open(stored + ".collected") as fh:
         assert json.load(fh)["run_id"] == "second"
-    assert "Workload 1/3" in run.out and "attached to the measurement job of run first" not in run.out
+    assert "attached to the measurement job of run first" not in run.out
+
+
+START_HOSTS = ["fq61", "fq62", "fq63"]
+
+
+def test_a_controller_killed_during_the_start_is_attached_or_started_anew_by_the_next_run(fleet, tmp_path_factory):
+    """The controller SIGKILLed during the start (one fork for three hosts) as soon as the first
+    host's job exists: the second host's start had not begun or was under way, the third's had
+    not begun. The same command again: every host reported once, PASS; a host whose job the
+    killed run started is collected from that job (never measured again), a host without one is
+    measured by this run; nothing is left on any host."""
+    dirs_root = str(tmp_path_factory.mktemp("startkill-hostdirs"))
+    base = str(tmp_path_factory.mktemp("startkill"))
+    inv = inventory(fleet, base, 3, names=START_HOSTS, dirs_root=dirs_root)
+    tdirs = {h: fleet.host_dirs(h, dirs_root)["fleetqual_test_dir"] for h in START_HOSTS}
+    proc, log = _start_playbook(fleet, base, inv, "first", forks=1)
+    with log:
+        try:
+            limit = time.monotonic() + 600
+            while _status(tdirs[START_HOSTS[0]]) is None:
+                assert proc.poll() is None and time.monotonic() < limit, "the first host's job never started"
+                time.sleep(0.1)
+        finally:
+            proc.kill()
+            proc.wait()
+    # a start under way goes on over its own SSH session, or never began: wait until every job
+    # that exists has ended and none has appeared for 10 s
+    limit, quiet_since, seen = time.monotonic() + 300, time.monotonic(), None
+    while True:
+        states = {h: (_status(t) or {}).get("state") for h, t in tdirs.items()}
+        if states != seen:
+            seen, quiet_since = states, time.monotonic()
+        settled = all(s in (None, "done") for s in states.values())
+        if settled and time.monotonic() - quiet_since >= 10:
+            break
+        assert time.monotonic() < limit, states
+        time.sleep(0.5)
+    started = {h: (_status(t) or {}).get("pid") for h, t in tdirs.items() if states[h] == "done"}
+    assert START_HOSTS[0] in started and START_HOSTS[2] not in started, states
+    again = time.time()
+    run = run_playbook(fleet, inv, base, "second")
+    assert run.rc == 0 and run.summary() == (3, 3, 3, 0, 0, 0), run.out[-5000:]
+    for h in START_HOSTS:
+        rec = run.record(h)
+        assert rec["verdict"] == "PASS" and len(rec["workloads"]) == 3, (h, rec["reasons"])
+        got = rec["collected_from"]
+        if h in started:
+            assert (got or {}).get("run_id") == "first" and got["pid"] == started[h], (h, got)
+            assert all(w["result"]["bench"]["window"]["end_epoch"] < again for w in rec["workloads"]), h
+        else:
+            assert got is None and all(w["result"]["bench"]["window"]["start_epoch"] > again
+                                       for w in rec["workloads"]), (h, got)
+        assert not os.path.exists(tdirs[h]), os.listdir(tdirs[h])
 
 
 STOP_HOSTS = ["fq52", "fq53"]
