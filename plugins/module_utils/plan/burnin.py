@@ -138,8 +138,10 @@ def expand_rounds(out, setting, names, errors):
 
 
 def fmt_hours(hours):
-    """``24.0`` -> ``24``, ``1.5`` -> ``1.5``."""
-    return ("%.2f" % hours).rstrip("0").rstrip(".")
+    """``24.0`` -> ``24``, ``1.5`` -> ``1.5``, ``0.003`` -> ``0.003``: hundredths, or two
+    significant digits for less than that (never ``0`` for a duration above 0)."""
+    text = ("%.2f" % hours).rstrip("0").rstrip(".")
+    return "%.2g" % hours if text == "0" and hours else text
 
 
 def cover_data_sets(specs):

@@ -97,6 +97,14 @@ def test_bad_durations_are_refused_naming_the_variable_and_the_closest_value(hou
     assert errors_of(hours) == [message]
 
 
+def test_a_duration_under_a_hundredth_of_an_hour_is_quoted_as_given():
+    # 0.003 h = 10.8 s, shorter than one round of three 6 s passes: quoted as given, not as "0 h"
+    assert errors_of(0.003, {"time": 6}) == [
+        "fleetqual_burnin_time: 0.003 h is shorter than one burn-in round (18 s: burnin-write 6 s, burnin-verify 6 s, "
+        "burnin-mix 6 s); closest valid value: 0.01 (or shorten the round with fleetqual_workload_overrides: "
+        "{time: ...})"]
+
+
 def test_too_many_rounds_are_refused_with_the_longest_duration_that_fits():
     over = {"time": 1}
     assert errors_of(2, over) == ["fleetqual_burnin_time: 2 h makes 2400 rounds of 3 s, more than 1000; closest valid "
