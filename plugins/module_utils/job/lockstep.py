@@ -81,6 +81,10 @@ REPORT_INTERVAL_S = 0.1
 # did not run it in lock-step (judged by the controller over every member's window: iobench's
 # own lateness, ``start_late_ms``, is kept in each entry; all late together is one window)
 LATE_SHARE = 0.10
+# a member whose measured window held less than this share of the step's time did not run the
+# step (iobench launched so late on a loaded host that its end came almost at once: a window of
+# microseconds and no request): its entry says so instead of calling the step complete
+MIN_WINDOW_SHARE = 0.5
 START_POLL_S = 0.02
 # the controller's clock exchange: the test hook's variable (empty line without it), then
 # the host's real clock; GNU date prints nanoseconds, one process, no interpreter start-up
@@ -538,6 +542,8 @@ class ArrayRun:
         elif (result.get("rc") == 4 or (bench.get("errors") or {}).get("total")) and step["index"] != self.spec.get(
                 "failover_step"):
             e["error"] = "iobench reported I/O errors (exit %s)" % result.get("rc")
+        elif step["index"] != self.spec.get("failover_step") and short_window(e, step):
+            e["error"] = short_window(e, step)
         else:
             # the failover step ran whole whatever its I/O errors: they are its figures
             # (plugin_utils/array/failover.py judges them)
@@ -545,6 +551,20 @@ class ArrayRun:
             # controller's to judge from all their windows (array figures: lock-step)
             e["complete"] = True
         return e
+
+
+def short_window(entry, step):
+    """Why the step's measured window of ``entry`` is too short to be the step (text), or None:
+    it held less than :data:`MIN_WINDOW_SHARE` of the step's time."""
+    start, end = entry.get("window_start"), entry.get("window_end")
+    if start is None or end is None:
+        return None             # no window at all: the controller's entry_problem says so
+    held = end - start
+    if held >= MIN_WINDOW_SHARE * float(step["time"]):
+        return None
+    late = entry.get("start_late_ms")
+    return ("lost mid-step: its measured window held %.3f s of the step's %g s%s" % (
+        max(0.0, held), float(step["time"]), " (iobench started %.0f ms late)" % late if late is not None else ""))
 
 
 def status_view(doc, full=False):

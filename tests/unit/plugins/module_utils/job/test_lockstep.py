@@ -369,3 +369,19 @@ def test_the_controller_and_the_host_pick_the_same_target_or_refuse_alike(names,
         expect = want or (names[0] if names else None)
         assert got["target"] == expect
         assert got["target_path"] == ("/srv/%s" % expect if expect else "/var/tmp/fq")
+
+
+@given(time_s=st.sampled_from([1, 2, 10]), held_share=st.floats(min_value=0.0, max_value=1.2),
+       late_ms=st.one_of(st.none(), st.floats(min_value=0, max_value=5000)))
+def test_a_member_whose_window_held_under_half_the_step_did_not_run_it(time_s, held_share, late_ms):
+    """A member's iobench launched so late on a loaded host that its window held microseconds
+    and no request (seen: 2 us of a 2 s step, 1.19 s late): its entry is an error, never a
+    complete step; a window of at least half the step stands (lateness is the controller's)."""
+    entry = {"window_start": 1000.0, "window_end": 1000.0 + held_share * time_s, "start_late_ms": late_ms}
+    why = ls.short_window(entry, {"time": time_s})
+    if held_share >= ls.MIN_WINDOW_SHARE:
+        assert why is None
+    else:
+        assert why.startswith("lost mid-step: its measured window held ") and ("%g s" % time_s) in why
+        assert ("ms late" in why) == (late_ms is not None)
+    assert ls.short_window({"window_start": None, "window_end": None}, {"time": time_s}) is None
