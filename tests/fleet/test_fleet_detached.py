@@ -477,7 +477,11 @@ def test_the_stop_playbook_ends_every_hosts_job_and_the_waiting_run_reports_what
                     assert st["stop_reason"] == "stopped by the operator (fleetqual.storage.stop)", st["stop_reason"]
                 assert find_iobench(d) == [], (h, find_iobench(d))
                 assert glob.glob(os.path.join(d, "**", "test_file.*"), recursive=True) == [], h
-            assert stop.stdout.count("2 of 3 workloads measured") == 2, stop.stdout[-3000:]
+            # each job stopped in its second workload, or its third when the first stop playbook
+            # (another run's) took longer than the rest of the second on a loaded machine
+            at = {h: int(n) for h, n in re.findall(
+                r'ok: \[(fq\d+)\] => \{\s*"msg": "[^"]*stopped: (\d) of 3 workloads measured"', stop.stdout)}
+            assert sorted(at) == STOP_HOSTS and set(at.values()) <= {2, 3}, stop.stdout[-3000:]
             proc.wait(timeout=600)
         finally:
             run, out = _ended_run(proc, log, base, "stopped")
@@ -486,10 +490,11 @@ def test_the_stop_playbook_ends_every_hosts_job_and_the_waiting_run_reports_what
         rec = run.record(h)
         assert rec["verdict"] == "ERROR", (h, rec["verdict"])
         text = " ".join(rec["reasons"])
-        assert "stopped by the operator (fleetqual.storage.stop) at workload 2/3" in text, text
-        # the first workload measured whole, the second until its stop: both reported
-        assert [w["id"] for w in rec["workloads"]][:1] == ["w0-rndrd-t1"], rec["workloads"]
-        assert rec["workloads"][0]["metrics"]["iops"] > 0
-        m = rec["workloads"][1]["metrics"]
+        assert "stopped by the operator (fleetqual.storage.stop) at workload %d/3" % at[h] in text, text
+        # the workloads before measured whole, the one stopped until its stop: all reported
+        assert [w["id"] for w in rec["workloads"]][:at[h]] == ["w%d-rndrd-t1" % i for i in range(at[h])], \
+            rec["workloads"]
+        assert all(w["metrics"]["iops"] > 0 for w in rec["workloads"][:at[h] - 1])
+        m = rec["workloads"][at[h] - 1]["metrics"]
         assert (m["interrupted"], m["timed_out"], m["stopped_by"]) == (
             True, False, "stopped by the operator (fleetqual.storage.stop)"), m
