@@ -533,6 +533,8 @@ class ArrayRun:
             e["window_start"] = round(window["start_epoch"] - off, 6)
             e["window_end"] = round(window["end_epoch"] - off, 6)
         e["start_late_ms"] = bench.get("start_late_ms")
+        # the failover step's window is its figures whatever happened in it (array/failover.py)
+        short = short_window(e, step) if step["index"] != self.spec.get("failover_step") else None
         if failed:
             e["error"] = "lost mid-step: iobench failed: %s" % msg
         elif self.job.stop.is_set():
@@ -542,8 +544,8 @@ class ArrayRun:
         elif (result.get("rc") == 4 or (bench.get("errors") or {}).get("total")) and step["index"] != self.spec.get(
                 "failover_step"):
             e["error"] = "iobench reported I/O errors (exit %s)" % result.get("rc")
-        elif step["index"] != self.spec.get("failover_step") and short_window(e, step):
-            e["error"] = short_window(e, step)
+        elif short:
+            e["error"] = short
         else:
             # the failover step ran whole whatever its I/O errors: they are its figures
             # (plugin_utils/array/failover.py judges them)
