@@ -32,6 +32,7 @@ import ctypes
 import hashlib
 import json
 import os
+import queue
 import shutil
 import signal
 import socket
@@ -77,6 +78,44 @@ def available():
 def _pdeathsig():
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+class Launcher:
+    """Starts child processes from one thread that lives as long as the test process, so a
+    child's PR_SET_PDEATHSIG fires only when the test process dies. The kernel binds that
+    signal to the *thread* that forked the child (prctl(2), PR_SET_PDEATHSIG): a daemon
+    started from a short-lived thread (a helper that restarts a host's sshd mid-run) would be
+    killed when that thread returns."""
+
+    def __init__(self):
+        self.q = queue.Queue()
+        self.thread = None
+        self.lock = threading.Lock()
+
+    def _loop(self):
+        while True:
+            argv, kw, box, done = self.q.get()
+            try:
+                box.append(subprocess.Popen(argv, **kw))
+            except Exception as e:  # noqa: BLE001 - handed to the caller
+                box.append(e)
+            done.set()
+
+    def popen(self, argv, **kw):
+        """``subprocess.Popen(argv, **kw)``, forked by the launcher's thread."""
+        with self.lock:
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._loop, name="test-launcher", daemon=True)
+                self.thread.start()
+        box, done = [], threading.Event()
+        self.q.put((argv, kw, box, done))
+        done.wait()
+        if isinstance(box[0], Exception):
+            raise box[0]
+        return box[0]
+
+
+LAUNCHER = Launcher()
 
 
 def hosts_cost_group():
@@ -208,9 +247,10 @@ class SshdInstance:
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
         group = hosts_cost_group()
         with _LOCK:
-            self.proc = subprocess.Popen(list(self.command_prefix) + [SSHD, "-D", "-f", self.config, "-E", self.log],
-                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.DEVNULL, preexec_fn=lambda: _host_child_setup(group))
+            # from the launcher's thread: the caller may be a thread that ends before the host does
+            self.proc = LAUNCHER.popen(list(self.command_prefix) + [SSHD, "-D", "-f", self.config, "-E", self.log],
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL, preexec_fn=lambda: _host_child_setup(group))
             _LIVE.add(self)
         deadline = time.monotonic() + timeout
         while not port_open(self.addr, self.port):

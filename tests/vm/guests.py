@@ -74,7 +74,6 @@ import errno
 import fcntl
 import json
 import os
-import queue
 import re
 import shlex
 import shutil
@@ -385,39 +384,8 @@ class Slot:
             self.fh = None
 
 
-class _Launcher:
-    """Starts every QEMU process from one thread that lives as long as the process, so the
-    child's PR_SET_PDEATHSIG (bound to the thread that forked it) fires only when the test
-    process itself dies."""
-
-    def __init__(self):
-        self.q = queue.Queue()
-        self.thread = None
-        self.lock = threading.Lock()
-
-    def _loop(self):
-        while True:
-            argv, kw, box, done = self.q.get()
-            try:
-                box.append(subprocess.Popen(argv, preexec_fn=_child_setup, **kw))
-            except Exception as e:  # noqa: BLE001 - handed to the caller
-                box.append(e)
-            done.set()
-
-    def popen(self, argv, **kw):
-        with self.lock:
-            if self.thread is None:
-                self.thread = threading.Thread(target=self._loop, name="vm-launcher", daemon=True)
-                self.thread.start()
-        box, done = [], threading.Event()
-        self.q.put((argv, kw, box, done))
-        done.wait()
-        if isinstance(box[0], Exception):
-            raise box[0]
-        return box[0]
-
-
-_LAUNCHER = _Launcher()
+# QEMU and nbdkit are forked by fleetlib's launcher thread (why: fleetlib.Launcher)
+_LAUNCHER = fleetlib.LAUNCHER
 
 # the emulators and the drives' nbdkit servers run at vmimage.VM_NICE (why: there)
 GUEST_NICE = vmimage.VM_NICE
@@ -580,7 +548,7 @@ class Guest:
         with open(self.path("nbdkit-%s.log" % drive.serial), "a") as log:
             proc = self.nbdkit[drive.serial] = _LAUNCHER.popen(nbdkit_args(raw_file, drive.cache),
                                                                stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                                               env=env)
+                                                               env=env, preexec_fn=_child_setup)
         self._charge(proc.pid)
         deadline = time.monotonic() + timeout
         while not (os.path.exists(aux_path(raw_file, "nbd")) and os.path.exists(aux_path(raw_file, "pause"))):
@@ -705,7 +673,8 @@ class Guest:
         self.t0 = time.monotonic()
         self.boots += 1
         with open(self.path("qemu.err"), "w") as err:
-            self.proc = _LAUNCHER.popen(self.argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err)
+            self.proc = _LAUNCHER.popen(self.argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
+                                        preexec_fn=_child_setup)
         self._charge(self.proc.pid)
 
     def _charge(self, pid):
