@@ -12,6 +12,9 @@ fq71's clock reads 7 s ahead (the test-only hook: ``_fleetqual_test_clock: true`
 ``FLEETQUAL_TEST_CLOCK_OFFSET_S=7`` in the environment its sshd gives every session, so both
 its job and the controller's clock exchange see it). In step 4 the test SIGKILLs fq73's
 iobench (found by PID: its own binary, ``--start-at``) in the middle of the measured window.
+fq72's own plan after the array is one paced 30 s workload, and once the wait has found its job
+running, fq72's sshd (every session below it) is killed and started again on its port 20 s
+later: a member of an array away for a while.
 
 What must hold:
 
@@ -24,8 +27,11 @@ What must hold:
   counters (``--devstat``: /sys/block/loopN/stat read at the window's edges) within 5 %;
 * each step's start spread is reported;
 * step 4 is incomplete and names fq73 (its entry says it was lost mid-step); steps 1-3 stand;
-* the array's data sets are gone afterwards.
+* the array's data sets are gone afterwards;
+* fq72 was waited for and collected when it came back: its record says how long it was away,
+  and its own workload was measured to its end.
 """
+import json
 import os
 import re
 import signal
@@ -44,7 +50,11 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.array import mod
 pytestmark = [pytest.mark.fleet, pytest.mark.slow]
 
 HOSTS = ["fq71", "fq72", "fq73"]
-SKEWED, KILLED = "fq71", "fq73"
+SKEWED, KILLED, AWAY = "fq71", "fq73", "fq72"
+AWAY_S = 20
+# the away member's own plan: long enough that the wait finds its job running (paced: little CPU)
+AWAY_PLAN = [{"workload": "cache", "mode": "rndrd", "threads": 1, "file_num": 1, "total_size": "4M",
+              "block_size": "16K", "direct": True, "time": 30, "warmup": 0, "rate_iops": 200}]
 SKEW_S = 7.0
 KILL_STEP = 4
 # step_gap_s 4 (the default 2): on a fresh-clone run a member still saved step 2 0.83 s into
@@ -89,36 +99,75 @@ def _iobench_of(binary, dataset_dir):
     return out
 
 
-class Killer(threading.Thread):
-    """Waits for KILLED's job to reach KILL_STEP, then SIGKILLs that step's iobench (by PID) in
-    the middle of its measured window. Stops by itself after ``limit`` seconds."""
+class Watcher(threading.Thread):
+    """Reads the JSON file ``path`` every ``every`` s until :meth:`act` on what it holds (an
+    empty dict while it is missing or half-written) returns True, :attr:`done` is set, or
+    ``limit`` seconds have passed: it stops by itself."""
 
-    def __init__(self, status_path, binary, dataset_dir, limit=400):
+    def __init__(self, path, every, limit=400):
         super().__init__(daemon=True)
-        self.status_path, self.binary, self.dataset_dir = status_path, binary, dataset_dir
-        self.limit = limit
+        self.path, self.every, self.limit = path, every, limit
         self.done = threading.Event()
-        self.killed = None
+
+    def act(self, doc):
+        raise NotImplementedError
 
     def run(self):
-        import json
         deadline = time.monotonic() + self.limit
         while not self.done.is_set() and time.monotonic() < deadline:
             try:
-                with open(self.status_path) as fh:
-                    step = ((json.load(fh).get("array") or {}).get("step"))
+                with open(self.path) as fh:
+                    doc = json.load(fh)
             except (OSError, ValueError):
-                step = None
-            if step == KILL_STEP:
-                for pid, argv in _iobench_of(self.binary, self.dataset_dir):
-                    start_at = float(argv[argv.index("--start-at") + 1])
-                    when = start_at + ARRAY["warmup"] + ARRAY["time"] / 2.0
-                    self.done.wait(max(0.0, when - time.time()))
-                    if _cmdline(pid) == argv:
-                        os.kill(pid, signal.SIGKILL)
-                        self.killed = {"pid": pid, "at": time.time(), "start_at": start_at}
-                    return
-            self.done.wait(0.05)
+                doc = {}
+            if self.act(doc):
+                return
+            self.done.wait(self.every)
+
+
+class Killer(Watcher):
+    """Waits for KILLED's job (its status file) to reach KILL_STEP, then SIGKILLs that step's
+    iobench (by PID) in the middle of its measured window."""
+
+    def __init__(self, status_path, binary, dataset_dir):
+        super().__init__(status_path, 0.05)
+        self.binary, self.dataset_dir = binary, dataset_dir
+        self.killed = None
+
+    def act(self, doc):
+        if (doc.get("array") or {}).get("step") != KILL_STEP:
+            return False
+        for pid, argv in _iobench_of(self.binary, self.dataset_dir):
+            start_at = float(argv[argv.index("--start-at") + 1])
+            when = start_at + ARRAY["warmup"] + ARRAY["time"] / 2.0
+            self.done.wait(max(0.0, when - time.time()))
+            if _cmdline(pid) == argv:
+                os.kill(pid, signal.SIGKILL)
+                self.killed = {"pid": pid, "at": time.time(), "start_at": start_at}
+            return True
+        return False
+
+
+class Away(Watcher):
+    """Once the wait has polled AWAY's job running (its progress record), kills AWAY's sshd and
+    every session below it, and starts it again on the same port AWAY_S later (from this
+    thread, which then ends: fleetlib starts every sshd from its launcher thread, so the host
+    outlives it)."""
+
+    def __init__(self, progress, host):
+        super().__init__(progress, 0.5)
+        self.host = host
+        self.away_s = None
+
+    def act(self, doc):
+        if not (doc.get("polls") and doc.get("state") == "running"):
+            return False
+        self.host.kill()
+        gone = time.monotonic()
+        self.done.wait(AWAY_S)
+        self.host.start(port=self.host.port)
+        self.away_s = time.monotonic() - gone
+        return True
 
 
 @pytest.fixture(scope="module")
@@ -128,8 +177,10 @@ def array_run(fleet, shared_loop, tmp_path_factory):
     hosts = []
     for n, name in zip((71, 72, 73), HOSTS):
         env = 'environment="FLEETQUAL_TEST_CLOCK_OFFSET_S=%g"' % SKEW_S if name == SKEWED else ""
-        hosts.append({"name": name, "group": "arr", "inst": fleet.host(n, key_options=env),
-                      "vars": {"fleetqual_test_dir": os.path.join(mnt, name, "test")}})
+        hv = {"fleetqual_test_dir": os.path.join(mnt, name, "test")}
+        if name == AWAY:
+            hv["fleetqual_matrix"] = AWAY_PLAN
+        hosts.append({"name": name, "group": "arr", "inst": fleet.host(n, key_options=env), "vars": hv})
     # the wait polls the jobs every 2 s, not at 30 s round boundaries (nothing here reads progress lines)
     group = {"fleetqual_array": "san1", "fleetqual_arrays": {"san1": ARRAY}, "fleetqual_matrix": TINY,
              "_fleetqual_test_clock": True, "fleetqual_progress_interval": 2}
@@ -139,13 +190,18 @@ def array_run(fleet, shared_loop, tmp_path_factory):
     killer = Killer(os.path.join(test_dir, ".fleetqual-job", "status.json"),
                     os.path.join(killed_dirs["fleetqual_bin_dir"], "iobench"), os.path.join(test_dir, "array-san1"))
     killer.start()
+    away = Away(os.path.join(base, "results", "array", ".progress", AWAY + ".json"), fleet.host(72))
+    away.start()
     try:
         # fewer forks than hosts: the array still starts together
         run = run_playbook(fleet, inv, base, "array", args=["--forks", "2"])
     finally:
         killer.done.set()
+        away.done.set()
         killer.join(10)
+        away.join(AWAY_S + 30)
     run.killed = killer.killed
+    run.away_s = away.away_s
     run.loop = os.path.basename(dev)
     run.mnt = mnt
     run.records = {h: run.record(h) for h in HOSTS if run.has_record(h)}
@@ -243,6 +299,20 @@ def test_host_killed_mid_step_makes_that_step_incomplete_naming_it(array_run):
     (reported,) = [a for a in array_run.fleet().get("arrays") or [] if a["name"] == "san1"]
     assert [(s["index"], s["complete"], s["missing_hosts"]) for s in reported["steps"]] == \
         [(1, True, []), (2, True, []), (3, True, []), (KILL_STEP, False, [KILLED])]
+
+
+def test_a_member_away_for_a_while_is_waited_for_and_collected(array_run):
+    assert array_run.away_s is not None, "the wait never found %s's job running" % AWAY
+    rec = array_run.records[AWAY]
+    away = rec["away"]
+    assert away and away["episodes"] >= 1 and away["seconds"] >= AWAY_S * 0.5, (away, array_run.away_s)
+    assert any(w.startswith("not answering for ") for w in rec["warnings"]), rec["warnings"]
+    # its own workload measured to its end, every array step of it in the record
+    (own,) = [w for w in rec["workloads"] if w["id"].startswith("cache-")]
+    assert own["result"]["bench"]["window"]["end_epoch"] - own["result"]["bench"]["window"]["start_epoch"] >= 29, own
+    assert [e["index"] for e in rec["array_run"]["steps"]] == [1, 2, 3, 4]
+    assert [h for h in HOSTS if h != AWAY and array_run.records[h].get("away")] == []
+    assert "UNREACHABLE!" not in array_run.out
 
 
 def test_array_data_sets_removed(array_run):
