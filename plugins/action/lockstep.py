@@ -30,7 +30,7 @@ import time
 
 from ansible import constants as C
 from ansible import context
-from ansible.errors import AnsibleActionFail
+from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
@@ -41,13 +41,14 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.array import fai
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.array_start import (
     EXCHANGES,
     array_dir,
+    write_previous,
     controller_id,
     fix_t0,
     stream_exchange,
 )
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.identity import STARTED_VAR, apply_identity
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.interrupt import interrupted
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.job_wait import stop_interrupted
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.job_wait import poll_status, stop_interrupted
 
 display = Display()
 JOB_MODULE = "fleetqual.storage.job"
@@ -63,6 +64,9 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         args = dict(self._task.args)
         host = task_vars.get("inventory_hostname", "?")
+        if args.get("phase") == "previous":
+            result.update(self._previous(args, host))
+            return result
         array = args.get("array") or {}
         if not array or not array.get("name"):
             result.update(skipped=True, msg="not a member of an array")
@@ -80,9 +84,27 @@ class ActionModule(ActionBase):
         elif args.get("phase") == "start":
             result.update(self._start(args, host, adir, task_vars))
         else:
-            raise AnsibleActionFail("phase must be ready or start, got %r" % args.get("phase"))
+            raise AnsibleActionFail("phase must be previous, ready or start, got %r" % args.get("phase"))
         result["changed"] = False
         return result
+
+    def _previous(self, args, host):
+        """Before the start: what an earlier run left in this member's test directory (its
+        job's status, by the wait's raw poll: no Python on the host), kept in the array's
+        progress directory for every member's start to decide on the whole array
+        (array_start.whole_array). Nothing on the host changes."""
+        name = (args.get("array") or {}).get("name")
+        if not isinstance(name, str) or not name:
+            return {"skipped": True, "msg": "not a member of an array"}
+        try:
+            res = poll_status(self, args["path"])
+        except AnsibleConnectionFailure as exc:
+            # the start finds the host unreachable and ends it; no whole array without it
+            return {"unreachable": True, "msg": str(exc)}
+        status = res.get("status")     # a poll that found no job fails: nothing was left
+        write_previous(array_dir(args["progress_dir"], name), host, status)
+        return {"changed": False, "previous": {k: (status or {}).get(k) for k in ("run_id", "state", "pid")}
+                if status else None}
 
     def _exchange(self, test_clock):
         """One exchange as a command of its own (a new channel each: the fallback)."""

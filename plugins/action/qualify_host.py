@@ -38,7 +38,12 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import res
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge.durability import merge_into_record
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.validate.inputs import effective_safety
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.filters.table import FILTERS
-from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.array_start import member_spec
+from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.array_start import (
+    array_dir,
+    member_spec,
+    read_previous,
+    whole_array,
+)
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote.identity import (
     IDENTITY_FACT,
     STARTED_VAR,
@@ -222,6 +227,8 @@ class ActionModule(JobAction):
         if reason:
             return brief_start(not_started(reason), host, progress_dir)
         margs = self._start_args(args, host, task_vars)
+        if margs.get("array") and (args.get("previous") or "attach") == "attach" and progress_dir:
+            margs["array_previous"] = self._array_previous(margs["array"], progress_dir, args)
         found = self._unfinished(args, host)
         if found:
             margs["resume"] = {"run_id": found[1]["run_id"], "fingerprint": found[1]["job"]["fingerprint"]}
@@ -256,6 +263,18 @@ class ActionModule(JobAction):
         show_plan(progress_dir, res.get("plan") or [], res.get("planned") or [], res.get("planned_s"),
                   res.get("deadline_s"))
         return res
+
+    @staticmethod
+    def _array_previous(spec, progress_dir, args):
+        """The whole array's word on the jobs an earlier run left on its members, from what the
+        probe before the start found on each (``lockstep`` ``phase: previous``): the same on
+        every member, which attaches its job of run ``run_id`` only with all the others
+        (array_start.whole_array); ``run_id`` None: each member's job is cleared."""
+        members = list(spec.get("members") or [])
+        specs = dict((m, dict(spec, rank=members.index(m))) for m in members)
+        run_id, why = whole_array(specs, read_previous(array_dir(progress_dir, spec["name"]), members),
+                                  uncollected_days=args.get("uncollected_days", 7))
+        return {"run_id": run_id, "why": why}
 
     @staticmethod
     def _unfinished(args, host):

@@ -13,6 +13,12 @@ description:
   - Array mode (docs/arrays.md). Runs on the controller only (an action plugin); the
     member hosts' detached jobs (M(fleetqual.storage.job) with O(fleetqual.storage.job#module:array))
     were started first, prepare the array's data set, then wait for their start file.
+  - With O(phase=previous), run on every member before its start, reads what an earlier run left in the
+    host's test directory (its job's status, by a raw command, with no Python on the host) and keeps it in the
+    array's progress directory. Each member's start then decides for the whole array at once. The earlier
+    run's jobs are attached when every member holds one of the same run that ran this very array, got its
+    common start and still runs or finished uncollected, and the array has no failover; else every member's
+    job is cleared and the array measured again (docs/operations.md). Nothing on the host changes.
   - With O(phase=ready), waits until this host's job says it is ready (its data set prepared),
     then measures the connection's round trip. Run it on every member before O(phase=start).
   - With O(phase=start), the first host to get there fixes the common start C(T0) (controller
@@ -28,9 +34,11 @@ description:
     over 1 % of it, it is warned about.
 options:
   phase:
-    description: V(ready) waits for the host's job to be ready; V(start) fixes and hands over the common start.
+    description:
+      - V(previous) reads what an earlier run left on the member; V(ready) waits for the host's job to be ready;
+        V(start) fixes and hands over the common start.
     type: str
-    choices: [ready, start]
+    choices: [previous, ready, start]
     required: true
   path:
     description: The test directory of the job (M(fleetqual.storage.job)'s O(fleetqual.storage.job#module:path)).
@@ -38,7 +46,8 @@ options:
     required: true
   array:
     description:
-      - The array part of the job's start result (C(name), C(members), C(steps), C(max_clock_uncertainty_ms)).
+      - The array part of the job's start result (C(name), C(members), C(steps), C(max_clock_uncertainty_ms));
+        with O(phase=previous), C({name}) of the host's C(fleetqual_array).
         Without it (the host is in no array) the task is skipped.
     type: dict
   progress_dir:
@@ -69,6 +78,14 @@ notes:
 """
 
 EXAMPLES = r"""
+- name: Read what an earlier run left on the member, before its start
+  fleetqual.storage.lockstep:
+    phase: previous
+    path: /var/tmp/fleetqual
+    array:
+      name: san1
+    progress_dir: /srv/results/run1/.progress
+
 - name: Wait for the array's data sets
   fleetqual.storage.lockstep:
     phase: ready
@@ -85,6 +102,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+previous:
+  description: With O(phase=previous), C({run_id, state, pid}) of the job an earlier run left, or null.
+  returned: phase previous
+  type: dict
 ready:
   description: With O(phase=ready), whether the job reached C(ready).
   returned: phase ready
@@ -120,7 +141,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 def main():
     module = AnsibleModule(argument_spec=dict(
-        phase=dict(type="str", choices=["ready", "start"], required=True),
+        phase=dict(type="str", choices=["previous", "ready", "start"], required=True),
         path=dict(type="path", required=True),
         array=dict(type="dict"),
         progress_dir=dict(type="path", required=True),

@@ -66,8 +66,9 @@ options:
     description:
       - C(fleetqual_previous) - with O(state=started), what to do with a measurement job an earlier run left in O(path)
         (a killed controller's). V(attach) returns that job's status as this run's (C(attached) says which run) when
-        it runs or finished the same plan (the plan's fingerprint) and is not an array member's; V(restart) lets the
-        preflight report and clear it; V(refuse) fails naming it. Any other job is cleared.
+        it runs or finished the same plan (the plan's fingerprint); an array member's only with its whole array
+        (O(array_previous)). V(restart) lets the preflight report and clear it; V(refuse) fails naming it. Any other
+        job is cleared.
     type: str
     choices: [attach, restart, refuse]
     default: attach
@@ -75,6 +76,15 @@ options:
     description: C(fleetqual_uncollected_days) - a finished job older than this many days is cleared, not attached.
     type: int
     default: 7
+  array_previous:
+    description:
+      - In array mode with O(previous=attach), the whole array's word on the jobs an earlier run left on its members,
+        C({run_id, why}). The action plugin decides it from what M(fleetqual.storage.lockstep) with
+        O(fleetqual.storage.lockstep#module:phase=previous) found on every member. This member attaches its job only
+        when it is of run C(run_id) and ran the same plan and array (then every member does); C(run_id) null clears
+        it (C(why) says which member lacked). A member told to attach whose job ran another plan fails, and the others
+        are attached.
+    type: dict
   resume:
     description:
       - With O(state=started), C({run_id, fingerprint}) of a host record that a run whose controller was killed stored on
@@ -351,6 +361,7 @@ def main():
             run_id=dict(type="str", default=""),
             previous=dict(type="str", choices=["attach", "restart", "refuse"], default="attach"),
             uncollected_days=dict(type="int", default=7),
+            array_previous=dict(type="dict"),
             resume=dict(type="dict"),
             profile=dict(type="raw"),
             profiles=dict(type="dict"),

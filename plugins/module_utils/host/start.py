@@ -31,6 +31,7 @@ the host's node_exporter textfile when asked.
 
 import hashlib
 import json
+import math
 import os
 import pwd
 import time
@@ -302,14 +303,18 @@ def plan_fingerprint(plan, binary_sha256=None):
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def previous_decision(status, fingerprint, previous="attach", array=False, now=None, uncollected_days=7):
+def previous_decision(status, fingerprint, previous="attach", array=False, now=None, uncollected_days=7,
+                      array_previous=None):
     """What this start does with a job an earlier run left in the test directory (``status``,
     its ``status.json``; None when there is none): ``("attach", why)`` (wait for it or collect it
     as this run's result), ``("refuse", why)`` or ``("clear", why)`` (the preflight reports and
     clears it, as before). A job is attached when ``previous`` is ``attach``, it ran the same
-    plan (``fingerprint``), it is not an array member's (an array is attached whole or not at
-    all), and it still runs or finished (``done``) within ``uncollected_days``; one still
-    running another plan is refused by the preflight (in use)."""
+    plan (``fingerprint``), and it still runs or finished (``done``) within ``uncollected_days``;
+    one still running another plan is refused by the preflight (in use). An array member's
+    (``array``) only with its whole array: ``array_previous`` (``{run_id, why}``, decided on
+    the controller from every member: plugin_utils/remote/array_start.py ``whole_array``)
+    names the run whose jobs every member attaches; without it the job is cleared, and a
+    member told to attach whose job cannot be is refused (the others are attached)."""
     if not isinstance(status, dict) or not status.get("run_id") and not status.get("pid"):
         return "clear", None
     now = time.time() if now is None else now
@@ -324,8 +329,23 @@ def previous_decision(status, fingerprint, previous="attach", array=False, now=N
                           "and fleetqual_previous is refuse; collect it (fleetqual_previous: attach) or measure again "
                           "(fleetqual_previous: restart)" % (status.get("run_id"), state,
                                                              len(status.get("results") or []), status.get("of")))
+    word = array_previous if previous == "attach" and isinstance(array_previous, dict) else {}
+    if array and not word.get("run_id"):
+        return "clear", word.get("why") or "an array member's job is attached only with its whole array"
+    decision, why = _attachable(status, fingerprint, alive, state, now, uncollected_days)
+    if array and decision == "attach" and status.get("run_id") != word["run_id"]:
+        decision, why = "clear", "it is of run %s" % status.get("run_id")
+    if array and decision != "attach":
+        return "refuse", ("the array's jobs of run %s are attached whole, but this member's job cannot be: %s; "
+                          "fleetqual_previous: restart measures the whole array again" % (word["run_id"], why))
     if array:
-        return "clear", "an array member's job is attached only with its whole array"
+        return "attach", "%s, with its whole array (%s)" % (why, word.get("why") or "every member's job")
+    return decision, why
+
+
+def _attachable(status, fingerprint, alive, state, now, uncollected_days):
+    """Whether a job of the same plan, still running or finished uncollected within
+    ``uncollected_days``, is attached (:func:`previous_decision`, apart from arrays)."""
     if status.get("fingerprint") != fingerprint:
         return "clear", "it ran another plan"
     if alive:
@@ -425,7 +445,8 @@ def start(p, check_mode=False):
     previous = _job_status.read_status(_job_status.job_dir(p["path"])) if os.path.isdir(p["path"]) else None
     decision, why = previous_decision(previous, plan_fingerprint(plan, p.get("binary_sha256")),
                                       p.get("previous") or "attach", bool(p.get("array")),
-                                      uncollected_days=p.get("uncollected_days", 7))
+                                      uncollected_days=p.get("uncollected_days", 7),
+                                      array_previous=p.get("array_previous"))
     if decision == "refuse":
         raise StartError(why, **out)
     if resumes(previous, p.get("resume"), plan_fingerprint(plan, p.get("binary_sha256"))):
@@ -437,8 +458,13 @@ def start(p, check_mode=False):
         return out
     if decision == "attach":
         spec = job_spec(p, plan, None)
+        # the job's own deadline (an array member's includes its array's schedule); array None:
+        # its array started with the earlier run, none of the lock-step start runs again
+        deadline_s = spec["deadline_s"]
+        if previous.get("deadline_epoch") and previous.get("started_epoch"):
+            deadline_s = max(deadline_s, int(math.ceil(previous["deadline_epoch"] - previous["started_epoch"])))
         out.update(timeouts=spec["timeouts"], planned=spec["planned"], planned_s=previous.get("planned_s"),
-                   deadline_s=spec["deadline_s"], array=None, preflight={"attached": True}, preflight_targets=[],
+                   deadline_s=deadline_s, array=None, preflight={"attached": True}, preflight_targets=[],
                    status=previous, attached=attached_of(previous), created=True,
                    msg="attached to the measurement job of run %s (pid %s, %s): %s"
                        % (previous.get("run_id"), previous.get("pid"), previous.get("state"), why))

@@ -247,3 +247,84 @@ def array_run(doc):
         # when the job got the common start (controller clock) and how long before step 1's warm-up
         "handover": {"received": received, "margin_s": None if received is None or warm0 is None else round(warm0 - received, 3)},
     }
+
+
+# --------------------------------------------------------------------------- an earlier run's array
+
+PREVIOUS_PREFIX = "previous-"   # <array dir>/previous-<host>.json: the job the probe found on a member
+
+
+def previous_path(adir, host):
+    return os.path.join(adir, PREVIOUS_PREFIX + host + ".json")
+
+
+def write_previous(adir, host, status):
+    """Keep what the probe (``fleetqual.storage.lockstep`` ``phase: previous``) found in a
+    member's test directory: the job's status without its results, or None (no job)."""
+    if isinstance(status, dict):
+        status = dict(status, results=None)
+        if isinstance(status.get("array"), dict):
+            status["array"] = dict(status["array"], steps=None)
+    write_json_atomic(previous_path(adir, host), {"host": host, "status": status}, mode=0o600)
+
+
+def read_previous(adir, members):
+    """``{member: what its probe found}`` for the members whose probe ran (a member missing
+    from the answer was not probed: unreachable, or no probe task ran)."""
+    out = {}
+    for m in members:
+        doc = read_json_or_none(previous_path(adir, m))
+        if isinstance(doc, dict) and "status" in doc:
+            out[m] = doc["status"]
+    return out
+
+
+def _member_mismatch(member, status, spec, now, uncollected_days):
+    """Why ``member``'s earlier job cannot be part of a whole array attached (None: it can)."""
+    if not isinstance(status, dict):
+        return "%s has no job of an earlier run" % member
+    arr = status.get("array") if isinstance(status.get("array"), dict) else {}
+    arr_spec = arr.get("spec") if isinstance(arr.get("spec"), dict) else {}
+    # (the seed is run-specific, as in the plan's fingerprint: module_utils/host/start.py)
+    if (arr.get("name"), arr.get("members"), arr.get("rank"), arr.get("config")) != \
+            (spec["name"], spec["members"], spec["rank"], spec["config"]):
+        return "%s's job of run %s ran another array (%s, members %s)" % (
+            member, status.get("run_id"), arr.get("name"), ", ".join(arr.get("members") or []) or "none")
+    if spec.get("failover_step") is not None or arr_spec.get("failover_step") is not None:
+        return "the array's failover was run by the controller of run %s, not by the job" % status.get("run_id")
+    if status.get("collected"):
+        return "%s's job of run %s was collected by its run" % (member, status.get("run_id"))
+    if not arr.get("start"):
+        return "%s's job of run %s never got the array's common start" % (member, status.get("run_id"))
+    state = status.get("state")
+    if state not in ("running", "done"):
+        return "%s's job of run %s ended %s" % (member, status.get("run_id"), state)
+    finished = status.get("finished_epoch") or status.get("started_epoch") or 0
+    if state == "done" and now - finished > float(uncollected_days) * 86400:
+        return "%s's job of run %s finished more than fleetqual_uncollected_days (%s) ago" % (
+            member, status.get("run_id"), uncollected_days)
+    return None
+
+
+def whole_array(specs, probes, now=None, uncollected_days=7):
+    """Whether this run attaches the jobs an earlier run left on an array's members, all of
+    them or none (docs/operations.md, "Arrays"): ``(run_id, why)`` to attach run ``run_id``'s
+    jobs, ``(None, why)`` to clear them and measure the array again (``why`` None when no
+    member holds a job). ``specs``: ``{member: member_spec}`` of this run; ``probes``: what
+    :func:`read_previous` gives. Attached only when every member holds a job of the same
+    run that ran this very array (name, members, ranks, configuration), got its
+    common start and still runs or finished uncollected, and the array has no failover (its
+    cut and restore were run by the controller that died)."""
+    now = time.time() if now is None else now
+    if not any(isinstance(probes.get(m), dict) for m in specs):
+        return None, None
+    why = None
+    for m in sorted(specs):
+        why = why or _member_mismatch(m, probes.get(m), specs[m], now, uncollected_days)
+    runs = sorted({str(probes[m].get("run_id")) for m in specs if isinstance(probes.get(m), dict)})
+    if why is None and len(runs) > 1:
+        why = "the members' jobs are of different runs (%s)" % ", ".join(runs)
+    if why is not None:
+        return None, "an array is attached whole or not at all: %s" % why
+    return runs[0], "every member's job of run %s ran this array and %s" % (
+        runs[0], "still runs" if any(probes[m].get("state") == "running" for m in specs) else "finished uncollected")

@@ -55,6 +55,25 @@ def stop_interrupted(action, path, run_id, stopped_by, task_vars):
         return {"failed": True, "msg": str(exc)}
 
 
+def poll_status(action, path):
+    """The job's status in the test directory ``path`` as the module's ``state=status`` gives
+    it, read by a raw command over the action's connection: no Python started on the host. It
+    runs as the host's identity: escalated (``sudoable``) exactly when the start was, the
+    role's wait having set the connection's become from it (``qualify_host.apply_identity``,
+    docs/privileges.md). ``{"status": ...}``, or ``{"failed": True, "msg": ...}``; raises
+    AnsibleConnectionFailure when the host does not answer."""
+    res = action._low_level_execute_command(_job_runner.poll_command(path), sudoable=True)
+    if res.get("rc") != 0:
+        return {"failed": True, "msg": "reading the job's status in %s failed (rc %s): %s"
+                                       % (path, res.get("rc"), (res.get("stderr") or res.get("stdout") or "").strip())}
+    try:
+        return {"status": _job_runner.parse_poll(res.get("stdout") or "")}
+    except _job_runner.JobError as exc:
+        return {"failed": True, "msg": str(exc)}
+    except ValueError as exc:
+        return {"failed": True, "msg": "unreadable job status from %s: %s" % (path, exc)}
+
+
 def not_started(reason):
     """The start's refusal once the run was interrupted (``reason``: who interrupted it)."""
     return {"failed": True, "changed": False,
@@ -149,21 +168,9 @@ class JobAction(ActionBase):
                                     prepare_min_mibps=args.get("prepare_min_mibps", 20))
 
     def _poll(self, path, task_vars):
-        """The job's status as the module's ``state=status`` gives it, read by a raw command
-        over the open connection: no Python started on the host. It runs as the
-        host's identity: escalated (``sudoable``) exactly when the start was, the role's wait
-        having set the connection's become from it (``qualify_host.apply_identity``,
-        docs/privileges.md)."""
-        res = self._low_level_execute_command(_job_runner.poll_command(path), sudoable=True)
-        if res.get("rc") != 0:
-            return {"failed": True, "msg": "reading the job's status in %s failed (rc %s): %s"
-                                           % (path, res.get("rc"), (res.get("stderr") or res.get("stdout") or "").strip())}
-        try:
-            return {"status": _job_runner.parse_poll(res.get("stdout") or "")}
-        except _job_runner.JobError as exc:
-            return {"failed": True, "msg": str(exc)}
-        except ValueError as exc:
-            return {"failed": True, "msg": "unreadable job status from %s: %s" % (path, exc)}
+        """One read of the job's status by the wait (:func:`poll_status`)."""
+        del task_vars       # the raw command needs none; kept as the action's other reads
+        return poll_status(self, path)
 
     def _wait(self, args, host, progress_dir, task_vars):
         path = args["path"]

@@ -28,26 +28,39 @@ def _status(alive, state, same_plan, age_days, collected):
 @settings(max_examples=400, deadline=None)
 @given(alive=st.booleans(), state=st.sampled_from(["done", "failed", "expired", "stopped", "running"]),
        same_plan=st.booleans(), age_days=st.floats(0, 30), days=st.integers(1, 14), collected=st.booleans(),
-       previous=st.sampled_from(start.PREVIOUS), array=st.booleans())
+       previous=st.sampled_from(start.PREVIOUS), array=st.booleans(),
+       word=st.sampled_from([None, {"run_id": None, "why": "an array is attached whole or not at all: fq2 has none"},
+                             {"run_id": "first", "why": "every member's job of run first ran this array"},
+                             {"run_id": "other", "why": "every member's job of run other ran this array"}]))
 def test_a_job_is_attached_refused_or_cleared_by_one_rule(
-        alive, state, same_plan, age_days, days, collected, previous, array):
+        alive, state, same_plan, age_days, days, collected, previous, array, word):
     st_ = _status(alive, state, same_plan, age_days, collected)
     got, why = start.previous_decision(st_, start.plan_fingerprint(PLAN, "abc"), previous, array, now=NOW,
-                                       uncollected_days=days)
+                                       uncollected_days=days, array_previous=word)
     finished = not alive and state == "done"
     candidate = alive or finished
+    attachable = same_plan and (alive or (finished and age_days <= days))
+    whole = (word or {}).get("run_id")
     if previous == "restart" or collected:
         want = "clear"
     elif previous == "refuse" and candidate:
         want = "refuse"
-    elif previous == "attach" and not array and same_plan and (alive or (finished and age_days <= days)):
-        want = "attach"
-    else:
+    elif previous != "attach":
         want = "clear"
+    elif not array:
+        want = "attach" if attachable else "clear"
+    elif not whole:
+        # an array member's job without its whole array: cleared, saying why
+        want = "clear"
+    else:
+        # the whole array is attached: this member's job too, or it is refused naming the run
+        want = "attach" if attachable and whole == "first" else "refuse"
     assert got == want, (got, why)
     assert why or got == "clear"
     if got == "refuse":
-        assert "run first" in why and "fleetqual_previous" in why
+        assert ("run first" in why and "fleetqual_previous" in why) or ("run %s" % whole in why and "restart" in why)
+    if array and got == "clear" and previous == "attach" and not collected:
+        assert why == ((word or {}).get("why") or "an array member's job is attached only with its whole array")
 
 
 def test_no_job_is_cleared_silently_and_the_seed_is_not_the_plan():
