@@ -498,3 +498,59 @@ def test_the_stop_playbook_ends_every_hosts_job_and_the_waiting_run_reports_what
         m = rec["workloads"][at[h] - 1]["metrics"]
         assert (m["interrupted"], m["timed_out"], m["stopped_by"]) == (
             True, False, "stopped by the operator (fleetqual.storage.stop)"), m
+
+
+ARRAY_HOSTS = ["fq64", "fq65", "fq66"]
+# two lock-step steps (1 and 3 initiators) of 4 s, then each member's own 2 s workload
+ARRAY_D = {"initiators": [1, 3], "threads": [2], "modes": ["rndrd"], "time": 4, "warmup": 1, "block_size": "16K",
+           "total_size": "16M", "file_num": 1, "step_gap_s": 4}
+ARRAY_VARS = {"fleetqual_array": "det1", "fleetqual_arrays": {"det1": ARRAY_D}, "fleetqual_matrix": matrix(2, n=1),
+              "fleetqual_progress_interval": 2}
+
+
+def test_a_killed_controllers_array_is_attached_whole_by_the_next_run(fleet, tmp_path_factory):
+    """An array of three (two lock-step steps, then each member's own workload): the controller
+    SIGKILLed once every member's job has the array's common start. The jobs run their steps on
+    that schedule without it and finish. The same command again: every member's job is
+    attached (its probe before the start found a job of the killed run that ran this very
+    array on every member), none of the lock-step start runs again, each member is reported
+    once with the killed run's steps, and the array's steps in fleet.json are complete."""
+    dirs_root = str(tmp_path_factory.mktemp("arraykill-hostdirs"))
+    base = str(tmp_path_factory.mktemp("arraykill"))
+    inv = inventory(fleet, base, 2, ARRAY_VARS, names=ARRAY_HOSTS, dirs_root=dirs_root)
+    tdirs = {h: fleet.host_dirs(h, dirs_root)["fleetqual_test_dir"] for h in ARRAY_HOSTS}
+    proc, log = _start_playbook(fleet, base, inv, "first", forks=2)
+    with log:
+        try:
+            limit = time.monotonic() + 600
+            while not all(((_status(t) or {}).get("array") or {}).get("start") for t in tdirs.values()):
+                assert proc.poll() is None and time.monotonic() < limit, "the array never got its common start"
+                time.sleep(0.2)
+        finally:
+            proc.kill()
+            proc.wait()
+    limit = time.monotonic() + 300
+    while not all((_status(t) or {}).get("state") == "done" for t in tdirs.values()):
+        assert time.monotonic() < limit, {h: (_status(t) or {}).get("state") for h, t in tdirs.items()}
+        time.sleep(1)
+    pids = {h: _status(t)["pid"] for h, t in tdirs.items()}
+    again = time.time()
+    run = run_playbook(fleet, inv, base, "second", args=["--forks", "2"])
+    assert run.rc == 0 and run.summary() == (3, 3, 3, 0, 0, 0), run.out[-5000:]
+    for h in ARRAY_HOSTS:
+        rec = run.record(h)
+        assert rec["verdict"] == "PASS", (h, rec["reasons"])
+        got = rec["collected_from"]
+        assert (got["run_id"], got["pid"], got["state"]) == ("first", pids[h], "done"), (h, got)
+        steps = rec["array_run"]["steps"]
+        assert [(s["index"], s["complete"]) for s in steps] == [(1, True), (2, True)], (h, steps)
+        # measured by the killed run's jobs, before this run began: never twice
+        windows = [w["result"]["bench"]["window"] for w in rec["workloads"]]
+        windows += [s["result"]["bench"]["window"] for s in steps if s.get("result")]
+        assert windows and all(w["end_epoch"] < again for w in windows), h
+        assert not os.path.exists(tdirs[h]), os.listdir(tdirs[h])
+    (reported,) = [a for a in run.fleet().get("arrays") or [] if a["name"] == "det1"]
+    assert [(s["index"], s["complete"]) for s in reported["steps"]] == [(1, True), (2, True)], reported["steps"]
+    # the lock-step start never ran again: no member's readiness, no new common start
+    adir = glob.glob(os.path.join(run.results_dir(), ".progress", "array-det1"))
+    assert adir and not os.path.exists(os.path.join(adir[0], "t0.json")), adir
