@@ -232,6 +232,13 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.remote import in
 RECORD_KEY = "fleetqual_report"
 # the actions that start, wait on or hand over a host's measurement job (remote/interrupt.py)
 JOB_ACTIONS = ("qualify_host", "lockstep", "job")
+COLLECTION = "fleetqual.storage."
+
+
+def action_is(task, names):
+    """Whether ``task`` runs one of the collection's actions ``names`` (short or fully qualified)."""
+    action = str(getattr(task, "action", ""))
+    return any(action in (n, COLLECTION + n) for n in names)
 
 
 class CallbackModule(CallbackBase):
@@ -277,7 +284,7 @@ class CallbackModule(CallbackBase):
         if self._signal_stop is None:
             return
         task = getattr(result, "task", None) or getattr(result, "_task", None)
-        if task is None or not str(getattr(task, "action", "")).endswith("qualify_host"):
+        if task is None or not action_is(task, ("qualify_host",)):
             return
         name = self._event(result)[0]
         state = (getattr(task, "args", None) or {}).get("state")
@@ -300,9 +307,7 @@ class CallbackModule(CallbackBase):
         # first Ctrl-C stops the jobs and the run reports them; before it (the build on the
         # controller, a playbook of its own that only uses this callback) nothing runs on a
         # host, and the signal ends the run as Ansible does
-        action = str(getattr(task, "action", ""))
-        if self._signal_stop is not None and self._measuring and \
-                (action in JOB_ACTIONS or action in ["fleetqual.storage." + a for a in JOB_ACTIONS]):
+        if self._signal_stop is not None and self._measuring and action_is(task, JOB_ACTIONS):
             self._signal_stop.armed = True
 
     def v2_playbook_on_play_start(self, play):

@@ -148,3 +148,35 @@ def test_the_first_job_task_of_the_measuring_play_arms_the_stop(role, actions, a
     for action in actions:
         cb.v2_playbook_on_task_start(_Task(action), False)
     assert cb._signal_stop.armed is armed
+
+
+class _Result:
+    def __init__(self, action, args, result, host="fq1"):
+        self.task = _Task(action)
+        self.task.args = args
+        self.result = result
+        self._host = _Host(host)
+
+
+class _Host:
+    def __init__(self, name):
+        self.name = name
+
+    def get_name(self):
+        return self.name
+
+
+@pytest.mark.parametrize("action,followed", [
+    ("fleetqual.storage.qualify_host", True), ("qualify_host", True),
+    ("community.example.qualify_host", False),      # another collection's module of that name
+    ("fleetqual.storage.lockstep", False),          # hands over a job, starts none
+])
+def test_the_jobs_a_run_started_are_followed_from_its_own_start_task_only(action, followed):
+    from ansible_collections.fleetqual.storage.plugins.callback.qualify_report import CallbackModule
+    cb = CallbackModule()
+    cb._signal_stop = interrupt.SignalStop({})
+    cb._job_event(_Result(action, {"state": "started"}, {"status": {"pid": 4242, "run_id": "r1"}}), True)
+    assert cb._signal_stop.running == ({"fq1": "r1"} if followed else {})
+    if followed:
+        cb._job_event(_Result(action, {"state": "finished"}, {}), True)
+        assert cb._signal_stop.running == {}
