@@ -47,6 +47,10 @@ BECOME_ALLOWED = {
      "Copy every witness of what was acknowledged, for the controller to keep, cycle {{ _fleetqual_cycle }}"),
     ("roles/qualify/tasks/durability_cycle.yml", "Read every acknowledged write back, cycle {{ _fleetqual_cycle }}"),
     ("roles/qualify/tasks/durability.yml", "Remove what the power-cut test created (witnesses, a directory target's files)"),
+    # an array member's probe reads the job status an earlier run's start left, as the identity
+    # that start had (fleetqual_become; docs/operations.md "Arrays"); it changes nothing
+    ("roles/qualify/tasks/main.yml",
+     "Read what an earlier run left on each member of an array (an array is attached whole or not at all)"),
     # the operator's stop (playbooks/stop.yml) signals the job the measuring path started, as
     # the identity that started it (fleetqual_become)
     ("roles/qualify/tasks/stop.yml", "Stop the host's measurement job (SIGTERM, then its final status within the grace)"),
