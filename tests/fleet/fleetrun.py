@@ -53,8 +53,9 @@ class FleetRun(playbook_run.Run):
         return os.path.exists(os.path.join(self.results_dir(), host + ".json"))
 
 
-def run_playbook(fleet, inventory, base, run_id, extra_vars=None, args=(), timeout=600, env_extra=None):
-    """ansible-playbook playbooks/qualify.yml -i <inventory> -> FleetRun (results under base/results)."""
+def playbook_command(fleet, inventory, base, run_id, extra_vars=None, args=(), env_extra=None):
+    """``(argv, env)`` of ``ansible-playbook playbooks/qualify.yml -i <inventory>`` with the
+    run's results under ``base/results``."""
     ev = {
         "fleetqual_results_dir": os.path.join(base, "results"),
         "fleetqual_build_cache_dir": build_cache_dir(),
@@ -68,9 +69,24 @@ def run_playbook(fleet, inventory, base, run_id, extra_vars=None, args=(), timeo
     env.update(env_extra or {})
     argv = [os.path.join(BIN, "ansible-playbook"), os.path.join(ROOT, "playbooks", "qualify.yml"),
             "-i", inventory, "-e", json.dumps(ev)] + list(args)
+    return argv, env
+
+
+def run_playbook(fleet, inventory, base, run_id, extra_vars=None, args=(), timeout=600, env_extra=None):
+    """ansible-playbook playbooks/qualify.yml -i <inventory> -> FleetRun (results under base/results)."""
+    argv, env = playbook_command(fleet, inventory, base, run_id, extra_vars, args, env_extra)
     t0 = time.monotonic()
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout, check=False)
     return FleetRun(proc, base, run_id, time.monotonic() - t0)
+
+
+def start_playbook(fleet, inventory, base, run_id, extra_vars=None, args=(), env_extra=None, mode="w"):
+    """The same in the background, its output in ``<base>/out.log`` (opened with ``mode``):
+    ``(proc, log)``; the caller ends both (a test that kills the controller)."""
+    argv, env = playbook_command(fleet, inventory, base, run_id, extra_vars, args, env_extra)
+    log = open(os.path.join(base, "out.log"), mode)
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+    return proc, log
 
 
 _BUILD_CACHE = []

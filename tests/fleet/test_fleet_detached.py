@@ -147,17 +147,8 @@ def _ended_run(proc, log, base, run_id):
 def _start_playbook(fleet, base, inv, run_id, forks=None, mode="w", extra_vars=None):
     """``ansible-playbook playbooks/qualify.yml`` over ``inv`` in the background, its output in
     ``<base>/out.log`` (opened with ``mode``): ``(proc, log)``; the caller ends both."""
-    ev = {"fleetqual_results_dir": os.path.join(base, "results"),
-          "fleetqual_build_cache_dir": fleetrun.build_cache_dir(), "fleetqual_run_id": run_id}
-    ev.update(extra_vars or {})
-    env = fleetrun.playbook_run.ansible_env(fleet.ansible_env())
-    if forks:
-        env["ANSIBLE_FORKS"] = str(forks)
-    log = open(os.path.join(base, "out.log"), mode)
-    proc = subprocess.Popen([os.path.join(fleetrun.BIN, "ansible-playbook"),
-                             os.path.join(fleetrun.ROOT, "playbooks", "qualify.yml"), "-i", inv, "-e", json.dumps(ev)],
-                            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=fleetrun.ROOT)
-    return proc, log
+    return fleetrun.start_playbook(fleet, inv, base, run_id, extra_vars=extra_vars, mode=mode,
+                                   env_extra={"ANSIBLE_FORKS": str(forks)} if forks else None)
 
 
 def test_killed_controllers_leave_nothing_running_after_the_deadline(fleet, tmp_path_factory):
