@@ -63,7 +63,8 @@ def unfinished_record(results_dir, run_id, host, max_age_days=7, now=None):
     except OSError:
         return None
     for entry in entries:
-        if entry.name == run_id or not entry.is_dir(follow_symlinks=False):
+        # (a dot directory is no run's: the power-cut test's witnesses, docs/durability.md)
+        if entry.name == run_id or entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
             continue
         if os.path.exists(os.path.join(entry.path, REPORT)):
             continue

@@ -66,6 +66,10 @@ def test_the_newest_unreported_record_wins_and_a_taken_one_is_found_no_more(tmp_
     assert oct(os.stat(path + resume.TAKEN).st_mode & 0o777) == "0o600"
     assert resume.unfinished_record(root, "now", HOST)[1]["run_id"] == "older"
     assert resume.unfinished_record(os.path.join(root, "missing"), "now", HOST) is None
+    # a dot directory of the results is no run's (the power-cut test's witnesses), whatever it holds
+    resume.mark_taken(resume.unfinished_record(root, "now", HOST)[0], "now")
+    store(root, ".durability", record("hidden"))
+    assert resume.unfinished_record(root, "now", HOST) is None
 
 
 def test_the_resumed_record_is_this_runs_and_says_where_it_came_from():
