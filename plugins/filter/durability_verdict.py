@@ -11,15 +11,23 @@ description:
   - PASS when no write the drive acknowledged as durable was lost, torn, misplaced or unreadable after any of the
     power cuts; FAIL with the counts, how long before the cut the lost writes had been acknowledged, the drive's
     serial and its write cache setting; ERROR when fewer cuts ran than planned (docs/durability.md).
-positional: _input, settings
+positional: _input, settings, recovered
 options:
   _input:
-    description: The cycles, each C({cycle, cut_ms, taken_ms, results}) with the read-back of every target.
+    description:
+      - The cycles, each C({cycle, cut_ms, taken_ms, results}) with the read-back of every target; a cycle an earlier
+        run cut and never read back (its controller died) also C(recovered_from), that run's id.
     type: list
     elements: dict
     required: true
   settings:
-    description: The test's settings (C(cycles) planned).
+    description: The test's settings (C(cycles) planned; a recovered cycle is not one of them).
+    type: dict
+  recovered:
+    description:
+      - C({run_id, cycle, state}) of the cycle an earlier run left unchecked, which this run powered the host on for
+        (C(state) V(cut), judged; V(armed), its cut never confirmed, not judged), or null. It becomes C(recovered)
+        and a warning of the record.
     type: dict
 """
 
@@ -29,7 +37,7 @@ _fleetqual_durability: "{{ _fleetqual_dur_cycles | fleetqual.storage.durability_
 
 RETURN = r"""
 _value:
-  description: C({verdict, reasons, cycles, planned_cycles, acked, lost, torn, misplaced, read_errors, targets, per_cycle}).
+  description: C({verdict, reasons, cycles, planned_cycles, acked, lost, torn, misplaced, read_errors, targets, per_cycle, recovered}).
   type: dict
 """
 

@@ -51,6 +51,12 @@ BECOME_ALLOWED = {
     # that start had (fleetqual_become; docs/operations.md "Arrays"); it changes nothing
     ("roles/qualify/tasks/main.yml",
      "Read what an earlier run left on each member of an array (an array is attached whole or not at all)"),
+    # a power-cut cycle a killed run left: read back and removed as the cycle's own steps are
+    ("roles/qualify/tasks/durability_recover.yml",
+     "Read back every write the witnesses of that cut name, run: {{ _fleetqual_dur_interrupted.run_id }}"),
+    ("roles/qualify/tasks/durability_recover.yml",
+     "Remove what that run left of its power-cut test (writers, witnesses, a directory target's files), run: "
+     "{{ _fleetqual_dur_interrupted.run_id }}"),
     # the operator's stop (playbooks/stop.yml) signals the job the measuring path started, as
     # the identity that started it (fleetqual_become)
     ("roles/qualify/tasks/stop.yml", "Stop the host's measurement job (SIGTERM, then its final status within the grace)"),

@@ -26,13 +26,18 @@ def _drive_text(drive):
     return ", ".join(parts)
 
 
-def judge_durability(cycles, settings=None):
+def judge_durability(cycles, settings=None, recovered=None):
     """The verdict of a host's power-cut cycles: ``cycles`` is a list of ``{cycle, cut_ms,
-    taken_ms, results: {target: witness-check output with its drive}}``."""
+    taken_ms, results: {target: witness-check output with its drive}}``, a cycle an earlier
+    run cut and never read back (its controller died) with ``recovered_from`` that run's id.
+    ``recovered``: ``{run_id, cycle, state}`` of such a cycle this run powered the host on
+    for (docs/durability.md, "A run killed in the middle of a cycle"), or None; one whose cut
+    was never confirmed (``armed``) is a note, not a cycle."""
     targets = {}
     per_cycle = []
     for c in cycles or []:
-        row = {"cycle": c.get("cycle"), "cut_ms": c.get("cut_ms"), "taken_ms": c.get("taken_ms"), "targets": {}}
+        row = {"cycle": c.get("cycle"), "cut_ms": c.get("cut_ms"), "taken_ms": c.get("taken_ms"), "targets": {},
+               "recovered_from": c.get("recovered_from")}
         for name, res in sorted((c.get("results") or {}).items()):
             t = targets.setdefault(name, {"drive": res.get("drive"), "acked": 0, "cycles": 0,
                                           "lost": 0, "torn": 0, "misplaced": 0, "read_errors": 0,
@@ -75,14 +80,28 @@ def judge_durability(cycles, settings=None):
     for t in targets.values():      # each target's own verdict: its drive kept every acknowledged write
         t["verdict"] = "FAIL" if any(t[k] for k in NOT_HELD) else "PASS"
     planned = (settings or {}).get("cycles")
-    if planned is not None and len(per_cycle) < planned and not reasons:
-        reasons.append("only %d of %d power cuts ran" % (len(per_cycle), planned))
+    own = [r for r in per_cycle if not r["recovered_from"]]
+    if planned is not None and len(own) < planned and not reasons:
+        reasons.append("only %d of %d power cuts ran" % (len(own), planned))
         verdict = "ERROR"
     else:
         verdict = "FAIL" if reasons else "PASS"
     totals = {k: sum(t[k] for t in targets.values()) for k in ("acked",) + NOT_HELD}
     return dict(verdict=verdict, reasons=reasons, cycles=len(per_cycle), planned_cycles=planned, per_cycle=per_cycle,
-                targets={n: {k: v for k, v in t.items() if k != "acked_in_bad"} for n, t in targets.items()}, **totals)
+                targets={n: {k: v for k, v in t.items() if k != "acked_in_bad"} for n, t in targets.items()},
+                recovered=recovered_note(recovered), **totals)
+
+
+def recovered_note(recovered):
+    """The record's word on a cycle an earlier run left unchecked (None without one)."""
+    if not isinstance(recovered, dict) or not recovered.get("run_id"):
+        return None
+    judged = recovered.get("state") == "cut"
+    return dict(run_id=recovered["run_id"], cycle=recovered.get("cycle"), judged=judged,
+                note="power cut %s of run %s was left unchecked by its controller: this run powered the host on and %s"
+                     % (recovered.get("cycle"), recovered["run_id"],
+                        "read back every write its witnesses name (judged with this run's cuts)" if judged else
+                        "did not judge it: the cut was under way, never confirmed"))
 
 
 def merge_into_record(record, durability):
@@ -95,6 +114,8 @@ def merge_into_record(record, durability):
     if ORDER.get(mine, 3) > ORDER.get(record.get("verdict"), 3):
         record["verdict"] = mine
     record["reasons"] = list(durability.get("reasons") or []) + list(record.get("reasons") or [])
+    if (durability.get("recovered") or {}).get("note"):
+        record["warnings"] = list(record.get("warnings") or []) + [durability["recovered"]["note"]]
     return record
 
 

@@ -31,15 +31,20 @@ def cycle(n, cut_ms, results):
 
 @settings(max_examples=300, deadline=None)
 @given(cycles=st.lists(st.dictionaries(st.sampled_from(["a", "b"]), result_st, min_size=1), max_size=4),
-       planned=st.integers(1, 4))
-def test_fail_exactly_when_something_acknowledged_is_missing(cycles, planned):
+       planned=st.integers(1, 4), recovered=st.booleans())
+def test_fail_exactly_when_something_acknowledged_is_missing(cycles, planned, recovered):
     cs = [cycle(i + 1, 1_000_000 * (i + 1), r) for i, r in enumerate(cycles)]
+    if recovered and cs:
+        # the first cycle is one a killed run cut and this run read back: judged, not one of the planned
+        cs[0]["recovered_from"] = "killed"
+    own = len(cs) - (1 if recovered and cs else 0)
     got = d.judge_durability(cs, {"cycles": planned})
     bad = {k: sum(r[k] for c in cycles for r in c.values()) for k in d.NOT_HELD}
+    assert [c["recovered_from"] for c in got["per_cycle"]] == [c.get("recovered_from") for c in cs]
     if any(bad.values()):
         assert got["verdict"] == "FAIL"
-    elif len(cycles) < planned:
-        assert got["verdict"] == "ERROR" and got["reasons"] == ["only %d of %d power cuts ran" % (len(cycles), planned)]
+    elif own < planned:
+        assert got["verdict"] == "ERROR" and got["reasons"] == ["only %d of %d power cuts ran" % (own, planned)]
     else:
         assert got["verdict"] == "PASS" and got["reasons"] == []
     for k in d.NOT_HELD:
@@ -114,3 +119,21 @@ def test_fleet_json_and_prometheus_carry_the_test_per_target():
     assert 'fleetqual_durability_lost_writes{host="db1",serial="S4XN1",target="data"} 38.0' in text
     assert 'fleetqual_durability_acknowledged_writes{host="db1",serial="S4XN1",target="data"} 1200.0' in text
     assert "db2" not in text
+
+
+def test_a_cycle_a_killed_run_left_is_judged_with_a_note_and_one_never_cut_is_only_noted():
+    lost = cycle(2, 50_000, {"data": {"acked": 900, "lost": 5, "torn": 0, "misplaced": 0, "read_errors": 0,
+                                      "first_back_ms": 40}})
+    lost["recovered_from"] = "killed"
+    kept = cycle(1, 90_000, {"data": {"acked": 800, "lost": 0, "torn": 0, "misplaced": 0, "read_errors": 0,
+                                      "first_back_ms": 0}})
+    got = d.judge_durability([lost, kept], {"cycles": 1}, {"run_id": "killed", "cycle": 2, "state": "cut"})
+    # the writes the killed run's cut lost fail the host: what the witnesses named is judged
+    assert got["verdict"] == "FAIL" and got["lost"] == 5 and got["cycles"] == 2, got
+    assert got["recovered"]["judged"] is True and "power cut 2 of run killed" in got["recovered"]["note"]
+    rec = d.merge_into_record({"verdict": "PASS", "reasons": [], "warnings": ["w"]}, got)
+    assert rec["warnings"] == ["w", got["recovered"]["note"]] and rec["verdict"] == "FAIL"
+    armed = d.judge_durability([kept], {"cycles": 1}, {"run_id": "killed", "cycle": 1, "state": "armed"})
+    assert armed["verdict"] == "PASS" and armed["recovered"]["judged"] is False
+    assert "did not judge it" in armed["recovered"]["note"]
+    assert d.judge_durability([kept], {"cycles": 1})["recovered"] is None
