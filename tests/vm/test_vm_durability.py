@@ -15,6 +15,7 @@ The host FAILs on the lying drive alone, naming it; the other two drives' rows s
 runs more cuts; the long run (3 cycles) is in docs/testing.md."""
 import json
 import os
+import time
 
 import pytest
 
@@ -26,25 +27,30 @@ pytestmark = [pytest.mark.slow, pytest.mark.vm("vm-dur"), pytest.mark.long]
 CYCLES = int(os.environ.get("FLEETQUAL_DURABILITY_CYCLES") or 1)
 
 
+def host_vars(g, switch, cycles, **durability):
+    """The vm-dur guest's inventory vars: the durability profile on its three drives, the power
+    through ``switch``; ``durability``: more of fleetqual_durability."""
+    targets = [{"name": CACHES[s], "device": g.by_id(s), "destroy_data": True} for s in CACHES]
+    return {"ansible_python_interpreter": "/usr/bin/python3", "ansible_ssh_private_key_file": g.ssh_key,
+            "ansible_ssh_timeout": 60, "fleetqual_test_dir": "/var/tmp/fleetqual",
+            "fleetqual_bin_dir": "/opt/fleetqual/bin", "fleetqual_profile": "durability",
+            "fleetqual_targets": targets,
+            "fleetqual_power": {"method": "command", "off": switch.command("off"), "on": switch.command("on"),
+                                "timeout": 120},
+            "fleetqual_durability": dict({"cycles": cycles, "write_s": 4, "size": "8M", "threads": 4, "off_s": 1,
+                                          "boot_timeout_s": 900}, **durability),
+            # the profile's log workload, short: its subject here is the power cut
+            "fleetqual_workload_overrides": {"time": 2, "warmup": 0}}
+
+
 @pytest.fixture(scope="module")
 def cut_run(vm_guest, vm_fleet, tmp_path_factory):
     g = vm_guest("vm-dur")
     base = str(tmp_path_factory.mktemp("vm-durability"))
     switch = PowerSwitch(g, g.path("power.sock")).start()
     try:
-        targets = [{"name": CACHES[s], "device": g.by_id(s), "destroy_data": True} for s in CACHES]
-        hv = {"ansible_python_interpreter": "/usr/bin/python3", "ansible_ssh_private_key_file": g.ssh_key,
-              "ansible_ssh_timeout": 60, "fleetqual_test_dir": "/var/tmp/fleetqual",
-              "fleetqual_bin_dir": "/opt/fleetqual/bin", "fleetqual_profile": "durability",
-              "fleetqual_targets": targets,
-              "fleetqual_power": {"method": "command", "off": switch.command("off"), "on": switch.command("on"),
-                                  "timeout": 120},
-              "fleetqual_durability": {"cycles": CYCLES, "write_s": 4, "size": "8M", "threads": 4, "off_s": 1,
-                                       "boot_timeout_s": 900},
-              # the profile's log workload, short: its subject here is the power cut
-              "fleetqual_workload_overrides": {"time": 2, "warmup": 0}}
         inv = vm_fleet.inventory(os.path.join(base, "inventory"),
-                                 [{"name": g.name, "group": GROUP, "inst": g, "vars": hv}])
+                                 [{"name": g.name, "group": GROUP, "inst": g, "vars": host_vars(g, switch, CYCLES)}])
         r = fleetrun.run_playbook(vm_fleet, inv, base, "vm-durability", args=["--forks", "2"],
                                   timeout=900 + CYCLES * 600)
         r.switch_log = list(switch.log)
@@ -90,4 +96,58 @@ def test_every_cut_was_a_power_cut_and_the_guest_came_back(cut_run):
 
 def test_nothing_is_left_on_the_guest(cut_run):
     out = cut_run.guest.ssh("ls /dev/shm; pgrep -x iobench || true").stdout.split()
+    assert not [x for x in out if x.startswith("fleetqual-durability")] and not [x for x in out if x.isdigit()], out
+
+
+def test_a_run_killed_between_its_cut_and_the_power_on_leaves_the_next_to_power_on_and_read_back(
+        cut_run, vm_fleet, tmp_path_factory):
+    """The controller SIGKILLed once its cut is done and while the power is off (off_s 60 s): the
+    guest stays off. The same command again powers it on first, reads back every write the
+    killed run's witnesses name (kept on the controller: results/.durability/<host>.json) and
+    judges that cut with its own: the lying drive lost writes in both, the honest ones none;
+    the record says which cut it recovered; nothing is left on the guest or the controller."""
+    g = cut_run.guest
+    base = str(tmp_path_factory.mktemp("vm-durability-killed"))
+    switch = PowerSwitch(g, g.path("power2.sock")).start()
+    pending = os.path.join(base, "results", ".durability", g.name + ".json")
+    try:
+        inv = vm_fleet.inventory(os.path.join(base, "inventory"), [
+            {"name": g.name, "group": GROUP, "inst": g, "vars": host_vars(g, switch, 1, off_s=60)}])
+        proc, log = fleetrun.start_playbook(vm_fleet, inv, base, "vm-dur-killed", args=["--forks", "2"])
+        with log:
+            try:
+                limit = time.monotonic() + 900
+                while True:
+                    try:
+                        with open(pending) as fh:
+                            if json.load(fh).get("state") == "cut":
+                                break
+                    except (OSError, ValueError):
+                        pass
+                    assert proc.poll() is None and time.monotonic() < limit, "the killed run never cut the power"
+                    time.sleep(0.2)
+            finally:
+                proc.kill()
+                proc.wait()
+        assert not g.running() and [x[1] for x in switch.log] == ["off"], switch.log
+        r = fleetrun.run_playbook(vm_fleet, inv, base, "vm-dur-after", args=["--forks", "2"], timeout=1500)
+        r.guest = g
+        log_after = [x[1] for x in switch.log]
+    finally:
+        switch.stop()
+    # powered on first (the recovery), then this run's own cut
+    assert log_after == ["off", "on", "off", "on"], switch.log
+    rec = record(r)
+    dur = rec["durability"]
+    assert dur, (r.verdicts(), r.out[-3000:])
+    recovered, own = dur["per_cycle"]
+    assert (recovered["recovered_from"], own["recovered_from"]) == ("vm-dur-killed", None), dur["per_cycle"]
+    lying = recovered["targets"]["unsafe"]
+    assert lying["lost"] + lying["torn"] > 0, recovered
+    assert all(recovered["targets"][n]["lost"] == recovered["targets"][n]["torn"] == 0
+               for n in ("writeback", "writethrough")), recovered
+    assert dur["recovered"]["judged"] is True and dur["recovered"]["note"] in rec["warnings"], dur["recovered"]
+    assert rec["verdict"] == "FAIL" and dur["cycles"] == 2 and dur["planned_cycles"] == 1, rec["reasons"][:3]
+    assert not os.path.exists(pending)
+    out = g.ssh("ls /dev/shm; pgrep -x iobench || true").stdout.split()
     assert not [x for x in out if x.startswith("fleetqual-durability")] and not [x for x in out if x.isdigit()], out
