@@ -451,7 +451,9 @@ def sshd_pids_below(pid_list):
 # The fleet tests' hosts share this machine's disk with the VM tier's guests, whose emulators
 # run at a higher priority (tests/vm/guests.py GUEST_NICE). In full runs the disk (or a loop
 # device's worker) held a host's requests for 1.0-1.9 s: a real stall of the machine's disk,
-# which is not what a fault or detached-job fleet is about. Such fleets carry this rule
+# which is not what a fault or detached-job fleet is about; even a loop device over a tmpfs
+# completed nothing for 2 s when its fsync waited on a loaded machine's CPUs (jbd2, the loop
+# worker). Such fleets carry this rule
 # (docs/thresholds.md, "Stall limit"); a stall within it is still said in a warning, and
 # the stall-judging fleet (test_fleet_integrity) keeps the built-in limit.
 SHARED_DISK_STALL_RULE = {"name": "suite-shared-disk", "max_stall_s": 5}
