@@ -352,10 +352,16 @@ def _attachable(status, fingerprint, alive, state, now, uncollected_days):
         return "attach", "still running the same plan"
     if state != "done":
         return "clear", "it ended %s" % state
-    finished = status.get("finished_epoch") or status.get("started_epoch") or 0
-    if now - finished > float(uncollected_days) * 86400:
+    if uncollected_too_long(status, now, uncollected_days):
         return "clear", "finished more than fleetqual_uncollected_days (%s) ago" % uncollected_days
     return "attach", "finished the same plan and was never collected"
+
+
+def uncollected_too_long(status, now, uncollected_days):
+    """Whether a finished job ``status`` waited for a run to collect it longer than
+    ``uncollected_days`` (``fleetqual_uncollected_days``): then it is cleared, not attached."""
+    finished = status.get("finished_epoch") or status.get("started_epoch") or 0
+    return now - finished > float(uncollected_days) * 86400
 
 
 def resumes(previous, resume, fingerprint):

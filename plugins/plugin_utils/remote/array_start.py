@@ -17,6 +17,7 @@ import time
 from ansible.errors import AnsibleActionFail
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.job import lockstep as _ls
+from ansible_collections.fleetqual.storage.plugins.module_utils.host import start as _host_start
 from ansible_collections.fleetqual.storage.plugins.module_utils.common.atomic import read_json_or_none, write_json_atomic
 from ansible_collections.fleetqual.storage.plugins.module_utils.job.status import pid_start
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.array import mode as _arrays
@@ -299,8 +300,7 @@ def _member_mismatch(member, status, spec, now, uncollected_days):
     state = status.get("state")
     if state not in ("running", "done"):
         return "%s's job of run %s ended %s" % (member, status.get("run_id"), state)
-    finished = status.get("finished_epoch") or status.get("started_epoch") or 0
-    if state == "done" and now - finished > float(uncollected_days) * 86400:
+    if state == "done" and _host_start.uncollected_too_long(status, now, uncollected_days):
         return "%s's job of run %s finished more than fleetqual_uncollected_days (%s) ago" % (
             member, status.get("run_id"), uncollected_days)
     return None
