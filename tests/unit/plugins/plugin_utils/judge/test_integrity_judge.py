@@ -360,6 +360,20 @@ def test_a_drive_gone_after_the_burnin_fails():
     assert r["reasons"] == ["burn-in: drive nvme0n1 (PM9A3, serial S5GXNX0T123456) was not found after the run"]
 
 
+def test_a_loop_device_detached_during_the_burnin_is_said_and_a_drive_gone_beside_it_still_fails():
+    """A loop device is software (snapd's squashfs mounts come and go; on a loopback fleet
+    every test's loop device is in every host's inventory): detached, it is a warning. The
+    drive that vanished in the same run still FAILs the host."""
+    loop = {"name": "loop1250", "path": "/dev/loop1250", "transport": "loop", "model": None, "serial": None,
+            "health": {"collected": False, "reason": "loop device: no SMART or health log"}}
+    r = judge(burnin_records(), [], drives=[drive(), loop], drives_after=[drive()])
+    assert r["verdict"] == "PASS"
+    assert any("loop device loop1250 was detached during the run" in w for w in r["warnings"])
+    r = judge(burnin_records(), [], drives=[drive(), loop], drives_after=[])
+    assert r["verdict"] == "FAIL"
+    assert r["reasons"] == ["burn-in: drive nvme0n1 (PM9A3, serial S5GXNX0T123456) was not found after the run"]
+
+
 def test_health_not_read_after_a_burnin_is_said_never_passed():
     r = judge(burnin_records(), [], drives=[drive()])
     assert r["verdict"] == "PASS"
