@@ -6,12 +6,15 @@ import time
 
 import loopdev
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.collect.collector import (
     Collector,
+    _ProcfsSampler,
     choose_source,
     probe_iostat,
 )
+from ansible_collections.fleetqual.storage.plugins.module_utils.collect.sysstat import parse_diskstats
 from ansible_collections.fleetqual.storage.plugins.module_utils.devices.disks import resolve_devices
 
 HAVE_SYSSTAT = shutil.which("iostat") is not None and shutil.which("vmstat") is not None
@@ -128,8 +131,34 @@ def test_procfs_collector_real():
     for s in out["iostat"]:
         assert set(["r/s", "w/s", "rkB/s", "wkB/s", "r_await", "w_await", "aqu-sz", "%util",
                     "rareq-sz", "wareq-sz"]) <= set(s)
-    e = [v["epoch"] for v in out["vmstat"]]
-    assert 0.8 < e[1] - e[0] < 1.2
+    # each sample's rates are over its own window, [start_epoch, epoch], and the windows follow
+    # each other without a gap or an overlap: a sample read late on a loaded machine (a
+    # fresh-clone run: 1.27 s after the one before) is a longer window, never a lost second
+    vm = out["vmstat"]
+    assert all(v["start_epoch"] < v["epoch"] for v in vm), vm
+    assert vm[1]["start_epoch"] == vm[0]["epoch"], vm
+    for s in out["iostat"]:
+        assert (s["start_epoch"], s["epoch"]) == (vm[s["index"]]["start_epoch"], vm[s["index"]]["epoch"]), (s, vm)
+
+
+DISKSTATS = "   7       0 loop0 %d 0 %d 0 0 0 0 0 0 %d %d 0 0 0 0 0 0\n"
+
+
+@settings(max_examples=60, deadline=None)
+@given(late=st.floats(0, 3), reads=st.integers(0, 10 ** 6))
+def test_a_sample_read_late_is_a_rate_over_its_own_window(late, reads):
+    """However late the sampling thread reads (a loaded machine), the sample's rates are the
+    counters' deltas over the time that really passed, and its window says which time."""
+    smp = _ProcfsSampler(["loop0"], 1, want_vmstat=False)
+    dt = 1.0 + late
+    prev = {"mono": 100.0, "epoch": 1000.0, "disk": parse_diskstats(DISKSTATS % (0, 0, 0, 0))}
+    cur = {"mono": 100.0 + dt, "epoch": 1000.0 + dt, "disk": parse_diskstats(DISKSTATS % (reads, reads * 32, 0, 0))}
+    smp.add(prev, cur, 0)
+    [rec] = smp.iostat
+    # iostat's two decimals
+    assert rec["r/s"] == pytest.approx(reads / dt, rel=1e-6, abs=0.006)
+    assert rec["rkB/s"] == pytest.approx(reads * 16 / dt, rel=1e-6, abs=0.006)
+    assert (rec["start_epoch"], rec["epoch"]) == (1000.0, round(1000.0 + dt, 3))
 
 
 @needs_sysstat
