@@ -8,12 +8,14 @@ Otherwise the module says so and changes nothing; the action transfers the build
 module's temporary directory and runs the module again with ``binary_src``: the copy is
 installed only when ITS sha256 is the controller's (a corrupt or altered transfer is
 refused), by a rename in the binary's own directory, so a reader sees the old binary or the
-new one, never half of one.
+new one, never half of one, and two runs deploying to one host at once (two inventory names
+of one machine) each install a whole copy.
 """
 
 import hashlib
 import os
 import shutil
+import tempfile
 
 
 class DeployError(Exception):
@@ -43,9 +45,13 @@ def install(src, binary, want, check_mode=False):
         return
     directory = os.path.dirname(binary) or "."
     if not os.path.isdir(directory):
-        os.makedirs(directory, 0o755)
-    tmp = os.path.join(directory, ".%s.fleetqual-%d" % (os.path.basename(binary), os.getpid()))
+        # exist_ok: two runs deploying to one host at once (two inventory names of one machine)
+        os.makedirs(directory, 0o755, exist_ok=True)
+    tmp = None
     try:
+        # a name of its own (mkstemp): two installs at once never write the same file
+        fd, tmp = tempfile.mkstemp(prefix=".%s.fleetqual-" % os.path.basename(binary), dir=directory)
+        os.close(fd)
         shutil.copyfile(src, tmp)
         os.chmod(tmp, 0o755)
         if sha256_file(tmp) != want:
@@ -55,5 +61,5 @@ def install(src, binary, want, check_mode=False):
     except (IOError, OSError) as exc:
         raise DeployError("could not install iobench as %s: %s" % (binary, exc))
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
