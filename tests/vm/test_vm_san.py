@@ -128,17 +128,17 @@ def san_run(lab, vm_fleet, tmp_path_factory):
     refused = host_entry(lab["guests"][SECOND], None, PLAN, target={
         "name": "lun", "alias": lab["maps"][REFUSED]["name"], "destroy_data": True, "expected_paths": 2,
         "size": REGION})
-    # the same guest as vm-crit, its files apart (it is refused before it writes any)
+    # the same guest as vm-crit, its test directory apart (it is refused before it writes any);
+    # the binary the guest's first run deployed is its too (fleetqual_bin_dir as vm-crit's)
     refused.update(name=REFUSED)
-    refused["vars"].update(fleetqual_test_dir="/var/tmp/fleetqual-one-path", fleetqual_bin_dir="/opt/fleetqual-one-path",
-                           fleetqual_arrays={"san": ARRAY})
-    # the same guest as vm-nvme, its files apart: LUN 3's one initiator, its one path cut
+    refused["vars"].update(fleetqual_test_dir="/var/tmp/fleetqual-one-path", fleetqual_arrays={"san": ARRAY})
+    # the same guest as vm-nvme, its test directory apart: LUN 3's one initiator, its one path cut
     failing = host_entry(lab["guests"][FIRST], None, PLAN, target={
         "name": "lun", "wwid": lab["maps"][FAILING]["wwid"], "destroy_data": True, "expected_paths": 1,
         "size": REGION})
     failing.update(name=FAILING)
-    failing["vars"].update(fleetqual_test_dir="/var/tmp/fleetqual-fail", fleetqual_bin_dir="/opt/fleetqual-fail",
-                           fleetqual_array="san-fail", fleetqual_arrays={"san-fail": ARRAY_FAIL}, fleetqual_failover={
+    failing["vars"].update(fleetqual_test_dir="/var/tmp/fleetqual-fail", fleetqual_array="san-fail",
+                           fleetqual_arrays={"san-fail": ARRAY_FAIL}, fleetqual_failover={
                                "cut": lab["tgt"].cut_command(2), "restore": lab["tgt"].restore_command(2),
                                "at_s": AT_S, "hold_s": HOLD_S, "max_stall_s": MAX_STALL_S})
     base = str(tmp_path_factory.mktemp("vm-san-run"))
@@ -162,8 +162,8 @@ def elsewhere_run(lab, san_run, vm_fleet, tmp_path_factory):
     e = host_entry(lab["guests"][SECOND], None, TINY, target={"name": "unused"})
     e.update(name=ELSEWHERE)
     del e["vars"]["fleetqual_targets"]
-    e["vars"].update(fleetqual_test_dir="/var/tmp/fleetqual-own-drive", fleetqual_bin_dir="/opt/fleetqual-own-drive",
-                     fleetqual_array="san-own-drive", fleetqual_arrays={"san-own-drive": ARRAY_ROOT},
+    e["vars"].update(fleetqual_test_dir="/var/tmp/fleetqual-own-drive", fleetqual_array="san-own-drive",
+                     fleetqual_arrays={"san-own-drive": ARRAY_ROOT},
                      fleetqual_failover={"cut": lab["tgt"].cut_command(0), "restore": lab["tgt"].restore_command(0),
                                          "at_s": AT_S, "hold_s": HOLD_S, "max_stall_s": MAX_STALL_S})
     base = str(tmp_path_factory.mktemp("vm-san-own-drive"))
