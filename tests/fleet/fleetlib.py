@@ -20,7 +20,7 @@ when given, else under ``Fleet.default_dirs_root(dir)``: ``<dir>/hostdirs``, or,
 that inventory's own directory on the filesystem ``dirs_base`` lies on (the fleet tests'
 session fixture, tests/fleet/conftest.py, sets it to an ext4 of their own on a loop device
 over a tmpfs: the hosts' measurements never land on the machine's own disk). Its
-``fleetqual_bin_dir`` is the fleet's, one per host for every inventory (``Fleet.host_dirs``).
+``fleetqual_bin_dir`` is the fleet's, one for every host and inventory (``Fleet.host_dirs``).
 
 Loop devices: :func:`loop_device` (a blank device, an unmounted ext4 or a mounted one over a
 file of its own), the one shape of that setup for the fleet tests (tests/unit/loopdev.py is
@@ -334,13 +334,14 @@ class Fleet:
         raise RuntimeError("no dead loopback address found")
 
     def host_dirs(self, name, root):
-        """A host's ``fleetqual_test_dir`` under ``root`` (each inventory's own) and its
-        ``fleetqual_bin_dir``, the same for every inventory of this fleet: as on a real fleet,
-        the binary a run deployed stays, and a later run finds it (a deploy costs a host-run a
-        second module run and a transfer, 2.7 CPU-s for a paced one-workload host-run where a
+        """A host's ``fleetqual_test_dir`` under ``root`` (each inventory's own) and the fleet's
+        ``fleetqual_bin_dir``: the loopback hosts are one machine, whose binary directory every
+        host name and every inventory shares (as its /usr/local/bin would be), so the binary a
+        run deployed is found by every later run, as on a real fleet (a deploy costs a host-run
+        a second module run and a transfer, 2.7 CPU-s for a paced one-workload host-run where a
         deployed one costs 2.0)."""
         return {"fleetqual_test_dir": os.path.join(root, name, "test"),
-                "fleetqual_bin_dir": os.path.join(self.base, "bin", name)}
+                "fleetqual_bin_dir": os.path.join(self.base, "bin")}
 
     def default_dirs_root(self, path):
         """The root of the host directories of ``inventory(path, ...)`` without a ``dirs_root``:
