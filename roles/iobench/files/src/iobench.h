@@ -276,6 +276,7 @@ typedef struct thread {
     char first_err[320];
     uint64_t offsets_hash;
     uint64_t last_done_ns;
+    uint64_t stop_ns;          /* when this worker left its loop, its last request completed */
     uint64_t wseq;             /* stamp counter for write buffers */
     int role;                  /* dbpattern: DB_READER / DB_LOGWRITER / DB_FLUSHER */
     opstat_t *xst;             /* dbpattern readers: commit wait latency */

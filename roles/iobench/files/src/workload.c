@@ -206,6 +206,7 @@ static void *thread_main(void *arg)
     if (b->db) db_thread(t);
     else if (b->o->engine == ENGINE_URING) engine_uring_thread(t);
     else engine_sync_thread(t);
+    t->stop_ns = now_ns();
     atomic_fetch_add(&b->finished, 1);
     return NULL;
 }
@@ -435,7 +436,13 @@ int run_bench(bench_t *b)
     }
     if (b->live && b->ival_ns) live_loop(b);
     for (int i = 0; i < n; i++) pthread_join(b->th[i].tid, NULL);
-    b->t_end = now_ns();
+    /* the window ends when the last worker stopped, by the workers' own clock reads: a main
+     * thread a loaded host let run late after the join (frozen 2.2 s in a fresh-clone test)
+     * stretched a 1 s window of 196 requests to 2.27 s, 86 IOPS where the drive did 196 */
+    b->t_end = 0;
+    for (int i = 0; i < n; i++)
+        if (b->th[i].stop_ns > b->t_end) b->t_end = b->th[i].stop_ns;
+    if (!b->t_end) b->t_end = now_ns();
     verify_fold(b);
     if (b->live) live_line(b, 1);
     if (b->ds) devstat_sample(o, b->ds, 1);        /* all our I/O has completed: the window ends now */
