@@ -37,8 +37,11 @@ MAX_MODULES_SECOND = 2     # the binary is found: check + preflight + start, col
 def two_runs(fleet, tmp_path_factory):
     base = str(tmp_path_factory.mktemp("round-trips"))
     counter = ModuleCounter(os.path.join(base, "counter"), python=fleet.python)
+    # binary directories of their own, empty: the first run's deploy is this test's subject (the
+    # fleet's shared one holds the binary an earlier test deployed)
     hosts = [{"name": name, "inst": fleet.host(n, key_options=counter.key_options(name)),
-              "vars": counter.host_vars(name)} for name, n in HOSTS.items()]
+              "vars": dict(counter.host_vars(name), fleetqual_bin_dir=os.path.join(base, "bin", name))}
+             for name, n in HOSTS.items()]
     inv = fleet.inventory(os.path.join(base, "inventory"), hosts,
                           group_vars={"all": {"fleetqual_matrix": MATRIX, "fleetqual_progress_interval": 2}})
     runs = []
