@@ -139,18 +139,15 @@ def test_a_window_opened_late_still_lasts_its_time(iobench, prepared):
     assert sum(i["read_ops"] for i in j["intervals"]) == j["ops"]["read"]["count"]
 
 
-@contextlib.contextmanager
 def noted(hold, began):
-    """``hold`` (a context manager factory taking a thread id), the epoch it took effect
-    appended to ``began``: what a test's premise rests on, read rather than assumed."""
-    def enter(tid):
-        @contextlib.contextmanager
-        def cm():
-            with hold(tid):
-                began.append(time.time())
-                yield
-        return cm()
-    yield enter
+    """``hold`` (a context manager taking a thread id) that appends to ``began`` the epoch it
+    took effect: what a test's premise rests on, read rather than assumed."""
+    @contextlib.contextmanager
+    def held(tid):
+        with hold(tid):
+            began.append(time.time())
+            yield
+    return held
 
 
 def test_on_a_schedule_a_late_window_ends_at_its_planned_instant(iobench, prepared):
@@ -160,9 +157,8 @@ def test_on_a_schedule_a_late_window_ends_at_its_planned_instant(iobench, prepar
     froze it only after a 1 s warmup had ended: 2.5 s of slack now, and the premise checked)."""
     start = time.time() + 1.5
     began = []
-    with noted(frozen_thread, began) as hold:
-        rc, out, err, _thawed = held_mid_run([iobench, "run", "--dir", prepared, "--warmup", "3", "--start-at",
-                                              "%.3f" % start, *LATE], start + 0.5, hold, 4.5)
+    rc, out, err, _thawed = held_mid_run([iobench, "run", "--dir", prepared, "--warmup", "3", "--start-at",
+                                          "%.3f" % start, *LATE], start + 0.5, noted(frozen_thread, began), 4.5)
     assert rc == 0, err
     assert began and began[0] < start + 3, ("the hold came after the warmup", began, start)
     j = json.loads(out)
@@ -179,9 +175,8 @@ def test_a_main_thread_late_after_the_workers_does_not_stretch_the_window(iobenc
     fresh-clone run's 1 s window of 196 requests read 2.27 s and 86 IOPS."""
     start = time.time() + 1.5
     began = []
-    with noted(frozen_thread, began) as hold:
-        rc, out, err, thawed = held_mid_run([iobench, "run", "--dir", prepared, "--warmup", "1", "--start-at",
-                                             "%.3f" % start, *LATE], start + 1.5, hold, 2.5)
+    rc, out, err, thawed = held_mid_run([iobench, "run", "--dir", prepared, "--warmup", "1", "--start-at",
+                                         "%.3f" % start, *LATE], start + 1.5, noted(frozen_thread, began), 2.5)
     assert rc == 0, err
     j = json.loads(out)
     w = j["window"]
