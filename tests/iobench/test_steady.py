@@ -18,17 +18,23 @@ PACED = ["--mode", "rndrd", "--keep-cache", "--rate-iops", "200", "--threads", "
 
 
 def test_real_run_reaches_steady_state(ib, prepared):
-    """Rounds of 1 s at 100 IOPS (a 20 ms gap per thread): 0.5 s rounds at 200 IOPS missed the
-    rule for all their 25 rounds once, beside the suite's streams and a fleet test (the dropped
-    slots of a loaded machine's late wake-ups weigh twice as much in half as many requests)."""
+    """The bookkeeping of a real run that meets the rule: it stops at the round that met it, its
+    measured window is the last five rounds, on one timeline with them, and the counts add up.
+    Whether a real machine's rounds stay within the default 20 %/10 % is not this test's subject
+    (the rule itself is tests/ss_test.c on recorded series): a loaded machine's late wake-ups once
+    kept 1 s rounds at 100 IOPS outside it for all 25 rounds. So the limits here are the widest
+    the binary takes, 1000 %, which any five rounds that measured at least one request meet (the
+    range of non-negative rounds is at most five times their mean, a fitted line's excursion at
+    most 1.2 times their range): the run must stop at exactly round 5."""
     r = ib("run", "--dir", prepared, *SMALL, *PACED[:3], "--rate-iops", "100", "--threads", "2", "--steady-state",
-           "--ss-round-time", "1", "--report-interval", "0.5", timeout=120)
+           "--ss-round-time", "1", "--report-interval", "0.5", "--ss-range-pct", "1000", "--ss-slope-pct", "1000",
+           timeout=120)
     assert r.rc == 0, r
     j = r.json
     ss = j["steady_state"]
     assert ss["enabled"] is True and ss["reached"] is True and ss["stopped"] == "steady"
-    assert ss["round"] >= 5 and ss["round"] == len(ss["rounds"])
-    assert (ss["window"], ss["range_pct"], ss["slope_pct"], ss["max_rounds"], ss["metric"]) == (5, 20, 10, 25, "iops")
+    assert ss["round"] == 5 == len(ss["rounds"])
+    assert (ss["window"], ss["range_pct"], ss["slope_pct"], ss["max_rounds"], ss["metric"]) == (5, 1000, 1000, 25, "iops")
     assert [x["round"] for x in ss["rounds"]] == list(range(1, ss["round"] + 1))
     ev = ss["evaluation"]
     assert ev["range"] <= ev["range_limit"] and ev["slope_excursion"] <= ev["slope_limit"]
@@ -44,6 +50,18 @@ def test_real_run_reaches_steady_state(ib, prepared):
     per_round = [x["iops"] * (x["end_epoch"] - x["start_epoch"]) for x in last5]
     assert abs(j["ops"]["read"]["count"] - sum(per_round)) <= 5
     assert j["config"]["steady_state"] is True and j["config"]["ss_round_time_s"] == 1.0
+
+
+def test_the_default_rule_is_snia_pts(ib, prepared):
+    """Without the limits given, the rule is SNIA PTS's: a window of 5 rounds, a range within
+    20 % and a slope excursion within 10 % of their mean, on IOPS (at most 25 rounds: the
+    bookkeeping test above)."""
+    r = ib("run", "--dir", prepared, *SMALL, "--mode", "rndrd", "--steady-state", "--ss-round-time", "0.1",
+           "--ss-max-rounds", "5", "--report-interval", "0")
+    assert r.rc == 0, r
+    ss = r.json["steady_state"]
+    assert (ss["window"], ss["range_pct"], ss["slope_pct"], ss["metric"]) == (5, 20, 10, "iops")
+    assert len(ss["rounds"]) == 5 and ss["stopped"] == ("steady" if ss["reached"] else "max_rounds")
 
 
 def test_not_reached_records_every_round(ib, prepared):
