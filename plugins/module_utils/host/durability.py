@@ -142,9 +142,10 @@ def _read_witness(path):
 
 
 def _writer_alive(t):
-    """Whether the writer of a started target still runs: its PID with the start time it had
-    (job/status.py: a reused PID has another; a zombie has none)."""
-    return bool(t.get("pid")) and t.get("pid_start") is not None and _status.pid_start(t["pid"]) == t["pid_start"]
+    """Whether the writer of a started target still runs: its PID with the start time it had (a
+    reused PID has another), any of its threads not yet exited (they hold its exclusive open of
+    the device until the last one has)."""
+    return bool(t.get("pid")) and t.get("pid_start") is not None and _status.process_holds_on(t["pid"], t["pid_start"])
 
 
 BOOT_ID = "/proc/sys/kernel/random/boot_id"

@@ -53,9 +53,9 @@ def read_proc_stat(pid):
         return None
 
 
-def start_from_stat(line, pid=None):
-    """Start time in clock ticks since boot (field 22) of a ``/proc/<pid>/stat`` line, or
-    None: no line, a zombie, a line of another PID than ``pid`` (when given), or unreadable."""
+def _state_and_start(line, pid=None):
+    """``(state, start)`` of a ``/proc/<pid>/stat`` line (fields 3 and 22), or None: no line, a
+    line of another PID than ``pid`` (when given), or unreadable (proc(5))."""
     if not line:
         return None
     try:
@@ -63,16 +63,47 @@ def start_from_stat(line, pid=None):
         fields = rest.split()
         if pid is not None and head.split("(", 1)[0].strip() != str(pid):
             return None
-        if fields[0] == "Z":
-            return None
-        return int(fields[19])
+        return fields[0], int(fields[19])
     except (IndexError, ValueError):
         return None
+
+
+def start_from_stat(line, pid=None):
+    """Start time in clock ticks since boot (field 22) of a ``/proc/<pid>/stat`` line, or
+    None: no line, a zombie, a line of another PID than ``pid`` (when given), or unreadable."""
+    got = _state_and_start(line, pid)
+    return None if got is None or got[0] == "Z" else got[1]
 
 
 def pid_start(pid):
     """Start time of ``pid`` in clock ticks since boot (/proc/<pid>/stat field 22), or None."""
     return start_from_stat(read_proc_stat(pid))
+
+
+def process_holds_on(pid, start):
+    """Whether any thread of the process ``pid`` that started at ``start`` still runs. A
+    killed multi-threaded process's first thread is a zombie as soon as it has exited, while
+    its other threads may still be finishing an I/O, holding the files the process opened
+    (an exclusive open of a block device among them) until the last of them exits: its
+    ``/proc/<pid>/stat`` says Z, its ``/proc/<pid>/task/`` still lists them (proc(5))."""
+    got = _state_and_start(read_proc_stat(pid), pid=int(pid))
+    if got is None or got[1] != start:
+        return False
+    if got[0] != "Z":
+        return True
+    try:
+        tids = os.listdir("/proc/%d/task" % int(pid))
+    except OSError:
+        return False
+    for tid in tids:
+        try:
+            with open("/proc/%d/task/%s/stat" % (int(pid), tid)) as fh:
+                state = _state_and_start(fh.read())
+        except OSError:
+            continue
+        if state is not None and state[0] not in ("Z", "X"):
+            return True
+    return False
 
 
 def alive_from(status, proc_stat_line):
