@@ -32,7 +32,8 @@ which not one request completed. docs/integrity.md, "Stalls", explains the rule:
   too when the samples say nothing of the device inside the silence (``others`` None) and
   the sampler missed its cadence (gaps of ``MISSED_FACTOR`` x its cadence or more) through
   nearly all of it (:func:`missed_cadence`: a host that ran it once in a second where it was
-  due five times). Otherwise, without two samples spanning half of a silence (``others``
+  due five times) or ran across it at half its cadence or less (:func:`mean_gap`: due five
+  times a second, read 0.55 s apart). Otherwise, without two samples spanning half of a silence (``others``
   None), a silence long enough is a stall, as it is when the device held requests and
   completed none.
 
@@ -52,6 +53,9 @@ MIN_EXPECTED = 3.0
 # a gap between two device samples of this many times the sampler's cadence is a cadence
 # missed: the host did not run the job's sampler thread on time
 MISSED_FACTOR = 3.0
+# a sampler whose samples across a silence came this many times its cadence apart on average
+# ran at half its rate or less there: the host did not run the job's processes on time
+SLOW_FACTOR = 2.0
 
 
 def _max_us(iv):
@@ -122,6 +126,21 @@ def missed_cadence(samples, t0, t1, every):
     return sum(max(0.0, min(b, t1) - max(a, t0)) for a, b in zip(es, es[1:]) if b - a >= MISSED_FACTOR * every)
 
 
+def mean_gap(samples, t0, t1):
+    """The mean gap between the device samples from the last one read at or before ``t0`` to
+    the first one at or after ``t1`` (epochs): how often the sampler really ran across
+    ``[t0, t1]``. None without a sample on each side."""
+    if not isinstance(samples, dict):
+        return None
+    es = sorted(x["e"] for x in samples.get("samples") or [] if isinstance(x, dict) and is_number(x.get("e")))
+    before = [i for i, e in enumerate(es) if e <= t0]
+    after = [i for i, e in enumerate(es) if e >= t1]
+    if not before or not after:
+        return None
+    a, b = before[-1], after[0]
+    return (es[b] - es[a]) / (b - a) if b > a else None
+
+
 def _sample_interval(samples):
     """The interval the samples were meant to be read at (``device_samples.interval``, the
     foreign-I/O settings' ``interval``), or None."""
@@ -170,17 +189,21 @@ def stall_figures(intervals, rate_iops=None, samples=None, start_epoch=None):
     every = _sample_interval(samples)
     for a, b in silences:
         seconds = round(b - a, 3)
-        others = idle = gap = missed = None
+        others = idle = gap = missed = slow = None
         if seconds >= STALL_S - 1e-9 and is_number(start_epoch):
             others, idle = device_inside(samples, start_epoch + a, start_epoch + b)
             gap = sampler_gap(samples, start_epoch + a, start_epoch + b)
             missed = missed_cadence(samples, start_epoch + a, start_epoch + b, every)
+            slow = mean_gap(samples, start_epoch + a, start_epoch + b)
         # the sampler missed its cadence by a stall's length or more, over (nearly) the whole
         # silence: the host did not run the job's processes; or, the samples saying nothing
-        # of the device inside it, the sampler missed its cadence through (nearly) all of it
+        # of the device inside it, the sampler missed its cadence through (nearly) all of it,
+        # or ran across it at half its cadence or less (on cadence, a silence of STALL_S holds
+        # samples enough to say)
         paused = bool(every and ((gap and gap[0] >= every + STALL_S and gap[1] >= seconds - every)
                                  or (others is None and missed is not None
-                                     and missed >= max(seconds - every, seconds / 2.0))))
+                                     and missed >= max(seconds - every, seconds / 2.0))
+                                 or (others is None and slow is not None and slow >= SLOW_FACTOR * every)))
         out.append({"from_s": round(a, 3), "to_s": round(b, 3), "seconds": seconds, "others": others,
                     "idle": bool(idle) and not _served(others) and not paused,
                     "paused": paused and not _served(others)})

@@ -11,6 +11,10 @@ its series without a completion) in the middle of its measured window:
   the pause) during it, the device completes the neighbour's requests: ``starved``, a
   warning, not a stall.
 
+Both read the device from the job's own sampler, due every 0.2 s. When the machine ran that
+sampler too seldom through a silence to say what the device did (a starved test stream), the
+silence is a paused host instead, a warning too: never a stall, whatever the load.
+
 A drive that holds requests and completes none (the fault drive's ``stall``) stays a stall:
 tests/fleet/test_fleet_integrity.py, fq89.
 """
@@ -152,6 +156,28 @@ def _judged(r):
     return rec["metrics"]["stall"], judge([rec], [], expected_ids=None)
 
 
+def _evidence(stall, r):
+    """The figures and the device samples the rule read, whole (for a failure's message)."""
+    return json.dumps({"stall": stall, "device_samples": r.get("device_samples"),
+                       "window": (r.get("bench") or {}).get("window")}, default=str)
+
+
+def _never_a_stall(stall, verdict, r):
+    """The silences of 1 s or more, after what holds however loaded the machine: no stall, a
+    PASS. Whether the job's own sampler read the device on its cadence through a silence
+    (``others`` known) is up to how soon the machine ran it; one it read too seldom to say is a
+    paused host (docs/integrity.md, "Stalls"), which the returned list leaves out."""
+    long_ones = [s for s in stall["silences"] if s["seconds"] >= 1.0]
+    assert long_ones, _evidence(stall, r)
+    assert stall["stalls"] == 0, _evidence(stall, r)
+    assert verdict["verdict"] == "PASS", verdict["reasons"]
+    unseen = [s for s in long_ones if s["others"] is None]
+    assert all(s["paused"] for s in unseen), _evidence(stall, r)
+    if unseen:
+        assert any("the host did not run the job's processes" in w for w in verdict["warnings"]), verdict["warnings"]
+    return [s for s in long_ones if s["others"] is not None]
+
+
 def test_a_paused_job_on_an_idle_device_is_idle_not_a_stall(iobench_binary, own_loop):
     loop, d = own_loop
     r, got = _run_paused(iobench_binary, d)
@@ -159,11 +185,10 @@ def test_a_paused_job_on_an_idle_device_is_idle_not_a_stall(iobench_binary, own_
     assert r["device_samples"]["devices"] == [loop["name"]]
     assert r["device_samples"]["samples"], r["device_samples"]
     stall, verdict = _judged(r)
-    long_ones = [s for s in stall["silences"] if s["seconds"] >= 1.0]
-    assert long_ones, stall
-    assert (stall["stalls"], stall["starved"]) == (0, 0) and stall["idle"] >= 1, stall
-    assert verdict["verdict"] == "PASS", verdict["reasons"]
-    assert any("the job issued no request" in w for w in verdict["warnings"]), verdict["warnings"]
+    seen = _never_a_stall(stall, verdict, r)
+    assert stall["starved"] == 0 and all(s["idle"] for s in seen), _evidence(stall, r)
+    if seen:
+        assert any("the job issued no request" in w for w in verdict["warnings"]), verdict["warnings"]
 
 
 def test_a_paused_job_beside_a_neighbour_on_its_device_is_starved_not_a_stall(iobench_binary, own_loop):
@@ -171,9 +196,8 @@ def test_a_paused_job_beside_a_neighbour_on_its_device_is_starved_not_a_stall(io
     r, got = _run_paused(iobench_binary, d, neighbour=direct_reader(loop["dev"]))
     assert got["neighbour"] > 100, got
     stall, verdict = _judged(r)
-    long_ones = [s for s in stall["silences"] if s["seconds"] >= 1.0]
-    assert long_ones, stall
-    assert stall["stalls"] == 0 and stall["starved"] >= 1, stall
-    assert max(s["others"] or 0 for s in long_ones) > 100, stall
-    assert verdict["verdict"] == "PASS", verdict["reasons"]
-    assert any("while the device completed" in w for w in verdict["warnings"]), verdict["warnings"]
+    seen = _never_a_stall(stall, verdict, r)
+    assert stall["starved"] == len(seen), _evidence(stall, r)
+    if seen:
+        assert max(s["others"] for s in seen) > 100, _evidence(stall, r)
+        assert any("while the device completed" in w for w in verdict["warnings"]), verdict["warnings"]

@@ -300,3 +300,44 @@ def test_a_compliance_runs_silence_is_read_from_its_device_samples_not_its_coars
     assert alone["silences"][0]["others"] is None and alone["stalls"] == 1
     both = metrics.workload_metrics({"bench": bench, "foreign": coarse, "device_samples": fine})["stall"]
     assert both["silences"][0]["others"] >= 3 and (both["stalls"], both["starved"]) == (0, 1)
+
+
+def test_a_silence_the_sampler_ran_across_at_half_its_cadence_is_a_paused_host():
+    """The job completed nothing from 2 s to 3 s; its sampler, due every 0.2 s, read the device
+    at 1.95 s, 2.5 s and 3.05 s (a loaded machine ran it at under half its rate: no gap of three
+    cadences, one sample inside, which cannot say what the device did): the host did not run
+    the job's processes on time, not a stall. Read on cadence, the same device holding requests
+    and completing none is a stall."""
+    start = 1000.0
+    ivs = series([900, 880, 0, 910])
+    slow = device_samples([(start + e, 5000, 2) for e in (1.95, 2.5, 3.05)])
+    f = stalls.stall_figures(ivs, samples=slow, start_epoch=start)
+    assert f["silences"][0]["others"] is None and (f["stalls"], f["paused"]) == (0, 1)
+    assert stalls.stall_message("w", f) is None
+    on_time = device_samples([(start + 1.9 + 0.2 * i, 5000, 2) for i in range(7)])
+    f = stalls.stall_figures(ivs, samples=on_time, start_epoch=start)
+    assert f["silences"][0]["others"] == 0 and (f["stalls"], f["paused"]) == (1, 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(0.05, 1.0), st.floats(0.0, 0.999), st.integers(1, 3))
+def test_a_device_holding_requests_is_a_stall_unless_the_sampler_ran_at_half_its_cadence(gap, phase, n):
+    """A device that held requests and completed none through a silence of n seconds, read by
+    a sampler due every 0.2 s whose reads came ``gap`` s apart: a stall whenever the samples
+    inside can say so (always when it ran on cadence), else a paused host exactly when it ran
+    at half its cadence or less."""
+    start, every = 1000.0, 0.2
+    ivs = series([900] + [0] * n + [900])
+    t0, t1 = start + 1.0, start + 1.0 + n
+    es, e = [], t0 - phase * gap
+    while e <= t1 + gap:
+        es.append(e)
+        e += gap
+    f = stalls.stall_figures(ivs, samples=device_samples([(x, 5000, 2) for x in es]), start_epoch=start)
+    s, = f["silences"]
+    if gap <= every:
+        assert s["others"] == 0
+    if s["others"] is not None:
+        assert (f["stalls"], f["paused"]) == (1, 0)
+    else:
+        assert (f["stalls"], f["paused"]) == ((0, 1) if gap >= stalls.SLOW_FACTOR * every - 1e-9 else (1, 0))
