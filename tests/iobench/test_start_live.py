@@ -5,6 +5,8 @@ import json
 import os
 import time
 
+import pytest
+
 from iobench_helpers import BIN, SMALL, make, run
 
 SAN_ENV = {"ASAN_OPTIONS": "halt_on_error=1:detect_leaks=1:abort_on_error=0",
@@ -38,6 +40,47 @@ def test_start_at_in_the_past_starts_at_once_and_says_how_late(ib, prepared):
     # late by at least the 5 s the instant was in the past when the run was started
     assert r.json["start_late_ms"] >= 5000
     assert r.json["window"]["start_epoch"] >= at + 5.0
+
+
+PACED = ["--mode", "rndrd", "--keep-cache", "--rate-iops", "200", "--threads", "2", "--report-interval", "0"]
+DEVSTAT = {"devstat": ["--devstat", "no-such-dev0"], "plain": []}   # a window opened by the main thread's reading, or not
+
+
+@pytest.mark.parametrize("how", sorted(DEVSTAT))
+def test_a_start_later_than_its_warmup_opens_the_window_at_once_and_ends_it_as_planned(ib, prepared, how):
+    """On a schedule the window belongs to the instants the other hosts share, --start-at +
+    warmup to that + --time, not to when this host got there: a run 2 s late for a 1 s warmup
+    warms up not at all, opens its window at once and ends it at the planned end, shorter than
+    --time (anchored to its own start, it would warm up 1 s and end 2 s after the others)."""
+    at = time.time() - 2.0
+    r = ib("run", "--dir", prepared, *SMALL, *PACED, "--warmup", "1", "--time", "3", "--start-at", repr(at),
+           *DEVSTAT[how])
+    assert r.rc == 0, r
+    j = r.json
+    assert j["start_late_ms"] >= 2000
+    w, warm = j["window"], j["warmup_window"]
+    assert abs(w["start_epoch"] - warm["start_epoch"]) < 1e-3, (warm, w)          # no warmup left
+    assert w["end_epoch"] >= at + 4.0 - 0.02, (w, at)                          # the planned end (less one paced gap)
+    # shorter than --time by at least the second it opened after the planned window start
+    # (one anchored to its own start lasts --time from there: 3 s or more)
+    assert j["elapsed_s"] < 3.0, (j["elapsed_s"], w, at)
+
+
+@pytest.mark.parametrize("how", sorted(DEVSTAT))
+def test_a_start_later_than_planned_shortens_the_warmup_not_the_window(ib, prepared, how):
+    """A run 1 s or more late for a 3 s warmup warms up the rest of it: its window opens at the
+    planned instant (or, a loaded host's main thread waking late, after it, never before)."""
+    at = time.time() - 1.0
+    r = ib("run", "--dir", prepared, *SMALL, *PACED, "--warmup", "3", "--time", "0.5", "--start-at", repr(at),
+           *DEVSTAT[how])
+    assert r.rc == 0, r
+    j = r.json
+    late = j["start_late_ms"] / 1000.0
+    assert 1.0 <= late < 3.0, late          # the premise: late, but by less than the warmup
+    w, warm = j["window"], j["warmup_window"]
+    assert w["start_epoch"] >= at + 3.0 - 1e-3, (w, at)
+    # the warmup ran what was left of it (anchored to its own start it would run all 3 s)
+    assert w["start_epoch"] - warm["start_epoch"] < 3.0 - 0.5, (warm, w, late)
 
 
 def test_without_start_at_the_fields_are_null(ib, prepared):

@@ -394,7 +394,8 @@ void write_json(FILE *f, report_t *r)
         if (o->devstat_n) write_devstat(f, r->b->ds);
         fprintf(f, "},\n");
         fprintf(f, "  \"warmup_window\": {\"start_epoch\": %.6f, \"end_epoch\": %.6f},\n",
-                r->b->late_start ? r->b->epoch_at_start : s.start_epoch - o->warmup_s, s.start_epoch);
+                /* on a schedule a late start shortens the warmup: it began when the threads were released */
+                r->b->late_start || o->start_at > 0 ? r->b->epoch_at_start : s.start_epoch - o->warmup_s, s.start_epoch);
         if (g_start.done) fprintf(f, "  \"start_at\": %.6f, \"start_late_ms\": %.3f,\n", g_start.requested, g_start.late_ms);
         else fprintf(f, "  \"start_at\": null, \"start_late_ms\": null,\n");
     } else {

@@ -408,8 +408,17 @@ int run_bench(bench_t *b)
         g_start.timed = 1;
     }
     b->t_start = mono;
-    const uint64_t planned = mono + (uint64_t)(o->warmup_s * 1e9);
-    const int late_start = b->ds && warm;
+    /* the window opens after --warmup; on a schedule (--start-at) at its planned instant,
+     * --start-at + warmup, however late the run got to the instant (a loaded host's setup or
+     * wake-up): a late start shortens the warmup, and one later than the warmup opens the
+     * window at once. The other hosts' windows open at that instant: anchored to this host's
+     * own late start, a window 1.6 s late missed an array's lock-step by 0.9 s */
+    const uint64_t full_warm_ns = (uint64_t)(o->warmup_s * 1e9);
+    const uint64_t late_ns = g_start.done && ep > g_start.requested ? (uint64_t)((ep - g_start.requested) * 1e9) : 0;
+    const uint64_t warm_ns = late_ns < full_warm_ns ? full_warm_ns - late_ns : 0;
+    const uint64_t planned = mono + warm_ns;
+    if (b->ds && warm && !warm_ns) devstat_sample(o, b->ds, 0);   /* later than the warmup: the window opens now */
+    const int late_start = b->ds && warm_ns > 0;
     /* with --devstat after a warmup the window opens when the main thread has read the
      * counters, not at the planned instant: on a busy host it may run late, and I/O between the
      * planned instant and the reading would be in the benchmark's figures but not the device's */
@@ -421,8 +430,13 @@ int run_bench(bench_t *b)
     const uint64_t run_ns = o->time_s > 0 ? (uint64_t)(o->time_s * 1e9) : 0;
     const int keep_length = late_start && !(o->start_at > 0);
     atomic_store(&b->measure_start, late_start ? UINT64_MAX : planned);
-    atomic_store(&b->deadline, run_ns && !keep_length ? planned + run_ns : UINT64_MAX);
-    b->epoch_at_measure_start = ep + o->warmup_s;
+    /* on a schedule the planned end, --start-at + warmup + --time, even when the start was late */
+    uint64_t end_ns = planned + run_ns;
+    if (o->start_at > 0 && late_ns > warm_ns)
+        end_ns = mono + full_warm_ns + run_ns > late_ns ? mono + full_warm_ns + run_ns - late_ns : mono;
+    if (end_ns < planned) end_ns = planned;
+    atomic_store(&b->deadline, run_ns && !keep_length ? end_ns : UINT64_MAX);
+    b->epoch_at_measure_start = ep + (double)warm_ns / 1e9;
     b->epoch_at_start = ep;
     b->late_start = late_start;
     pthread_barrier_wait(&b->barrier);
