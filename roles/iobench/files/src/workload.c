@@ -430,11 +430,10 @@ int run_bench(bench_t *b)
     const uint64_t run_ns = o->time_s > 0 ? (uint64_t)(o->time_s * 1e9) : 0;
     const int keep_length = late_start && !(o->start_at > 0);
     atomic_store(&b->measure_start, late_start ? UINT64_MAX : planned);
-    /* on a schedule the planned end, --start-at + warmup + --time, even when the start was late */
-    uint64_t end_ns = planned + run_ns;
-    if (o->start_at > 0 && late_ns > warm_ns)
-        end_ns = mono + full_warm_ns + run_ns > late_ns ? mono + full_warm_ns + run_ns - late_ns : mono;
-    if (end_ns < planned) end_ns = planned;
+    /* on a schedule the planned end, --start-at + warmup + --time: a start later than the
+     * warmup takes its excess off the window (all of it when later than the window's end) */
+    const uint64_t over_ns = late_ns > full_warm_ns ? late_ns - full_warm_ns : 0;
+    const uint64_t end_ns = mono + warm_ns + (over_ns < run_ns ? run_ns - over_ns : 0);
     atomic_store(&b->deadline, run_ns && !keep_length ? end_ns : UINT64_MAX);
     b->epoch_at_measure_start = ep + (double)warm_ns / 1e9;
     b->epoch_at_start = ep;
