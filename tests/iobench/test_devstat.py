@@ -2,13 +2,14 @@
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
 
 import pytest
 
-from iobench_helpers import assert_usage_error, held_mid_run, loop_device
+from iobench_helpers import SMALL, assert_usage_error, held_mid_run, loop_device, signal_mid_run
 
 SECTOR = 512
 
@@ -188,3 +189,20 @@ def test_a_main_thread_late_after_the_workers_does_not_stretch_the_window(iobenc
     # wake-ups dropping some slots), never the count spread over the main thread's delay
     reads = j["ops"]["read"]
     assert reads["count"] >= 100 and reads["per_sec"] >= 0.8 * reads["count"] / 1.0, (j["elapsed_s"], reads)
+
+
+def test_a_signal_during_the_warmup_opens_an_empty_window_at_a_real_instant(iobench, prepared):
+    """SIGTERM while the main thread waits out the warmup, before it read the counters: the
+    window opens at the signal, empty, on the run's own timeline. (With no reading taken, the
+    window opened at the monotonic clock's origin: an interrupted run reported an elapsed time
+    equal to the machine's uptime, 93,777 s in a fresh-clone run.)"""
+    began = time.time()
+    # 2 s into a 30 s warmup (the main thread sleeps through it: no live line tells it apart)
+    rc, out, err = signal_mid_run([iobench, "run", "--dir", prepared, *SMALL, "--mode", "rndrd", "--warmup", "30",
+                                   "--time", "1", "--devstat", "no-such-dev0"], signal.SIGTERM, delay=2.0, timeout=60)
+    assert rc == 5, err
+    j = json.loads(out)
+    assert j["interrupted"] is True and j["signal"] == "SIGTERM"
+    assert j["elapsed_s"] < 1.0, j["elapsed_s"]
+    w = j["window"]
+    assert began <= w["start_epoch"] <= time.time() and w["end_epoch"] >= w["start_epoch"], (w, began)

@@ -347,8 +347,11 @@ static int thread_init(bench_t *b, thread_t *t, int id)
 #define DEVSTAT_EDGE_TRIES 50
 static uint64_t devstat_open_window(const options_t *o, devstat_t *ds)
 {
+    /* read at least once: a stop that came during the warmup still opens the window at a real
+     * instant (with none, the window opened at the clock's origin, and an interrupted run
+     * reported an elapsed time of the machine's uptime) */
     uint64_t a = 0, z = 0;
-    for (int i = 0; i < DEVSTAT_EDGE_TRIES && !atomic_load(&g_stop); i++) {
+    for (int i = 0; i < DEVSTAT_EDGE_TRIES && (i == 0 || !atomic_load(&g_stop)); i++) {
         a = now_ns();
         devstat_sample(o, ds, 0);
         z = now_ns();
