@@ -102,7 +102,9 @@ def test_sysstat_collector_real():
     assert [cmd[1:5] for cmd in out["commands"]][0] == ["-dxy", "-o", "JSON", "1"]
     io = out["iostat"]
     assert [s["index"] for s in io] == [i for i in range(len(io) // len(devs)) for _dev in devs]
-    assert 3 <= len(io) // len(devs) <= 4
+    # iostat reports once a second at most; how many it got out in 3.4 s is up to how soon a
+    # loaded machine ran it (2 once)
+    assert 1 <= len(io) // len(devs) <= 4
     assert set(s["device"] for s in io) == set(devs)
     epochs = sorted(set(s["epoch"] for s in io))
     gaps = [b - a for a, b in zip(epochs, epochs[1:])]
@@ -218,20 +220,23 @@ def test_procfs_agrees_with_iostat_under_direct_writes():
                                  "oflag=direct"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
             if dd.returncode != 0:
                 pytest.skip("dd oflag=direct refused on the loop device's ext4: %s" % dd.stderr)
+            dd_end = time.time()
             time.sleep(2.6)
         finally:
             ra = a.stop()
             rb = b.stop()
-    # both started within milliseconds, so report i of each covers the same second;
-    # compare the reports both have (one may have squeezed in one more before stop)
-    n = min(len(ra["iostat"]), len(rb["iostat"])) // len(devs)
-    assert n >= 3, (ra["iostat"], rb["iostat"])
-    ia = [s for s in ra["iostat"] if s["index"] < n]
-    ib = [s for s in rb["iostat"] if s["index"] < n]
-    wa = sum(s["w/s"] for s in ia)
-    wb = sum(s["w/s"] for s in ib)
+    # each collector's reports follow each other from its start to its last report, after dd
+    # ended: their counts (each rate over its own interval, from the report before it to its
+    # arrival) add up to what the device did meanwhile. Report i of each covers the same second
+    # only when the machine runs both on time: a loaded one ran iostat late (2 reports in 3.4 s)
+    ia, ib = ra["iostat"], rb["iostat"]
+    assert ia and ib, (ia, ib)
+    assert ia[-1]["epoch"] >= dd_end and ib[-1]["epoch"] >= dd_end, (dd_end, ia[-1], ib[-1])
+
+    def count(samples, key):
+        return sum(s[key] * (s["epoch"] - s["start_epoch"]) for s in samples)
+    wa, wb = count(ia, "w/s"), count(ib, "w/s")
     assert wa >= 4000 * 0.95 and wb >= 4000 * 0.95, (wa, wb)
     assert abs(wa - wb) <= max(0.05 * wa, 50), (wa, wb, ia, ib)
-    kba = sum(s["wkB/s"] for s in ia)
-    kbb = sum(s["wkB/s"] for s in ib)
+    kba, kbb = count(ia, "wkB/s"), count(ib, "wkB/s")
     assert abs(kba - kbb) <= max(0.05 * kba, 1024), (kba, kbb)
