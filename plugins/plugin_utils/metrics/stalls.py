@@ -98,6 +98,11 @@ def device_inside(samples, t0, t1):
     return max(0, int(done)), idle
 
 
+def _epochs(samples):
+    """The instants (``e``) of a result's ``foreign`` or ``device_samples`` samples, in order."""
+    return sorted(x["e"] for x in samples.get("samples") or [] if isinstance(x, dict) and is_number(x.get("e")))
+
+
 def sampler_gap(samples, t0, t1):
     """``(gap, covered)``: of two consecutive device samples of a result's ``foreign`` or
     ``device_samples`` section, the pair whose gap covers most of ``[t0, t1]`` (epochs): the
@@ -107,7 +112,7 @@ def sampler_gap(samples, t0, t1):
     scheduled), whatever the device did."""
     if not isinstance(samples, dict):
         return None
-    es = sorted(x["e"] for x in samples.get("samples") or [] if isinstance(x, dict) and is_number(x.get("e")))
+    es = _epochs(samples)
     if not es or es[0] > t0 or es[-1] < t1:
         return None
     pairs = [(b - a, min(b, t1) - max(a, t0)) for a, b in zip(es, es[1:]) if b > t0 and a < t1]
@@ -120,7 +125,7 @@ def missed_cadence(samples, t0, t1, every):
     was not run on time. None without a sample on each side or a cadence."""
     if not isinstance(samples, dict) or not (is_number(every) and every > 0):
         return None
-    es = sorted(x["e"] for x in samples.get("samples") or [] if isinstance(x, dict) and is_number(x.get("e")))
+    es = _epochs(samples)
     if not es or es[0] > t0 or es[-1] < t1:
         return None
     return sum(max(0.0, min(b, t1) - max(a, t0)) for a, b in zip(es, es[1:]) if b - a >= MISSED_FACTOR * every)
@@ -132,7 +137,7 @@ def mean_gap(samples, t0, t1):
     ``[t0, t1]``. None without a sample on each side."""
     if not isinstance(samples, dict):
         return None
-    es = sorted(x["e"] for x in samples.get("samples") or [] if isinstance(x, dict) and is_number(x.get("e")))
+    es = _epochs(samples)
     before = [i for i, e in enumerate(es) if e <= t0]
     after = [i for i, e in enumerate(es) if e >= t1]
     if not before or not after:
