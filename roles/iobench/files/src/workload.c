@@ -403,12 +403,14 @@ int run_bench(bench_t *b)
     if (b->ds && !warm) devstat_sample(o, b->ds, 0);   /* no I/O of ours yet: the window starts now */
     uint64_t mono = now_ns();
     double ep = epoch_now();
+    uint64_t late_ns = 0;   /* of the run that waited for --start-at; later steps and rounds are not */
     if (g_start.done && !g_start.timed) {
         /* how late the run began, read with its own clock: a main thread a loaded host woke
          * late from --start-at, or preempted on its way here, is late by all of it */
         double late = (ep - g_start.requested) * 1e3;
         g_start.late_ms = late > 0 ? late : 0;
         g_start.timed = 1;
+        late_ns = (uint64_t)(g_start.late_ms * 1e6);
     }
     b->t_start = mono;
     /* the window opens after --warmup; on a schedule (--start-at) at its planned instant,
@@ -417,7 +419,6 @@ int run_bench(bench_t *b)
      * window at once. The other hosts' windows open at that instant: anchored to this host's
      * own late start, a window 1.6 s late missed an array's lock-step by 0.9 s */
     const uint64_t full_warm_ns = (uint64_t)(o->warmup_s * 1e9);
-    const uint64_t late_ns = g_start.done && ep > g_start.requested ? (uint64_t)((ep - g_start.requested) * 1e9) : 0;
     const uint64_t warm_ns = late_ns < full_warm_ns ? full_warm_ns - late_ns : 0;
     const uint64_t planned = mono + warm_ns;
     if (b->ds && warm && !warm_ns) devstat_sample(o, b->ds, 0);   /* later than the warmup: the window opens now */
