@@ -83,6 +83,26 @@ def test_a_start_later_than_planned_shortens_the_warmup_not_the_window(ib, prepa
     assert w["start_epoch"] - warm["start_epoch"] < 3.0 - 0.5, (warm, w, late)
 
 
+@pytest.mark.parametrize("how", sorted(DEVSTAT))
+def test_only_the_first_step_of_a_search_waits_for_the_instant(ib, prepared, how):
+    """--start-at with --search: the first step waits for the instant, and every later step
+    warms up and measures its whole step (it waited for nothing, so it is late for nothing;
+    counted late since the instant, a second step lost its warmup and, on the schedule's
+    clock, its whole window)."""
+    at = time.time() + 0.5
+    r = ib("run", "--dir", prepared, *SMALL, "--mode", "rndrd", "--direct", "--search", "threads",
+           "--search-max", "4", "--search-bound-ms", "100000", "--search-min-gain", "0",
+           "--search-step-time", "0.3", "--warmup", "0.2", "--start-at", repr(at), *DEVSTAT[how])
+    assert r.rc == 0, r
+    j = r.json
+    s = j["search"]
+    assert s["stopped"] == "max_reached", s
+    assert [st["threads"] for st in s["steps"]] == [1, 2, 4], s["steps"]
+    # each step's window is its own 0.3 s (a window ends at its last worker's stop: never shorter)
+    assert all(st["elapsed_s"] >= 0.3 - 0.02 for st in s["steps"]), s["steps"]
+    assert j["start_late_ms"] is not None and j["start_late_ms"] >= 0
+
+
 def test_without_start_at_the_fields_are_null(ib, prepared):
     r = ib("run", "--dir", prepared, *SMALL, "--mode", "rndrd", "--requests", "50")
     assert r.rc == 0, r
