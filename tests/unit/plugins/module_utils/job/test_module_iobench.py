@@ -297,19 +297,32 @@ def test_real_run_sysstat(iobench_binary, own_fs, private_tmp):
     c = r["collector"]
     assert c["source"] == "sysstat" and c["errors"] == []
     assert c["devices"] and c["chain"]
-    assert 3 <= len(r["iostat"]["samples"]) // len(c["devices"]) <= 5
-    assert 3 <= len(r["vmstat"]["samples"]) <= 5
     _assert_in_window(r)
-    avg = r["iostat"]["avg"]
-    for k in ("r/s", "w/s", "rkB/s", "wkB/s", "r_await", "w_await", "aqu-sz", "%util", "rareq-sz", "wareq-sz"):
-        assert k in avg
-    # O_DIRECT random reads of 16 KiB: the device served them (no page cache), so its
-    # r/s accounts for the benchmark's reads and its read size is the block size
-    # (the loop device is read by nobody else: its counters are the benchmark's alone)
-    bench_rps = b["ops"]["read"]["per_sec"]
-    assert 0.8 * bench_rps <= avg["r/s"] <= 1.2 * bench_rps, (avg["r/s"], bench_rps)
-    assert 15.0 <= avg["rareq-sz"] <= 17.0, avg
-    assert set(r["vmstat"]["avg"]) >= set(["r", "b", "us", "sy", "id", "wa", "bi", "bo", "si", "so"])
+    # how many of iostat's 1 s reports fall inside the 4 s window depends on when this machine
+    # let iostat run (a starved stream once ran none for 6 s): none only with the warning that
+    # says so. vmstat the same (the record keeps what there is)
+    io = r["iostat"]["samples"]
+    assert io or any(x.startswith("no iostat sample fell inside the measured window") for x in r.get("warnings", [])), r
+    if io:
+        avg = r["iostat"]["avg"]
+        for k in ("r/s", "w/s", "rkB/s", "wkB/s", "r_await", "w_await", "aqu-sz", "%util", "rareq-sz", "wareq-sz"):
+            assert k in avg
+        # O_DIRECT random reads of 16 KiB: the device's reads are of the block size (a ratio
+        # within each report: it holds however late a report came)
+        assert avg["r/s"] > 0 and 15.0 <= avg["rareq-sz"] <= 17.0, avg
+    if r["vmstat"]["samples"]:
+        assert set(r["vmstat"]["avg"]) >= set(["r", "b", "us", "sy", "id", "wa", "bi", "bo", "si", "so"])
+    # the device served every read (no page cache): its own counters over the measured window
+    # (bench.window.devstat, read at the window's edges) count the benchmark's reads, give or
+    # take the requests in flight at each edge (the loop device is read by nobody else: its
+    # counters are the benchmark's alone). Exact at any load, where iostat's 1 s reports around
+    # a 4 s window are not: under load its average once read 5,376 r/s for iobench's 3,171
+    ds = b["window"]["devstat"]
+    assert sorted(ds) == sorted(c["devices"]), (ds, c["devices"])
+    dev_reads = sum(d["end"][0] - d["start"][0] for d in ds.values())
+    bench_reads = b["ops"]["read"]["count"]
+    slack = 2 * b["config"]["threads"] * len(ds)
+    assert bench_reads > 0 and bench_reads - slack <= dev_reads <= bench_reads + slack + 8, (dev_reads, bench_reads)
     assert os.listdir(private_tmp) == []                       # private temp dir removed
     assert [f for f in os.listdir(testdir) if not f.startswith(".")] == []   # cleanup: true
 
