@@ -15,13 +15,13 @@ SUITE := not long
 # The parallel test run's JUnit files and pytest base directories (one per stream).
 STREAMS := $(CURDIR)/build/test-streams
 
-.PHONY: test stream-vm stream-fleet stream-fleet2 stream-unit stream-rest stream-checks stream-c test-c test-py test-fleet test-fleet2 test-unit test-rest checks lint docs-check changelog-lint docs-lint galaxy \
+.PHONY: test stream-vm stream-chroots fleet-chroots stream-fleet stream-fleet2 stream-unit stream-rest stream-checks stream-c test-c test-py test-fleet test-fleet2 test-unit test-rest checks lint docs-check changelog-lint docs-lint galaxy \
 	galaxy-import galaxy-import-release sanity molecule qualify clean
 
-# Every suite, as seven streams under one make -j6: the C tests, then the fleet tests over SSH
+# Every suite, as eight streams under one make -j7: the C tests, then the fleet tests over SSH
 # (two streams), the unit tests and every other pytest directory (they use the C build); beside them from the
-# start the VM tier (its image builds and its guests boot while the other streams run) and the
-# static checks. Most of their time is spent waiting on workloads, sshd round trips, guests
+# start the VM tier (its image builds and its guests boot while the other streams run), the
+# static checks, and the build of the distro tests' chroots (fleet-chroots, below). Most of their time is spent waiting on workloads, sshd round trips, guests
 # and subprocesses rather than on the CPU: with the long tests apart (make test-long) the VM
 # tier and the checks end within 13 minutes, and the pytest streams then share the two cores
 # (one stream for all the other tests ran alone for its last 10 minutes, at 0.4 of a core,
@@ -36,7 +36,7 @@ STREAMS := $(CURDIR)/build/test-streams
 test: export FLEETQUAL_REQUIRE_LABS := 1
 test:
 	rm -rf $(STREAMS) && mkdir -p $(STREAMS)
-	$(MAKE) -j6 --output-sync=target stream-vm stream-checks stream-fleet stream-fleet2 stream-unit stream-rest; rc=$$?; \
+	$(MAKE) -j7 --output-sync=target stream-vm stream-checks stream-chroots stream-fleet stream-fleet2 stream-unit stream-rest; rc=$$?; \
 	python3 tests/suitecost.py report $(STREAMS) || rc=1; \
 	$(VENV)/python tests/junit_summary.py $(STREAMS)/fleet.xml $(STREAMS)/fleet2.xml $(STREAMS)/kernel.xml $(STREAMS)/unit.xml $(STREAMS)/rest.xml \
 	    $(STREAMS)/vm.xml || rc=1; \
@@ -56,6 +56,7 @@ STREAM_unit := test-unit
 STREAM_rest := test-rest
 STREAM_checks := checks
 STREAM_c := test-c
+STREAM_chroots := fleet-chroots
 # The VM stream and the static checks start at once, beside the C tests: the guest image's
 # build (debootstrap, minutes on a fresh machine) and the BMC lab overlap them; the fleet and
 # the other pytest tests wait for the C tests (they use the build in roles/iobench/files/src).
@@ -72,7 +73,8 @@ SHARES_unit := 1024
 SHARES_rest := 1024
 SHARES_c := 1024
 SHARES_checks := 512
-stream-vm stream-fleet stream-fleet2 stream-unit stream-rest stream-checks stream-c: stream-%:
+SHARES_chroots := 512
+stream-vm stream-fleet stream-fleet2 stream-unit stream-rest stream-checks stream-c stream-chroots: stream-%:
 	FLEETQUAL_COST_TESTS=$(STREAMS)/$*.tests $(COST) $* --cpu-shares $(SHARES_$*) --out $(STREAMS)/$*.cost.json -- \
 	    $(MAKE) --no-print-directory $(STREAM_$*)
 
@@ -93,6 +95,13 @@ FLEET_WAITS := tests/fleet/test_fleet_detached.py tests/fleet/test_fleet_array.p
 	tests/fleet/test_fleet_killed_device.py tests/fleet/test_fleet_secrets.py tests/fleet/test_fleet_interrupt.py
 test-fleet:
 	FLEETQUAL_LOOP_RANGE=1000-1049 $(PYTEST) --basetemp=$(STREAMS)/fleet-tmp --junitxml=$(STREAMS)/fleet.xml -m "$(SUITE)" $(FLEET_WAITS)
+
+# The chroots of the other Debian releases the distro tests run hosts in (tests/fleet/chroots.py):
+# built from the start, beside the C tests and the first fleet tests, on a machine that lacks
+# them (minutes of debootstrap; in the fleet2 stream's first distro test they held its 21 minutes
+# up by five); the distro tests, last in their stream, wait for them on each release's lock.
+fleet-chroots:
+	$(VENV)/python tests/fleet/chroots.py build
 
 test-fleet2:
 	FLEETQUAL_LOOP_RANGE=1050-1099 $(PYTEST) --basetemp=$(STREAMS)/fleet2-tmp --junitxml=$(STREAMS)/fleet2.xml -m "$(SUITE)" tests/fleet \

@@ -41,6 +41,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -66,6 +67,8 @@ RELEASES = {
 # what a host needs (README "Qualifying a real fleet": Python 3 and SSH) plus sysstat, and
 # procps for vmstat, as every Debian install but a minbase one has it
 PACKAGES = ("python3", "openssh-server", "sysstat", "procps")
+# the releases the fleet tests build chroots of (bookworm is this machine's own)
+OTHER_RELEASES = ("bullseye", "trixie")
 VARIANT = "minbase"
 FORMAT = 1          # bump when the steps after debootstrap change: a new cache key
 STRIP = ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man", "usr/share/locale")
@@ -376,19 +379,24 @@ def _sweep_builds():
             _remove_build(os.path.join(CACHE, name))
 
 
-def prebuild(releases=("bullseye", "trixie")):
+def prebuild(releases=OTHER_RELEASES, results=None):
     """Build the missing archives of ``releases`` in background threads (while other tests
-    run); the fixture's :func:`build` waits for them on the release's lock. Errors are left for
-    that call to meet again (and turn into the skip reason)."""
+    run): the threads, none when every archive is there or none can be built here. The
+    fixture's :func:`build` waits for them on the release's lock; errors are left for that
+    call to meet again (and turn into the skip reason), and said in ``results`` (a dict,
+    release -> what became of it) when one is given."""
     if unavailable() or all(os.path.exists(cache_paths(r)[0]) for r in releases):
-        return None
+        return []
     _install_exit_handlers()
 
     def work(release):
         try:
-            build(release)
-        except Exception:  # noqa: BLE001 - the fixture's own build() call reports it
-            pass
+            _archive, meta = build(release)
+            said = "built in %s s" % meta["build_s"] if meta["built_now"] else "built by another session"
+        except Exception as e:  # noqa: BLE001 - the fixture's own build() call reports it
+            said = "not built: %s" % e
+        if results is not None:
+            results[release] = said
     # one thread per release: one build downloads while the other unpacks
     threads = [threading.Thread(target=work, args=(r,), name="chroot-prebuild-" + r, daemon=True)
                for r in releases if not os.path.exists(cache_paths(r)[0])]
@@ -600,3 +608,30 @@ class Distros:
 
 if os.geteuid() == 0:
     sweep_stale()
+
+
+def main(argv):
+    """``chroots.py build [RELEASE ...]``: build the missing archives (every release the tests
+    use by default) and wait for them; one line per release. ``make test`` runs it as a stream
+    of its own from the start, so a fresh machine's first builds (minutes of debootstrap)
+    overlap the C tests and the fleet tests before the distro tests, which wait for them on
+    the release's lock. It exits 0 when a release cannot be built: the tests that need it
+    meet the reason again and report it."""
+    if argv[:1] != ["build"] or not set(argv[1:]) <= set(RELEASES):
+        sys.stderr.write("usage: chroots.py build [%s ...]\n" % " | ".join(sorted(RELEASES)))
+        return 2
+    releases = argv[1:] or list(OTHER_RELEASES)
+    why = unavailable()
+    if why:
+        print("chroots: none built: %s" % why)
+        return 0
+    results = {}
+    for t in prebuild(releases, results):
+        t.join()
+    for r in releases:
+        print("chroots: %s %s" % (r, results.get(r, "cached")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -83,6 +83,14 @@ def fleet4(fleet):
     return [fleet.host(n) for n in (11, 12, 13, 14)]
 
 
+def pytest_collection_modifyitems(session, config, items):
+    """The tests of other Debian releases last (a stable sort: every other test keeps its
+    place): on a machine without their chroots, the archives build (minutes of debootstrap,
+    ``make test``'s fleet-chroots stream or :func:`pytest_collection_finish` below) while the
+    tests before them run, instead of holding the first of them up."""
+    items.sort(key=lambda item: os.path.basename(str(item.fspath)) == "test_fleet_distros.py")
+
+
 def pytest_collection_finish(session):
     """When the tests of other Debian releases are selected, build their missing chroot
     archives in the background while the tests before them run (tests/fleet/chroots.py:

@@ -365,3 +365,26 @@ def test_mounts_under_reads_escaped_mountinfo(parts, other):
     finally:
         os.unlink(fh.name)
     assert found == [point]
+
+
+@needs_root
+def test_the_build_command_says_what_became_of_each_release_and_refuses_an_unknown_one(tmp_path):
+    """``chroots.py build`` (make test's fleet-chroots stream): with every archive in its cache
+    it builds nothing and says so, one line per release; an unknown release is a usage error,
+    before anything is built."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    env = dict(os.environ, FLEETQUAL_CHROOT_CACHE=str(cache))
+    script = os.path.join(os.path.dirname(os.path.abspath(chroots.__file__)), "chroots.py")
+    for release in chroots.OTHER_RELEASES:
+        for path in chroots.cache_paths(release):
+            open(os.path.join(str(cache), os.path.basename(path)), "w").close()
+    r = subprocess.run([sys.executable, script, "build"], capture_output=True, text=True, env=env, timeout=60,
+                       check=False)
+    assert r.returncode == 0, r
+    assert r.stdout.splitlines() == ["chroots: %s cached" % rel for rel in chroots.OTHER_RELEASES], r.stdout
+    r = subprocess.run([sys.executable, script, "build", "sid"], capture_output=True, text=True, env=env,
+                       timeout=60, check=False)
+    assert r.returncode == 2 and "usage: chroots.py build" in r.stderr and r.stdout == "", r
+    assert sorted(os.listdir(str(cache))) == sorted(os.path.basename(p) for rel in chroots.OTHER_RELEASES
+                                                    for p in chroots.cache_paths(rel))
