@@ -68,27 +68,30 @@ def test_a_start_later_than_its_warmup_opens_the_window_at_once_and_ends_it_as_p
 
 @pytest.mark.parametrize("how", sorted(DEVSTAT))
 def test_a_start_later_than_planned_shortens_the_warmup_not_the_window(ib, prepared, how):
-    """A run 1 s or more late for a 3 s warmup warms up the rest of it: its window opens at the
-    planned instant (or, a loaded host's main thread waking late, after it, never before)."""
+    """A run 1 s or more late for a 6 s warmup warms up the rest of it: its window opens at the
+    planned instant (or, a loaded host's main thread waking late, after it, never before).
+    The warmup is long enough that a loaded machine's slow start (2.3 s once, at load 20)
+    leaves the run late by less than it."""
+    warmup = 6.0
     at = time.time() - 1.0
-    r = ib("run", "--dir", prepared, *SMALL, *PACED, "--warmup", "3", "--time", "0.5", "--start-at", repr(at),
-           *DEVSTAT[how])
+    r = ib("run", "--dir", prepared, *SMALL, *PACED, "--warmup", str(warmup), "--time", "0.5",
+           "--start-at", repr(at), *DEVSTAT[how])
     assert r.rc == 0, r
     j = r.json
     late = j["start_late_ms"] / 1000.0
-    assert 1.0 <= late < 3.0, late          # the premise: late, but by less than the warmup
+    assert 1.0 <= late < warmup, late          # the premise: late, but by less than the warmup
     w, warm = j["window"], j["warmup_window"]
-    assert w["start_epoch"] >= at + 3.0 - 1e-3, (w, at)
-    # the warmup ran what was left of it (anchored to its own start it would run all 3 s)
-    assert w["start_epoch"] - warm["start_epoch"] < 3.0 - 0.5, (warm, w, late)
+    assert w["start_epoch"] >= at + warmup - 1e-3, (w, at)
+    # the warmup ran what was left of it (anchored to its own start it would run all of it)
+    assert w["start_epoch"] - warm["start_epoch"] < warmup - 0.5, (warm, w, late)
 
 
 @pytest.mark.parametrize("how", sorted(DEVSTAT))
 def test_only_the_first_step_of_a_search_waits_for_the_instant(ib, prepared, how):
-    """--start-at with --search: the first step waits for the instant, and every later step
-    warms up and measures its whole step (it waited for nothing, so it is late for nothing;
-    counted late since the instant, a second step lost its warmup and, on the schedule's
-    clock, its whole window)."""
+    """--start-at with --search: the first step waits for the instant and warms up, and every
+    later step (no warmup: the search warms up once) measures its whole step (it waited for
+    nothing, so it is late for nothing; counted late since the instant, a second step lost
+    its whole window on the schedule's clock)."""
     at = time.time() + 0.5
     r = ib("run", "--dir", prepared, *SMALL, "--mode", "rndrd", "--direct", "--search", "threads",
            "--search-max", "4", "--search-bound-ms", "100000", "--search-min-gain", "0",
@@ -98,8 +101,13 @@ def test_only_the_first_step_of_a_search_waits_for_the_instant(ib, prepared, how
     s = j["search"]
     assert s["stopped"] == "max_reached", s
     assert [st["threads"] for st in s["steps"]] == [1, 2, 4], s["steps"]
-    # each step's window is its own 0.3 s (a window ends at its last worker's stop: never shorter)
-    assert all(st["elapsed_s"] >= 0.3 - 0.02 for st in s["steps"]), s["steps"]
+    # the first step's window is on the schedule: it ends at its planned instant, shorter when a
+    # loaded host's main thread read the device counters late to open it after the warmup
+    # (--devstat; a fresh-clone run at load 20 measured a step shorter than 0.28 s). The later
+    # steps waited for no instant: each window is its own 0.3 s (it ends at its last worker's
+    # stop, never sooner)
+    assert s["steps"][0]["elapsed_s"] > 0, s["steps"]
+    assert all(st["elapsed_s"] >= 0.3 - 0.02 for st in s["steps"][1:]), s["steps"]
     assert j["start_late_ms"] is not None and j["start_late_ms"] >= 0
 
 
