@@ -31,11 +31,11 @@ import unitpaths  # noqa: E402
 unitpaths.on_path()
 
 import loopdev  # noqa: E402
-from test_foreign_io import Neighbour, neighbour_file  # noqa: E402
+from test_foreign_io import Neighbour, count_at, neighbour_file  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-# 3 s measured: the assertions are shares (a quiet device < 5 %, one O_DIRECT reader beside
+# 3 s measured: the assertions are shares (a quiet device < 5 %, four O_DIRECT readers beside
 # our two idle-class threads > 10 %), not counts, so the window's length does not matter
 MATRIX = [{"workload": "cache", "mode": "rndrd", "threads": 2, "file_num": 4, "total_size": "64M",
            "block_size": "16K", "direct": True, "time": 3, "warmup": 1}]
@@ -71,11 +71,21 @@ def test_a_shared_disk_is_inconclusive_and_a_quiet_one_passes(playbook, tmp_path
             loopdev.loop_ext4(256, prefix="fq-compliance-quiet-", where="/dev/shm") as quiet_loop:
         other = neighbour_file(os.path.join(shared["mnt"], "neighbour.dat"), 64)
         inv = _inventory(str(tmp_path / "hosts.yml"), str(tmp_path), quiet_loop["mnt"], shared["mnt"])
-        with Neighbour(other, threads=1, seconds=900) as nb:
+        # four O_DIRECT readers beside the workload's two threads: on a loaded machine one
+        # reader (Python, its stream's share of the CPU) once read 8 % of the window's
+        # requests, under the 10 % limit, and the shared disk passed
+        with Neighbour(other, threads=4, seconds=900) as nb:
             nb.started()
             # the hosts' own directories (inventory), not the fixture's extra vars
             warned = playbook(extra_vars=dict(ev, fleetqual_test_dir=None, fleetqual_bin_dir=None), inventory=inv)
             busy = playbook(extra_vars=dict(ev, fleetqual_test_dir=os.path.join(shared["mnt"], "fq")))
+            log = nb.stop()
+
+    def neighbour_reads(run):
+        """What the neighbour read in the host's measured window, by its own log (the
+        evidence a failure prints)."""
+        w = run.record()["workloads"][0]["result"]["bench"]["window"]
+        return round(count_at(log, w["end_epoch"]) - count_at(log, w["start_epoch"])), w
 
     # the quiet disk passes, with nothing foreign on it, and the impact settings applied
     rec = warned.record("quiet")
@@ -88,7 +98,8 @@ def test_a_shared_disk_is_inconclusive_and_a_quiet_one_passes(playbook, tmp_path
     assert warned.rc == 0, warned.out[-3000:]
     rec = warned.record()
     (wl,) = rec["workloads"]
-    assert rec["verdict"] == "INCONCLUSIVE" and "shared window" in rec["reasons"][0], rec["reasons"]
+    assert rec["verdict"] == "INCONCLUSIVE" and "shared window" in rec["reasons"][0], (
+        rec["reasons"], wl["metrics"]["foreign_share"], wl["metrics"]["iops"], neighbour_reads(warned))
     assert wl["metrics"]["foreign_share"] > 0.1
     said = "localhost: INCONCLUSIVE %s (not failed: fleetqual_inconclusive is warn)" % "; ".join(rec["reasons"])
     assert '"msg": "%s"' % " ".join(said.split()) in " ".join(warned.out.split()), warned.out[-3000:]
@@ -98,7 +109,7 @@ def test_a_shared_disk_is_inconclusive_and_a_quiet_one_passes(playbook, tmp_path
     assert busy.rc != 0, busy.out[-3000:]
     rec = busy.record()
     (wl,) = rec["workloads"]
-    assert rec["verdict"] == "INCONCLUSIVE", rec["reasons"]
+    assert rec["verdict"] == "INCONCLUSIVE", (rec["reasons"], wl["metrics"]["foreign_share"], neighbour_reads(busy))
     assert wl["metrics"]["foreign_share"] > 0.1 and "shared window" in rec["reasons"][0]
     with open(os.path.join(busy.results_dir(), "fleet.json")) as fh:
         summary = json.load(fh)["summary"]
