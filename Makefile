@@ -21,8 +21,9 @@ STREAMS := $(CURDIR)/build/test-streams
 # Every suite, as eight streams under one make -j7: the C tests, then the fleet tests over SSH
 # (two streams), the unit tests and every other pytest directory (they use the C build); beside them from the
 # start the VM tier (its image builds and its guests boot while the other streams run), the
-# static checks, and the build of the distro tests' chroots (fleet-chroots, below). Most of their time is spent waiting on workloads, sshd round trips, guests
-# and subprocesses rather than on the CPU: with the long tests apart (make test-long) the VM
+# static checks, and the build of the distro tests' chroots (fleet-chroots, below). Most of
+# their time is spent waiting on workloads, sshd round trips, guests and subprocesses rather
+# than on the CPU: with the long tests apart (make test-long) the VM
 # tier and the checks end within 13 minutes, and the pytest streams then share the two cores
 # (one stream for all the other tests ran alone for its last 10 minutes, at 0.4 of a core,
 # and made the run 30 minutes long). Each stream's output is printed
