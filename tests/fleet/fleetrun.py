@@ -53,6 +53,19 @@ class FleetRun(playbook_run.Run):
         return os.path.exists(os.path.join(self.results_dir(), host + ".json"))
 
 
+# the workload record's warning when no iostat report fell inside its window
+# (plugins/module_utils/job/workload.py)
+NO_IOSTAT_SAMPLE = "no iostat sample fell inside the measured window"
+
+
+def iostat_sampled_or_warned(result):
+    """A workload result (a host record's ``workloads[].result``) holds iostat reports from its
+    window, or says it has none. Whether a 1 s report falls inside a short window depends on
+    how soon a loaded machine ran iostat (a starved stream once took none for 6 s): never
+    silently."""
+    return bool(result["iostat"]["samples"]) or any(w.startswith(NO_IOSTAT_SAMPLE) for w in result.get("warnings", []))
+
+
 def playbook_command(fleet, inventory, base, run_id, extra_vars=None, args=(), env_extra=None):
     """``(argv, env)`` of ``ansible-playbook playbooks/qualify.yml -i <inventory>`` with the
     run's results under ``base/results``."""
