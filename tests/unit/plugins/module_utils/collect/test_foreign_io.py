@@ -26,6 +26,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.workload
 
 import loopdev
 import test_module_iobench
+import faultdrive
 
 iobench_binary = test_module_iobench.iobench_binary   # the session fixture that builds the binary
 
@@ -222,28 +223,104 @@ def test_a_neighbour_makes_the_workload_inconclusive_and_its_share_is_what_it_di
     assert [c["status"] for c in strict["checks"] if c["rule"] != "foreign_io"] == ["inconclusive"]
 
 
-def test_a_neighbour_that_stops_within_wait_s_lets_the_workload_run_and_pass(iobench_binary, loop_ext4):
-    # the busy threshold and samples of the never-quiet test below: a fresh-clone run's machine
-    # starved the 2-thread neighbour to 7.8 % util, under the default 10 %, so the first round
-    # found the device quiet while it read; above 1 % in 1 s samples it is seen however starved
-    p = params(iobench_binary, loop_ext4, foreign_io={"wait_s": 40, "quiet_util_pct": 1, "sample_s": 1})
-    with Neighbour(loop_ext4["other"], threads=2, seconds=3) as nb:
-        nb.started()
+# The quiet wait's tests hold the device busy with one read the fault drive stalls
+# (tests/faultdrive, docs/testing.md "The fault-injecting drive"): a request in flight counts
+# in the device's io_ticks (%util) for as long as it is held, whatever CPU any process gets.
+# A neighbour process reading in a loop kept it busy only while it ran: a CI run's busy machine
+# left a 2-thread reader without a read for a whole 1 s sample, so the "never quiet" device
+# read 0.0 % and the workload ran.
+STALL_REGION = 1 << 20                          # the drive's last MiB, outside the ext4 on it
+STALL_BOUND_S = 120                             # the stall's own end, should the test not end it
+
+
+@pytest.fixture
+def stalled_ext4(tmp_path):
+    """An ext4 on a fault drive (its backing file in a tmpfs of the test's own), the drive's
+    last MiB outside it: the region a stalled read holds."""
+    ok, why = faultdrive.faultdrive_available()
+    if not ok or loopdev.missing_tools():
+        pytest.skip(why or loopdev.missing_tools())
+    with loopdev.tmpfs(str(tmp_path / "mem"), 256) as mem, \
+            faultdrive.FaultDrive(size=192 << 20, workdir=mem, name="quiet") as fd:
+        blocks = (fd.size - STALL_REGION) // 4096
+        loopdev.run(["mkfs.ext4", "-q", "-F", "-b", "4096", "-E", "lazy_itable_init=0,lazy_journal_init=0",
+                     fd.device, str(blocks)])
+        mnt = str(tmp_path / "mnt")
+        os.mkdir(mnt)
+        loopdev.run(["mount", fd.device, mnt])
+        try:
+            test_dir = os.path.join(mnt, "fq")
+            os.mkdir(test_dir, 0o700)
+            yield {"drive": fd, "dev": os.path.basename(fd.device), "path": fd.device, "dir": test_dir}
+        finally:
+            loopdev.run(["umount", mnt])
+
+
+class StalledRead:
+    """One O_DIRECT read of the drive's last MiB, held by a ``stall`` rule until :meth:`release`
+    (or the rule's own bound): the device has a request in flight from :meth:`__enter__` on.
+    The reader (dd) is ended by PID at the latest on exit."""
+
+    def __init__(self, loop):
+        self.drive, self.dev, self.path = loop["drive"], loop["dev"], loop["path"]
+        self.proc = None
+
+    def in_flight(self):
+        with open("/sys/block/%s/inflight" % self.dev) as fh:
+            return sum(int(x) for x in fh.read().split())
+
+    def __enter__(self):
+        self.drive.set([{"kind": "stall", "ops": "read", "start": self.drive.size - STALL_REGION,
+                         "length": STALL_REGION, "for_s": STALL_BOUND_S}])
+        self.proc = subprocess.Popen(["dd", "if=" + self.path, "of=/dev/null", "bs=4096", "count=1", "iflag=direct",
+                                      "skip=%d" % ((self.drive.size - STALL_REGION) // 4096)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        end = time.monotonic() + 60
+        while self.in_flight() == 0 and self.proc.poll() is None and time.monotonic() < end:
+            time.sleep(0.02)
+        assert self.in_flight() > 0, "the stalled read did not reach %s (dd rc %s)" % (self.dev, self.proc.poll())
+        return self
+
+    def release(self):
+        """End the stall: the read completes and the reader exits."""
+        self.drive.clear()
+        try:
+            return self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+
+    def __exit__(self, *exc):
+        if self.proc.poll() is None:
+            self.release()
+
+
+def test_a_read_held_for_one_busy_round_then_released_lets_the_workload_run_and_pass(iobench_binary, stalled_ext4):
+    # a busy threshold of 1 % in 1 s samples: the held read makes the first round 100 %; the
+    # job's progress hook releases it when it reports that round busy, so the next is quiet
+    rounds = []
+    with StalledRead(stalled_ext4) as held:
+        def busy_round(report):
+            rounds.append(report)
+            if report["waiting"] and held.proc.poll() is None:
+                assert held.release() == 0
+        p = params(iobench_binary, stalled_ext4, quiet_progress=busy_round,
+                   foreign_io={"wait_s": 40, "quiet_util_pct": 1, "sample_s": 1})
         rec, verdict, _w = run(p)
     m = rec["metrics"]
+    assert rounds[0]["waiting"] and rounds[0]["util_pct"] > 50, rounds
     assert m["foreign_quiet"]["ok"] and m["foreign_quiet"]["rounds"] >= 2, m["foreign_quiet"]
     assert m["foreign_share"] < 0.02, m
     assert verdict["verdict"] == "PASS", verdict["reasons"]
 
 
-def test_a_device_that_never_gets_quiet_is_inconclusive_not_run(iobench_binary, loop_ext4):
-    # busy: the neighbour keeps the device above 1 % util even when this machine starves it of CPU
-    # 1 s samples: a 0.5 s one could fall in a moment the starved neighbour does not read
-    p = params(iobench_binary, loop_ext4, foreign_io={"wait_s": 3, "quiet_util_pct": 1, "sample_s": 1})
-    with Neighbour(loop_ext4["other"], threads=2, seconds=60) as nb:
-        nb.started()
+def test_a_device_held_busy_past_wait_s_by_a_stalled_read_is_inconclusive_not_run(iobench_binary, stalled_ext4):
+    p = params(iobench_binary, stalled_ext4, foreign_io={"wait_s": 3, "quiet_util_pct": 1, "sample_s": 1})
+    with StalledRead(stalled_ext4):
         res, failed, _msg, _warnings = workload.run_workload(p)
     assert not failed and "bench" not in res, (res.get("foreign") or {}).get("quiet")
+    quiet = res["foreign"]["quiet"]
+    assert not quiet["ok"] and quiet["rounds"] >= 3 and quiet["util_pct"] > 50, quiet
     assert "never got quiet" in res["foreign"]["skipped"]
     rec = workload_record(SPEC, dict(res, failed=False))
     verdict = judge([rec], RULES, expected_ids=[SPEC["id"]])
