@@ -235,8 +235,24 @@ def test_procfs_agrees_with_iostat_under_direct_writes():
 
     def count(samples, key):
         return sum(s[key] * (s["epoch"] - s["start_epoch"]) for s in samples)
+
+    def unknown(samples, key):
+        """What iostat's count cannot be told to better than: iostat computes each report's
+        rates over its own interval, which it does not print (its -t stamps are whole seconds);
+        the count multiplies them by the interval between the reports' arrivals here, which
+        differs from iostat's own by how much later one report arrived than the one before it.
+        Each report's rate times how far its arrival interval is from iostat's nominal 1 s (a
+        CI run's loaded machine: 4,254 writes counted from iostat's rates, the device's
+        counters 4,000)."""
+        return sum(s[key] * abs((s["epoch"] - s["start_epoch"]) - 1.0) for s in samples)
+
+    def shown(samples, key):
+        return [(round(s["epoch"] - s["start_epoch"], 3), round(s[key], 1)) for s in samples]
     wa, wb = count(ia, "w/s"), count(ib, "w/s")
-    assert wa >= 4000 * 0.95 and wb >= 4000 * 0.95, (wa, wb)
-    assert abs(wa - wb) <= max(0.05 * wa, 50), (wa, wb, ia, ib)
+    # our sampler's rates are its counters' differences over its own intervals: their count
+    # is the device's, dd's 4000 writes (and a few of the journal's)
+    assert 4000 * 0.99 <= wb <= 4000 * 1.05, (wb, shown(ib, "w/s"))
+    assert wa >= 4000 * 0.95, (wa, shown(ia, "w/s"))
+    assert abs(wa - wb) <= max(0.05 * wa, 50) + unknown(ia, "w/s"), (wa, wb, shown(ia, "w/s"), shown(ib, "w/s"))
     kba, kbb = count(ia, "wkB/s"), count(ib, "wkB/s")
-    assert abs(kba - kbb) <= max(0.05 * kba, 1024), (kba, kbb)
+    assert abs(kba - kbb) <= max(0.05 * kba, 1024) + unknown(ia, "wkB/s"), (kba, kbb, shown(ia, "wkB/s"))
