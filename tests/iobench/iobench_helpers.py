@@ -135,6 +135,21 @@ def signal_mid_run(args, sig, delay=1.2, timeout=20, when=None):
     return p.returncode, out, err
 
 
+def measured_for(live_log, seconds):
+    """A ``when`` for :func:`signal_mid_run`: true once iobench's live log (``--live-log``,
+    a line per ``--report-interval``) shows its measured window ``seconds`` long. A fixed delay
+    after the start is no premise on a loaded machine: one took 1.2 s to start measuring, and
+    the signal found a run that had done nothing yet."""
+    def when():
+        try:
+            with open(live_log) as fh:
+                lines = [json.loads(x) for x in fh.read().splitlines() if x.strip()]
+        except (OSError, ValueError):
+            return False
+        return any(x.get("window") and x.get("elapsed_s", 0) >= seconds for x in lines)
+    return when
+
+
 def held_mid_run(args, at, hold, seconds, timeout=120):
     """Start iobench; at the epoch ``at`` enter ``hold(pid)`` (a context manager that stops
     the whole process or one of its threads) for ``seconds``; return (returncode, stdout,

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from iobench_helpers import assert_usage_error, fill_filesystem, signal_mid_run, BIN, SMALL, make, mounted, run, snapshot
+from iobench_helpers import assert_usage_error, fill_filesystem, measured_for, signal_mid_run, BIN, SMALL, make, mounted, run, snapshot
 
 DB_KEYS = {"config", "transactions", "commits", "log_writes", "page_reads", "page_writes"}
 DB_CONFIG_KEYS = {"readers", "page_size", "log_block_size", "flusher_threads", "group_commit_max", "working_set"}
@@ -186,10 +186,11 @@ def test_db_flags_need_dbpattern(ib, tmp_path, flag, val):
     assert r.rc == 2 and flag in r.err and "--mode dbpattern" in r.err, r.err
 
 
-def test_sigterm_mid_run_gives_valid_json(iobench, prepared):
+def test_sigterm_mid_run_gives_valid_json(iobench, prepared, tmp_path):
+    live = str(tmp_path / "live.jsonl")
     args = [iobench, "run", "--dir", prepared, *SMALL, "--mode", "dbpattern", "--db-log-size", "4M",
-            "--threads", "8", "--time", "30", "--direct"]
-    rc, out, err = signal_mid_run(args, signal.SIGTERM, delay=1.2)
+            "--threads", "8", "--time", "30", "--direct", "--live-log", live, "--report-interval", "0.1"]
+    rc, out, err = signal_mid_run(args, signal.SIGTERM, when=measured_for(live, 0.5))
     assert rc == 5, err
     j = json.loads(out)
     assert j["interrupted"] is True and j["signal"] == "SIGTERM"

@@ -6,17 +6,18 @@ import subprocess
 
 import pytest
 
-from iobench_helpers import fill_filesystem, signal_mid_run, BIN, SMALL, make, mounted, run
+from iobench_helpers import fill_filesystem, measured_for, signal_mid_run, BIN, SMALL, make, mounted, run
 
 
 @pytest.mark.parametrize("sig,name", [(signal.SIGTERM, "SIGTERM"), (signal.SIGINT, "SIGINT")])
 @pytest.mark.parametrize("engine", ["sync", "io_uring"])
-def test_signal_mid_run(iobench, prepared, sig, name, engine):
+def test_signal_mid_run(iobench, prepared, sig, name, engine, tmp_path):
+    live = str(tmp_path / "live.jsonl")
     args = [iobench, "run", "--dir", prepared, *SMALL, "--mode", "rndrw", "--time", "30", "--threads", "2",
-            "--engine", engine]
+            "--engine", engine, "--live-log", live, "--report-interval", "0.1"]
     if engine == "io_uring":
         args += ["--iodepth", "8"]
-    rc, out, err = signal_mid_run(args, sig, delay=1.2)
+    rc, out, err = signal_mid_run(args, sig, when=measured_for(live, 0.6))
     assert rc == 5, err
     j = json.loads(out)
     assert j["interrupted"] is True and j["signal"] == name and j["exit_code"] == 5
