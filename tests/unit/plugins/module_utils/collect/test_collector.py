@@ -242,7 +242,7 @@ def test_procfs_agrees_with_iostat_under_direct_writes():
         the count multiplies them by the interval between the reports' arrivals here, which
         differs from iostat's own by how much later one report arrived than the one before it.
         Each report's rate times how far its arrival interval is from iostat's nominal 1 s (a
-        CI run's loaded machine: 4,254 writes counted from iostat's rates, the device's
+        fresh-clone run's loaded machine: 4,254 writes counted from iostat's rates, the device's
         counters 4,000)."""
         return sum(s[key] * abs((s["epoch"] - s["start_epoch"]) - 1.0) for s in samples)
 

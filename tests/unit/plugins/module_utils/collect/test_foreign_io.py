@@ -278,7 +278,9 @@ class StalledRead:
         end = time.monotonic() + 60
         while self.in_flight() == 0 and self.proc.poll() is None and time.monotonic() < end:
             time.sleep(0.02)
-        assert self.in_flight() > 0, "the stalled read did not reach %s (dd rc %s)" % (self.dev, self.proc.poll())
+        if self.in_flight() == 0:
+            rc = self.release()
+            raise AssertionError("the stalled read did not reach %s (dd rc %s)" % (self.dev, rc))
         return self
 
     def release(self):
@@ -320,7 +322,8 @@ def test_a_device_held_busy_past_wait_s_by_a_stalled_read_is_inconclusive_not_ru
         res, failed, _msg, _warnings = workload.run_workload(p)
     assert not failed and "bench" not in res, (res.get("foreign") or {}).get("quiet")
     quiet = res["foreign"]["quiet"]
-    assert not quiet["ok"] and quiet["rounds"] >= 3 and quiet["util_pct"] > 50, quiet
+    # busy through the whole wait (how many rounds filled it is the machine's: a starved round is longer)
+    assert not quiet["ok"] and quiet["waited_s"] >= 3 and quiet["util_pct"] > 50, quiet
     assert "never got quiet" in res["foreign"]["skipped"]
     rec = workload_record(SPEC, dict(res, failed=False))
     verdict = judge([rec], RULES, expected_ids=[SPEC["id"]])
