@@ -215,7 +215,13 @@ def test_procfs_agrees_with_iostat_under_direct_writes():
         try:
             b.start()
             a.start()
-            time.sleep(1.3)
+            # dd once both samplers have reported: their counts then start before it, however
+            # late a loaded machine ran their threads (a fixed 1.3 s was no premise)
+            limit = time.monotonic() + 60
+            while not (a.iostat_parser.samples and b.sampler.iostat) and time.monotonic() < limit:
+                time.sleep(0.05)
+            assert a.iostat_parser.samples and b.sampler.iostat, "the samplers did not report within 60 s"
+            dd_start = time.time()
             dd = subprocess.run(["dd", "if=/dev/zero", "of=%s/f" % loop["mnt"], "bs=16k", "count=4000",
                                  "oflag=direct"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
             if dd.returncode != 0:
@@ -232,6 +238,7 @@ def test_procfs_agrees_with_iostat_under_direct_writes():
     ia, ib = ra["iostat"], rb["iostat"]
     assert ia and ib, (ia, ib)
     assert ia[-1]["epoch"] >= dd_end and ib[-1]["epoch"] >= dd_end, (dd_end, ia[-1], ib[-1])
+    assert ia[0]["start_epoch"] <= dd_start and ib[0]["start_epoch"] <= dd_start, (dd_start, ia[0], ib[0])
 
     def count(samples, key):
         return sum(s[key] * (s["epoch"] - s["start_epoch"]) for s in samples)
