@@ -134,10 +134,13 @@ def test_a_window_opened_late_still_lasts_its_time(iobench, prepared):
     assert w["start_epoch"] >= thawed - 0.05, (w, thawed)
     # (a paced thread stops at its last slot before the deadline: 10 ms at most early)
     assert j["elapsed_s"] >= 0.98 and w["end_epoch"] - w["start_epoch"] >= 0.98, (j["elapsed_s"], w)
-    # paced at 200/s: the window holds about a second of requests (a loaded host's late wake-ups
-    # drop some slots: 148 in a fresh-clone run), not the few the warmup left
-    assert 100 <= j["ops"]["read"]["count"] <= 200 + 2 * 2, j["ops"]["read"]
-    assert sum(i["read_ops"] for i in j["intervals"]) == j["ops"]["read"]["count"]
+    # paced at 200/s: the window holds requests from each of its four 0.25 s reports, so from the
+    # whole second and not the few the warmup left, and never more than the pace allows. How many
+    # is the machine's: the pacer drops the slots a late wake-up lets pass (200 quiet; 148 and 86
+    # in fresh-clone runs beside the suite's other streams)
+    iv = j["intervals"]
+    assert len(iv) == 4 and all(i["read_ops"] > 0 for i in iv), iv
+    assert sum(i["read_ops"] for i in iv) == j["ops"]["read"]["count"] <= 200 + 2 * 2, (j["ops"]["read"], iv)
 
 
 def noted(hold, began):
