@@ -226,16 +226,12 @@ def loop_ext4(size_mb, prefix="fq-loop-", base=None, where="/dev/shm", discard=F
     os.mkdir(mnt)
     with open(image, "wb") as fh:
         fh.truncate(size_mb << 20)
-    dev, mounted = None, False
+    dev = None
     try:
         dev = attach(image, direct_io=True)
-        run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", dev])
-        run(["mount"] + (["-o", "discard"] if discard else []) + [dev, mnt])
-        mounted = True
-        yield {"dev": dev, "name": os.path.basename(dev), "mnt": mnt, "base": base, "image": image}
+        with ext4_mounted(dev, mnt, options=["discard"] if discard else ()):
+            yield {"dev": dev, "name": os.path.basename(dev), "mnt": mnt, "base": base, "image": image}
     finally:
-        if mounted and subprocess.run(["umount", mnt], check=False, capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", mnt], check=False)
         if dev:
             detach(dev, image)
         if made:
@@ -243,6 +239,25 @@ def loop_ext4(size_mb, prefix="fq-loop-", base=None, where="/dev/shm", discard=F
         else:
             os.unlink(image)
             os.rmdir(mnt)
+
+
+@contextlib.contextmanager
+def ext4_mounted(dev, mnt, blocks=None, options=()):
+    """An ext4 made on the block device ``dev`` with its inode tables and journal initialised at
+    once (no ext4lazyinit writing in the background of a measurement), mounted on ``mnt``
+    (created when missing) with the mount ``options``; unmounted afterwards (lazily if busy).
+    ``blocks``: the ext4 is that many 4 KiB blocks and the device's rest lies outside it;
+    without it, the whole device at mke2fs.conf's block size for its size. The one place of
+    that setup for :func:`loop_ext4` and for an ext4 on a fault drive (tests/faultdrive)."""
+    run(["mkfs.ext4", "-q", "-F"] + (["-b", "4096"] if blocks else []) + ["-E", "lazy_itable_init=0,lazy_journal_init=0", dev]
+        + ([str(blocks)] if blocks else []))
+    os.makedirs(mnt, exist_ok=True)
+    run(["mount"] + (["-o", ",".join(options)] if options else []) + [dev, mnt])
+    try:
+        yield mnt
+    finally:
+        if subprocess.run(["umount", mnt], check=False, capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", mnt], check=False)
 
 
 @contextlib.contextmanager

@@ -242,18 +242,10 @@ def stalled_ext4(tmp_path):
         pytest.skip(why or loopdev.missing_tools())
     with loopdev.tmpfs(str(tmp_path / "mem"), 256) as mem, \
             faultdrive.FaultDrive(size=192 << 20, workdir=mem, name="quiet") as fd:
-        blocks = (fd.size - STALL_REGION) // 4096
-        loopdev.run(["mkfs.ext4", "-q", "-F", "-b", "4096", "-E", "lazy_itable_init=0,lazy_journal_init=0",
-                     fd.device, str(blocks)])
-        mnt = str(tmp_path / "mnt")
-        os.mkdir(mnt)
-        loopdev.run(["mount", fd.device, mnt])
-        try:
+        with loopdev.ext4_mounted(fd.device, str(tmp_path / "mnt"), blocks=(fd.size - STALL_REGION) // 4096) as mnt:
             test_dir = os.path.join(mnt, "fq")
             os.mkdir(test_dir, 0o700)
             yield {"drive": fd, "dev": os.path.basename(fd.device), "path": fd.device, "dir": test_dir}
-        finally:
-            loopdev.run(["umount", mnt])
 
 
 class StalledRead:

@@ -143,17 +143,12 @@ def loop(tmp_path):
         pytest.skip(why or loopdev.missing_tools())
     with loopdev.tmpfs(str(tmp_path / "mem"), 256) as mem:
         with faultdrive.FaultDrive(size=192 << 20, workdir=mem, name="headline") as fd:
-            loopdev.run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", fd.device])
-            fd.set([{"kind": "delay", "ms": WRITE_DELAY_MS, "ops": "write"}])
-            mnt = str(tmp_path / "mnt")
-            os.mkdir(mnt)
-            loopdev.run(["mount", fd.device, mnt])
-            try:
+            with loopdev.ext4_mounted(fd.device, str(tmp_path / "mnt")) as mnt:
+                # the delay from the mount on: the ext4 is made at the drive's own speed
+                fd.set([{"kind": "delay", "ms": WRITE_DELAY_MS, "ops": "write"}])
                 d = os.path.join(mnt, "ds")
                 os.mkdir(d)
                 yield {"dev": fd.device, "name": os.path.basename(fd.device), "mnt": mnt, "dir": d}
-            finally:
-                loopdev.run(["umount", mnt])
 
 
 @pytest.mark.slow
