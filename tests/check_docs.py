@@ -29,10 +29,11 @@ def targets():
         name = os.path.basename(path)[:-3]
         if name != "__init__":
             yield "module", "%s.%s" % (NS, name)
-    for path in sorted(glob.glob(os.path.join(ROOT, "plugins", "callback", "*.py"))):
-        name = os.path.basename(path)[:-3]
-        if name != "__init__":
-            yield "callback", "%s.%s" % (NS, name)
+    for kind in ("callback", "strategy"):
+        for path in sorted(glob.glob(os.path.join(ROOT, "plugins", kind, "*.py"))):
+            name = os.path.basename(path)[:-3]
+            if name != "__init__":
+                yield kind, "%s.%s" % (NS, name)
     # A filter is documented by the DOCUMENTATION of the plugin file of its name (one filter
     # per file, as Galaxy lists them; the wrappers live in plugins/plugin_utils/filters/table.py).
     filters = set()
