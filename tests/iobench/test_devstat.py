@@ -188,10 +188,11 @@ def test_a_main_thread_late_after_the_workers_does_not_stretch_the_window(iobenc
     assert began and w["start_epoch"] < began[0] and thawed > planned_end + 1, (w, began, thawed)
     # the workers' time: the window ends at the planned end, whenever the main thread woke
     assert w["end_epoch"] < thawed - 0.5 and abs(w["end_epoch"] - planned_end) < 0.5, (w, planned_end, thawed)
-    # the rate over that window is the pace the workers kept (200/s, a loaded host's late
-    # wake-ups dropping some slots), never the count spread over the main thread's delay
+    # the rate is the window's count over its 1 s, never the count spread over the main thread's
+    # delay (count / 2.27 s in the run above). How many requests the paced workers made is the
+    # machine's: a late wake-up drops its slot (196 quiet; 82 beside the suite's other streams)
     reads = j["ops"]["read"]
-    assert reads["count"] >= 100 and reads["per_sec"] >= 0.8 * reads["count"] / 1.0, (j["elapsed_s"], reads)
+    assert reads["count"] > 0 and reads["per_sec"] >= 0.8 * reads["count"] / 1.0, (j["elapsed_s"], reads)
 
 
 def test_a_signal_during_the_warmup_opens_an_empty_window_at_a_real_instant(iobench, prepared):
