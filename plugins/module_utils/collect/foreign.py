@@ -169,6 +169,11 @@ def foreign_await(a, b):
     return fios / secs, max(0.0, dev_ticks - our_ms) / fios
 
 
+# how often the sampler looks for iobench's next live-log line, and its shortest sleep
+LIVE_LOOK_S = 0.05
+MIN_PAUSE_S = 0.001
+
+
 class Sampler(threading.Thread):
     """Samples while the benchmark runs; with a guard limit, sets ``stop`` (and ``reason``)
     when the foreign await stays above it."""
@@ -202,7 +207,10 @@ class Sampler(threading.Thread):
                 self._t = now
                 self.samples.append(take_sample(self.devices, self.cgroup, None, line))
                 self._check()
-            if self.done.wait(0.05):
+            # a live log is looked at 20 times a second, so that its lines are sampled as they come;
+            # without one, the thread sleeps until the next sample is due
+            pause = LIVE_LOOK_S if self.live.path else max(MIN_PAUSE_S, self._t + interval - time.monotonic())
+            if self.done.wait(pause):
                 break
         self.samples.append(take_sample(self.devices, self.cgroup, self.live))
 
