@@ -55,7 +55,6 @@ class FleetRun(playbook_run.Run):
 
 # the workload record's warning when no iostat report fell inside its window
 # (plugins/module_utils/job/workload.py)
-NO_IOSTAT_SAMPLE = "no iostat sample fell inside the measured window"
 
 
 def iostat_sampled_or_warned(result):
@@ -63,6 +62,7 @@ def iostat_sampled_or_warned(result):
     window, or says it has none. Whether a 1 s report falls inside a short window depends on
     how soon a loaded machine ran iostat (a starved stream once took none for 6 s): never
     silently."""
+    from ansible_collections.fleetqual.storage.plugins.module_utils.job.workload import NO_IOSTAT_SAMPLE
     return bool(result["iostat"]["samples"]) or any(w.startswith(NO_IOSTAT_SAMPLE) for w in result.get("warnings", []))
 
 

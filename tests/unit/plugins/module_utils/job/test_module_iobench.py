@@ -302,7 +302,7 @@ def test_real_run_sysstat(iobench_binary, own_fs, private_tmp):
     # let iostat run (a starved stream once ran none for 6 s): none only with the warning that
     # says so. vmstat the same (the record keeps what there is)
     io = r["iostat"]["samples"]
-    assert io or any(x.startswith("no iostat sample fell inside the measured window") for x in r.get("warnings", [])), r
+    assert io or any(x.startswith(workload.NO_IOSTAT_SAMPLE) for x in r.get("warnings", [])), r
     if io:
         avg = r["iostat"]["avg"]
         for k in ("r/s", "w/s", "rkB/s", "wkB/s", "r_await", "w_await", "aqu-sz", "%util", "rareq-sz", "wareq-sz"):
