@@ -46,25 +46,31 @@ def test_a_fork_is_free_when_one_slot_was_never_used_or_its_worker_ended(slots):
     assert linear.has_free_fork(workers) == any(s != "running" for s in slots)
 
 
-def run_play(tmp_path, strategy, hosts, forks, tasks=2, seconds=0.6):
-    """Each host runs ``tasks`` tasks that append their start and end (monotonic ns) to a log;
-    returns (rc, output, the log's entries)."""
-    log = tmp_path / ("%s.log" % strategy.replace(".", "_"))
-    steps = [{"name": "step %d" % i, "ansible.builtin.shell": (
-        "echo \"$(date +%%s%%N) start %d {{ inventory_hostname }}\" >> %s; sleep %s; "
-        "echo \"$(date +%%s%%N) end %d {{ inventory_hostname }}\" >> %s" % (i, log, seconds, i, log)),
-        "changed_when": False} for i in range(tasks)]
-    (tmp_path / "pb.yml").write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "strategy": strategy,
-                                                      "tasks": steps}]))
+def playbook(tmp_path, tasks, hosts, forks):
+    """``ansible-playbook`` of one play of ``tasks`` under fleetqual.storage.linear over
+    ``hosts`` local-connection hosts h0, h1, ... at ``forks`` forks: the completed process."""
+    (tmp_path / "pb.yml").write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False,
+                                                      "strategy": "fleetqual.storage.linear", "tasks": tasks}]))
     inv = {"all": {"hosts": {"h%d" % i: {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
                              for i in range(hosts)}}}
     (tmp_path / "inv.yml").write_text(json.dumps(inv))
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
                ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default")
-    p = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "inv.yml", "pb.yml",
-                        "--forks", str(forks)], env=env, capture_output=True, text=True, timeout=300,
-                       cwd=str(tmp_path), check=False)
+    return subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "inv.yml", "pb.yml",
+                           "--forks", str(forks)], env=env, capture_output=True, text=True, timeout=300,
+                          cwd=str(tmp_path), check=False)
+
+
+def run_play(tmp_path, hosts, forks, tasks=2, seconds=0.6):
+    """Each host runs ``tasks`` tasks that append their start and end (ns since the epoch) to a
+    log; returns (rc, output, the log's entries in time order)."""
+    log = tmp_path / "steps.log"
+    steps = [{"name": "step %d" % i, "ansible.builtin.shell": (
+        "echo \"$(date +%%s%%N) start %d {{ inventory_hostname }}\" >> %s; sleep %s; "
+        "echo \"$(date +%%s%%N) end %d {{ inventory_hostname }}\" >> %s" % (i, log, seconds, i, log)),
+        "changed_when": False} for i in range(tasks)]
+    p = playbook(tmp_path, steps, hosts, forks)
     entries = []
     if log.exists():
         for line in log.read_text().splitlines():
@@ -76,7 +82,7 @@ def run_play(tmp_path, strategy, hosts, forks, tasks=2, seconds=0.6):
 @pytest.mark.slow
 @pytest.mark.parametrize("hosts,forks", [(5, 2), (3, 1)])
 def test_more_hosts_than_forks_run_in_linear_order_never_more_at_once_than_forks(tmp_path, hosts, forks):
-    rc, out, entries = run_play(tmp_path, "fleetqual.storage.linear", hosts, forks)
+    rc, out, entries = run_play(tmp_path, hosts, forks)
     assert rc == 0, out[-3000:]
     names = {"h%d" % i for i in range(hosts)}
     for task in (0, 1):
@@ -102,17 +108,7 @@ def test_a_failing_host_is_failed_and_the_others_go_on_as_with_linear(tmp_path):
     steps = [{"name": "first", "ansible.builtin.command": "test {{ inventory_hostname }} != h1", "changed_when": False},
              {"name": "second", "ansible.builtin.shell": "echo {{ inventory_hostname }} >> %s" % log,
               "changed_when": False}]
-    (tmp_path / "pb.yml").write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False,
-                                                      "strategy": "fleetqual.storage.linear", "tasks": steps}]))
-    inv = {"all": {"hosts": {"h%d" % i: {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
-                             for i in range(4)}}}
-    (tmp_path / "inv.yml").write_text(json.dumps(inv))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
-               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default")
-    p = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "inv.yml", "pb.yml",
-                        "--forks", "2"], env=env, capture_output=True, text=True, timeout=300, cwd=str(tmp_path),
-                       check=False)
+    p = playbook(tmp_path, steps, 4, 2)
     assert p.returncode == 2, p.stdout[-3000:]
     assert sorted(log.read_text().split()) == ["h0", "h2", "h3"]
     assert "h1                         : ok=0    changed=0    unreachable=0    failed=1" in p.stdout, p.stdout[-2000:]
