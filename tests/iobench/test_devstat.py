@@ -138,8 +138,9 @@ def test_a_window_opened_late_still_lasts_its_time(iobench, prepared):
     # whole second and not the few the warmup left, and never more than the pace allows. How many
     # is the machine's: the pacer drops the slots a late wake-up lets pass (200 quiet; 148 and 86
     # in fresh-clone runs beside the suite's other streams)
+    # (a loaded run's window ran 1.064 s: a fifth, 64 ms report closes it)
     iv = j["intervals"]
-    assert len(iv) == 4 and all(i["read_ops"] > 0 for i in iv), iv
+    assert len(iv) >= 4 and all(i["read_ops"] > 0 for i in iv[:4]), iv
     assert sum(i["read_ops"] for i in iv) == j["ops"]["read"]["count"] <= 200 + 2 * 2, (j["ops"]["read"], iv)
 
 
