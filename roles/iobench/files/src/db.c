@@ -172,7 +172,10 @@ void db_free(bench_t *b)
 void db_result(const bench_t *b, dbresult_t *r)
 {
     memset(r, 0, sizeof *r);
-    if (b->db) *r = b->db->res;
+    if (!b->db) return;
+    *r = b->db->res;
+    for (int i = 0; i < b->nth; i++)
+        if (b->th[i].role == DB_FLUSHER) r->slots_dropped += b->th[i].slots_dropped;
 }
 
 static void rand_page(thread_t *t, uint64_t *fi, uint64_t *off)
@@ -306,6 +309,19 @@ static void log_writer(thread_t *t)
     }
 }
 
+/* Slots of a pace (one every gap ns from `from`) due in [from, until) and in the measured window. */
+static uint64_t slots_due(uint64_t from, uint64_t until, uint64_t gap, uint64_t ms)
+{
+    if (until <= ms) return 0;     /* also a window not opened yet (measure_start UINT64_MAX) */
+    if (from < ms) from += (ms - from + gap - 1) / gap * gap;
+    return from < until ? (until - from + gap - 1) / gap : 0;
+}
+
+/* A cap, not an average, like --rate-iops (engine_sync.c): a flusher that falls more than 10 slots
+ * behind (a slow write, or no CPU for it) skips the slots it passed instead of bursting, and keeps its
+ * schedule. The slots it skips, and those still due when the window ends, are counted
+ * (t->slots_dropped): every slot of the window is a write or dropped, so a rate below the one asked
+ * says whether the flushers kept their pace. */
 static void flusher(thread_t *t)
 {
     bench_t *b = t->b;
@@ -327,7 +343,10 @@ static void flusher(thread_t *t)
                 continue;
             }
             next += gap;
-            if (next + 10 * gap < now) next = now;   /* do not burst after a stall */
+            if (next + 10 * gap < now) {   /* do not burst after a stall: skip to the first slot not past */
+                t->slots_dropped += slots_due(next, now, gap, atomic_load(&b->measure_start));
+                next += (now - next + gap - 1) / gap * gap;
+            }
         }
         uint64_t fi, off;
         rand_page(t, &fi, &off);
@@ -344,6 +363,10 @@ static void flusher(thread_t *t)
         }
         record_op(t, OP_WRITE, t0, t1, bs);
         if (t1 >= bench_deadline(b)) break;
+    }
+    if (gap) {   /* the slots due before the window closed that no write took */
+        uint64_t end = now_ns(), deadline = bench_deadline(b);
+        t->slots_dropped += slots_due(next, end < deadline ? end : deadline, gap, atomic_load(&b->measure_start));
     }
 }
 

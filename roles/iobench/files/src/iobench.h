@@ -281,6 +281,7 @@ typedef struct thread {
     int role;                  /* dbpattern: DB_READER / DB_LOGWRITER / DB_FLUSHER */
     opstat_t *xst;             /* dbpattern readers: commit wait latency */
     uint64_t txns;             /* dbpattern readers: committed transactions in the window */
+    uint64_t slots_dropped;    /* dbpattern flushers: slots of --db-flush-rate's pace in the window with no write */
     _Atomic uint64_t live[2][3];   /* --live-log: measured reads/writes: count, bytes, latency sum (ns) */
     uint64_t rnd_n, rnd_mul, rnd_add;   /* random block = rng_bounded(rnd_n) x rnd_mul + rnd_add (verify: own blocks) */
     uint64_t ok_after;         /* successful requests after the run's first I/O error */
@@ -512,6 +513,7 @@ static inline uint64_t bench_deadline(const bench_t *b)
 /* ---- db.c: --mode dbpattern ---- */
 typedef struct dbresult {
     uint64_t commits, txns_in_commits, log_writes, log_bytes;
+    uint64_t slots_dropped;   /* flushers' paced slots with no write (db.c flusher), summed */
 } dbresult_t;
 int db_open_log(const options_t *o, int *fd_out);     /* create/fill ib_logfile.iobench; exit code */
 struct dbstate *db_alloc(const options_t *o, int log_fd);   /* main: b->db, b->nth = readers + 1 + flushers */

@@ -108,6 +108,10 @@ static void write_db(FILE *f, report_t *r, const summary_t *s)
         const merged_t *m = &s->op[k == 0 ? OP_READ : OP_WRITE];
         fprintf(f, "},\n    \"%s\": {\"count\": %llu, \"per_sec\": ", names[k], (unsigned long long)m->n);
         jnum(f, el > 0 ? (double)m->n / el : 0, 3);
+        if (k == 1) {
+            if (o->db_flush_rate > 0) fprintf(f, ", \"slots_dropped\": %llu", (unsigned long long)dr.slots_dropped);
+            else fprintf(f, ", \"slots_dropped\": null");
+        }
         fprintf(f, ",\n      ");
         db_lat(f, m, 0);
     }

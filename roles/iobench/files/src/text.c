@@ -147,7 +147,11 @@ void write_text(FILE *f, report_t *r)
             fprintf(f, "    log writes:                   %llu (%.2f MiB)\n", (unsigned long long)dr.log_writes,
                     (double)dr.log_bytes / 1048576.0);
             fprintf(f, "    page reads/s:                 %.2f\n", (double)s.op[0].n / el);
-            fprintf(f, "    page writes/s:                %.2f\n\n", (double)s.op[1].n / el);
+            fprintf(f, "    page writes/s:                %.2f", (double)s.op[1].n / el);
+            if (o->db_flush_rate > 0)   /* a cap: say when the flushers did not keep it */
+                fprintf(f, " (paced at %.2f, %llu slots dropped)", o->db_flush_rate,
+                        (unsigned long long)dr.slots_dropped);
+            fputs("\n\n", f);
             fprintf(f, "    latency (ms)          p50        p95        p99      p99.9        max\n");
             const merged_t *ms[3] = {cm, &s.op[0], &s.op[1]};
             static const char *ln[3] = {"commit", "page read", "page write"};
