@@ -42,6 +42,7 @@ tar -C "$root" -cf - \
   --exclude=./.pytest_cache --exclude=__pycache__ --exclude='*.pyc' --exclude=./bench/out \
   --exclude=./roles/iobench/files/src/iobench --exclude='./roles/iobench/files/src/iobench-*' \
   --exclude='./roles/iobench/files/src/*.o' --exclude='./roles/iobench/files/src/tests/*_test' \
+  --exclude=./roles/iobench/files/src/tests/asan-obj \
   --exclude='./*.tar.gz' . | tar -C "$copy" -xf -
 
 cd "$copy"
