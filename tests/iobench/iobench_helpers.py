@@ -172,6 +172,32 @@ def held_mid_run(args, at, hold, seconds, timeout=120):
     return p.returncode, out, err, released
 
 
+FREEZER = "/sys/fs/cgroup/freezer"
+
+
+@contextlib.contextmanager
+def frozen_thread(tid):
+    """The one thread ``tid`` frozen (a cgroup v1 freezer group of that thread alone: its
+    ``tasks`` file moves a thread, not its process), thawed and put back on leaving."""
+    if not os.path.isfile(os.path.join(FREEZER, "freezer.state")) and not os.path.isdir(FREEZER):
+        pytest.skip("no cgroup v1 freezer hierarchy to freeze one thread with")
+    grp = os.path.join(FREEZER, "fleetqual-iobench-test-%d" % os.getpid())
+    os.mkdir(grp)
+    try:
+        with open(os.path.join(grp, "tasks"), "w") as f:
+            f.write(str(tid))
+        with open(os.path.join(grp, "freezer.state"), "w") as f:
+            f.write("FROZEN")
+        yield
+    finally:
+        with open(os.path.join(grp, "freezer.state"), "w") as f:
+            f.write("THAWED")
+        for t in open(os.path.join(grp, "tasks")).read().split():
+            with open(os.path.join(FREEZER, "tasks"), "w") as f:
+                f.write(t)
+        os.rmdir(grp)
+
+
 @contextlib.contextmanager
 def stopped(pid):
     """The whole process stopped (SIGSTOP) until the block ends (SIGCONT)."""

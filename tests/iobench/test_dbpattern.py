@@ -1,5 +1,6 @@
 """--mode dbpattern: InnoDB-like readers + group-commit log writer + page flushers
 (docs/diagnostics.md section 7)."""
+import contextlib
 import json
 import os
 import re
@@ -9,8 +10,8 @@ import time
 
 import pytest
 
-from iobench_helpers import (assert_usage_error, fill_filesystem, held_mid_run, measured_for, signal_mid_run, stopped, BIN, SMALL,
-                             make, mounted, run, snapshot)
+from iobench_helpers import (assert_usage_error, fill_filesystem, frozen_thread, held_mid_run, measured_for,
+                             signal_mid_run, stopped, BIN, SMALL, make, mounted, run, snapshot)
 
 DB_KEYS = {"config", "transactions", "commits", "log_writes", "page_reads", "page_writes"}
 DB_CONFIG_KEYS = {"readers", "page_size", "log_block_size", "flusher_threads", "group_commit_max", "working_set"}
@@ -131,6 +132,47 @@ def test_flushers_held_still_drop_the_slots_they_missed_instead_of_bursting(iobe
     # 0.5 s is 50 slots per flusher; at most one of them a late write, one the rounding of its lag
     assert pw["slots_dropped"] >= 2 * (50 - 2), pw
     assert pw["per_sec"] <= 215, pw
+
+
+def threads_named(pid, name):
+    """The ids of the threads of ``pid`` named ``name`` (iobench names each for its role)."""
+    tids = []
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (pid, tid)) as fh:
+                if fh.read().strip() == name:
+                    tids.append(int(tid))
+        except OSError:
+            pass
+    return tids
+
+
+def test_a_flusher_run_late_after_the_release_drops_the_slots_it_missed(iobench, prepared):
+    """One flusher frozen alone (cgroup freezer) from 1 s before the release (--start-at) to 0.5 s
+    after it, as a loaded host runs a thread long after the others: its pace began at the release,
+    so the slots it missed are dropped and accounted, not lost from the record (the schedule once
+    began when the thread first ran, and a loaded run's count + slots_dropped fell 36 short)."""
+    start = time.time() + 2.5
+    began = []
+
+    @contextlib.contextmanager
+    def one_flusher_frozen(pid):
+        limit = time.monotonic() + 30
+        while not threads_named(pid, "iobench-flusher") and time.monotonic() < limit:
+            time.sleep(0.02)
+        with frozen_thread(threads_named(pid, "iobench-flusher")[-1]):
+            began.append(time.time())
+            yield
+
+    rc, out, err, thawed = held_mid_run(
+        [iobench, "run", "--dir", prepared, *SMALL, "--mode", "dbpattern", "--db-log-size", "4M", *FLUSH_PACED,
+         "--start-at", "%.3f" % start], start - 1.0, one_flusher_frozen, 1.5)
+    assert rc == 0, err
+    assert began and began[0] < start and thawed >= start + 0.5, ("the hold missed the release", began, start)
+    pw = json.loads(out)["db"]["page_writes"]
+    assert slots_accounted(pw), pw
+    # 0.5 s of that flusher's slots (a slot every 10 ms): 50, one of them at most written late
+    assert pw["slots_dropped"] >= 50 - 2, pw
 
 
 def test_text_format(ib, prepared):

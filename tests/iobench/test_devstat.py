@@ -7,9 +7,7 @@ import subprocess
 import sys
 import time
 
-import pytest
-
-from iobench_helpers import SMALL, assert_usage_error, held_mid_run, loop_device, signal_mid_run
+from iobench_helpers import SMALL, assert_usage_error, frozen_thread, held_mid_run, loop_device, signal_mid_run
 
 SECTOR = 512
 
@@ -88,32 +86,6 @@ def test_devstat_exact_while_the_machine_is_busy(ib):
             for h in hogs:
                 h.wait()
         ib("cleanup", "--dir", d)
-
-
-FREEZER = "/sys/fs/cgroup/freezer"
-
-
-@contextlib.contextmanager
-def frozen_thread(tid):
-    """The one thread ``tid`` frozen (a cgroup v1 freezer group of that thread alone: its
-    ``tasks`` file moves a thread, not its process), thawed and put back on leaving."""
-    if not os.path.isfile(os.path.join(FREEZER, "freezer.state")) and not os.path.isdir(FREEZER):
-        pytest.skip("no cgroup v1 freezer hierarchy to freeze one thread with")
-    grp = os.path.join(FREEZER, "fleetqual-iobench-test-%d" % os.getpid())
-    os.mkdir(grp)
-    try:
-        with open(os.path.join(grp, "tasks"), "w") as f:
-            f.write(str(tid))
-        with open(os.path.join(grp, "freezer.state"), "w") as f:
-            f.write("FROZEN")
-        yield
-    finally:
-        with open(os.path.join(grp, "freezer.state"), "w") as f:
-            f.write("THAWED")
-        for t in open(os.path.join(grp, "tasks")).read().split():
-            with open(os.path.join(FREEZER, "tasks"), "w") as f:
-                f.write(t)
-        os.rmdir(grp)
 
 
 LATE = ["--file-num", "4", "--total-size", "16M", "--mode", "rndrd", "--keep-cache", "--rate-iops", "200",

@@ -328,7 +328,9 @@ static void flusher(thread_t *t)
     const options_t *o = b->o;
     const uint64_t bs = o->block_size;
     const uint64_t gap = o->db_flush_rate > 0 ? (uint64_t)(1e9 * (double)b->db->flushers / o->db_flush_rate) : 0;
-    uint64_t next = now_ns();
+    /* the pace starts when the threads were released, not when this one first ran: a loaded
+     * host runs a thread 100 ms and more after the release, and its slots are due all the same */
+    uint64_t next = b->t_start ? b->t_start : now_ns();
     for (;;) {
         if (stop_requested(b)) break;
         if (gap) {

@@ -202,6 +202,10 @@ static void *thread_main(void *arg)
 {
     thread_t *t = arg;
     bench_t *b = t->b;
+    /* each thread named for its role (top -H, ps -L, /proc/<pid>/task/<tid>/comm), before the
+     * release: the 15 characters Linux keeps */
+    static const char *const names[] = {"iobench-worker", "iobench-reader", "iobench-log", "iobench-flusher"};
+    pthread_setname_np(pthread_self(), names[t->role >= DB_READER && t->role <= DB_FLUSHER ? t->role : 0]);
     pthread_barrier_wait(&b->barrier);
     if (b->db) db_thread(t);
     else if (b->o->engine == ENGINE_URING) engine_uring_thread(t);
