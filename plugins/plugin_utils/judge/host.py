@@ -64,7 +64,8 @@ Missing values -- an explicit decision:
   *not applicable*: the check is reported with status ``n/a`` and does not affect the
   verdict. A rule whose matches are all n/a gives a warning.
 * A built-in figure that should exist but does not (``min_iops`` with no rate, a
-  percentile missing although the op ran) FAILS with "no value".
+  percentile missing although the op ran, or the op of the workload's mode when its window
+  completed none: ``judge/workload.py`` ``_mode_does``) FAILS with "no value".
 * A ``metric`` rule whose JMESPath yields null FAILS with "no value" (the author asked
   for that number; silence would hide a typo); a non-number FAILS with "not a number".
 * ``require_steady_state: true`` FAILS on a workload that did not reach steady state

@@ -196,6 +196,46 @@ def test_latency_limit_on_an_op_not_done_is_not_applicable(nvme):
                              "do not apply"]
 
 
+def nothing_completed(record):
+    """``record`` as a window in which the device completed no request (a hung drive): every op's
+    count 0 and its latencies 0, as iobench writes an op it measured none of."""
+    r = copy.deepcopy(record)
+    bench = r["result"]["bench"]
+    for op in bench["ops"].values():
+        op.update(count=0, bytes=0, per_sec=0.0, mib_per_sec=0.0, latency_us=dict.fromkeys(op["latency_us"], 0),
+                  histogram=dict(op["histogram"], buckets=[]))
+    bench["total"].update(count=0, iops=0.0, mib_per_sec=0.0)
+    for iv in bench.get("intervals") or []:
+        for k in list(iv):
+            if k.endswith("_ops") or k.endswith("_bytes"):
+                iv[k] = 0
+    return r
+
+
+@pytest.mark.parametrize("index, op", [(1, "read"), (2, "write"), (4, "read"), (4, "write")])
+def test_a_latency_limit_on_the_op_of_a_window_that_completed_nothing_fails(nvme, index, op):
+    """The op the workload's mode does (reads of rndrd, writes of rndwr, both of a mix that
+    completed nothing at all), none completed: the percentile has no value and the limit FAILS,
+    where an op the workload leaves out is n/a. A hung drive judged only on latency must not pass."""
+    rec = nothing_completed(nvme[index])
+    key = "max_%s_p99_ms" % op
+    r = judge([rec], [{key: 1000}])
+    assert r["verdict"] == "FAIL", r["checks"]
+    (c,) = r["checks"]
+    assert (c["metric"], c["status"], c["passed"]) == ("%s_p99_ms" % op, "fail", False)
+    assert "%s p99 has no value" % op in c["message"], c["message"]
+
+
+def test_an_op_a_mix_left_out_stays_not_applicable(nvme):
+    """A mix whose window completed reads but no write (a ratio of many reads per write over a short
+    window): its write limits are n/a, not failures."""
+    rec = copy.deepcopy(nvme[4])
+    w = rec["result"]["bench"]["ops"]["write"]
+    w.update(count=0, bytes=0, per_sec=0.0, mib_per_sec=0.0, latency_us=dict.fromkeys(w["latency_us"], 0))
+    r = judge([rec], [{"max_write_p99_ms": 1000}])
+    assert [(c["metric"], c["status"]) for c in r["checks"]] == [("write_p99_ms", "n/a")]
+
+
 def test_fsync_limit_applies_where_fsyncs_happen(nvme):
     r = judge(nvme, [{"max_fsync_p99_ms": 100}])
     assert [(c["workload"], c["status"]) for c in r["checks"]] == [
