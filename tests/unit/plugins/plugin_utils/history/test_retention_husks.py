@@ -273,13 +273,16 @@ def test_the_jobs_status_carries_a_real_quiet_wait(tmp_path):
             def report(q):
                 job.quiet_progress(q)
                 seen.append(job_runner_status.read_status(job.dir))
-            quiet = foreign.wait_quiet([lp["name"]], {"sample_s": 0.3, "quiet_util_pct": 1, "wait_s": 1.5}, None, report)
+            # quiet only at a %util of 0.0 over a whole second: the reader, however little of the
+            # CPU a loaded machine leaves it, keeps the device busier than that (at 1 % over 0.3 s,
+            # a fresh-clone run's reader, starved by the other streams, let one round pass as quiet)
+            quiet = foreign.wait_quiet([lp["name"]], {"sample_s": 1.0, "quiet_util_pct": 0, "wait_s": 2.0}, None, report)
         finally:
             reader.kill()
             reader.wait()
-    assert quiet["ok"] is False
+    assert quiet["ok"] is False, quiet
     waiting = [s for s in seen if s.get("quiet")]
-    assert waiting and waiting[0]["quiet"]["waiting"] and waiting[0]["quiet"]["util_pct"] > 1
+    assert waiting and waiting[0]["quiet"]["waiting"] and waiting[0]["quiet"]["util_pct"] > 0
     assert seen[-1]["quiet"] is None and seen[-1]["waited_s"] == quiet["waited_s"]
     brief = job_runner_status.brief(waiting[-1], _time.time(), None)
     assert brief["quiet"] == waiting[-1]["quiet"]
