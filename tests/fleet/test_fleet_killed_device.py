@@ -40,8 +40,7 @@ def digest(path, start, end):
 
 
 def written(path):
-    with open(path, "rb") as fh:
-        return any(fh.read(REGION))
+    return loopdev.nonzero(path, 0, REGION)
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from hypothesis import assume, given, settings, strategies as st
 
 import loopdev
 import test_module_iobench
-from test_device_regions import loops, nonzero, sha  # noqa: F401  # pylint: disable=unused-import
+from test_device_regions import loops, sha  # noqa: F401  # pylint: disable=unused-import
 
 iobench_binary = test_module_iobench.iobench_binary   # the fixture
 
@@ -58,14 +58,14 @@ def _two_initiators(iobench_binary, devices, backing):
         v = res["verify"]
         assert v["enabled"] and v["checked"] > 0 and (v["corrupt"], v["misplaced"], v["stale"]) == (0, 0, 0), v
         assert res["errors"]["total"] == 0, res["errors"]
-        assert nonzero(backing, off, off + size)              # prepared and written: its region
+        assert loopdev.nonzero(backing, off, off + size)              # prepared and written: its region
     assert [sha(backing, s, e) for s, e in outside] == before
     # each cleanup zeroes its own region only
     for dev, (off, size) in zip(devices, (a, b)):
         r = subprocess.run([iobench_binary, "cleanup", "--device", dev, "--offset", str(off), "--size", str(size)],
                            capture_output=True, text=True, check=False)
         assert r.returncode == 0, r.stderr
-        assert not nonzero(backing, off, off + size)
+        assert not loopdev.nonzero(backing, off, off + size)
     assert [sha(backing, s, e) for s, e in outside] == before
 
 
@@ -89,7 +89,7 @@ def test_a_mismatch_names_the_devices_own_byte(iobench_binary, loops):  # noqa: 
     res = json.loads(r.stdout)
     v = res["verify"]
     assert v["corrupt"] > 0 and {(x["offset"], x["device"]) for x in v["first"]} == {(bad, dev)}, v["first"]
-    assert not nonzero(backing, 0, off) and not nonzero(backing, off + size, 16 * MIB)
+    assert not loopdev.nonzero(backing, 0, off) and not loopdev.nonzero(backing, off + size, 16 * MIB)
 
 
 @pytest.fixture(scope="module")
@@ -120,4 +120,4 @@ def test_a_region_off_the_device_is_refused_before_any_write(iobench_binary, bla
     r = subprocess.run([iobench_binary, "run", "--device", dev, "--offset", str(offset), "--size", str(size),
                         "--mode", "rndwr", "--prepare", "--time", "1"], capture_output=True, text=True, check=False)
     assert r.returncode == 2 and ("--offset" in r.stderr or "--size" in r.stderr), (r.returncode, r.stderr)
-    assert not nonzero(backing, 0, 64 * MIB)
+    assert not loopdev.nonzero(backing, 0, 64 * MIB)

@@ -48,12 +48,6 @@ def sha(path, start, end):
     return h.hexdigest()
 
 
-def nonzero(path, start, end):
-    with open(path, "rb") as fh:
-        fh.seek(start)
-        return any(fh.read(end - start))
-
-
 @pytest.fixture
 def loops():
     """Two loop devices on files of their own under /var/tmp; the bytes after REGION are
@@ -127,13 +121,13 @@ def test_killed_job_region_is_refused_then_zeroed_when_opted_in(iobench_binary, 
         region = status_file(tdir)["regions"]
         assert region == [dict(region[0], device=dev, size=REGION, resolved=dev, backing_file=backing)], region
         # mid-write: iobench has written into the region; SIGKILL the job and what it started
-        assert wait_until(lambda: nonzero(backing, 0, REGION) and descendants(pid), 60), "the job never wrote"
+        assert wait_until(lambda: loopdev.nonzero(backing, 0, REGION) and descendants(pid), 60), "the job never wrote"
     finally:
         killed = kill_tree(pid)
         assert wait_until(lambda: not any(alive(p) for p in killed), 30), "killed processes still alive"
     status = call(JOB, {"path": tdir})["status"]
     assert status["state"] == "died" and status["cleanup"] is None
-    assert nonzero(backing, 0, REGION)
+    assert loopdev.nonzero(backing, 0, REGION)
 
     # the controller's cleanup without the device: the status stays for the next preflight
     gone = call(TEST_DIR, {"path": tdir, "binary": iobench_binary, "state": "absent"})
@@ -149,20 +143,20 @@ def test_killed_job_region_is_refused_then_zeroed_when_opted_in(iobench_binary, 
     for part in (dev, backing, "run r-killed", "pid %d" % pid, "stopped without its cleanup", "bytes [0, %d)" % REGION,
                  "fleetqual_targets", "destroy_data: true", "cleanup --device %s --size %d" % (dev, REGION)):
         assert part in msg, (part, msg)
-    assert nonzero(backing, 0, REGION) and sha(other_backing, 0, DISK) == other_all
+    assert loopdev.nonzero(backing, 0, REGION) and sha(other_backing, 0, DISK) == other_all
     assert os.path.exists(os.path.join(tdir, ".fleetqual-job", "status.json"))
 
     # check mode says what it would zero and zeroes nothing
     dry = call(TEST_DIR, {"path": tdir, "binary": iobench_binary, "devices": [dev], "_ansible_check_mode": True})
     assert not dry.get("failed") and dry["previous_job"]["regions_zeroed"] == ["%s[0+%d]" % (dev, REGION)], dry
-    assert nonzero(backing, 0, REGION)
+    assert loopdev.nonzero(backing, 0, REGION)
 
     # opted in again: exactly the region is zeroed, the job's status cleared
     ok = call(TEST_DIR, {"path": tdir, "binary": iobench_binary, "devices": [other, dev]})
     assert not ok.get("failed"), ok
     assert ok["previous_job"]["run_id"] == "r-killed" and ok["previous_job"]["state"] == "died"
     assert ok["previous_job"]["regions_zeroed"] == ["%s[0+%d]" % (dev, REGION)]
-    assert not nonzero(backing, 0, REGION)
+    assert not loopdev.nonzero(backing, 0, REGION)
     assert sha(backing, REGION, DISK) == outside
     assert sha(other_backing, 0, DISK) == other_all
     assert not os.path.exists(os.path.join(tdir, ".fleetqual-job"))
@@ -182,7 +176,7 @@ def test_a_finished_job_leaves_no_region_and_its_cleanup_names_it(iobench_binary
     status = call(JOB, {"path": tdir})["status"]
     assert status["state"] == "done", status
     assert status["cleanup"]["removed"] == [blockdev.region_label(dev, REGION)]
-    assert not nonzero(backing, 0, REGION) and sha(backing, REGION, DISK) == outside
+    assert not loopdev.nonzero(backing, 0, REGION) and sha(backing, REGION, DISK) == outside
     # not opted in now, and still nothing to refuse: the region was zeroed by the job
     nxt = call(TEST_DIR, {"path": tdir, "binary": iobench_binary})
     assert not nxt.get("failed"), nxt
