@@ -249,9 +249,12 @@ def chaos(fleet, tmp_path_factory):
             host("fq21", fleetqual_matrix=[short("rndrd", "nosysstat", 2)]),
             host("fq22", fleetqual_matrix=[short("rndrd", "foreign", 2)]),
         ]
+        # the healthy hosts' quick profile paced (fleetlib.PACE): their subject is a complete
+        # result beside the broken hosts, not their loop devices' speed
         inv = fleet.inventory(os.path.join(base, "inventory"), hosts,
                               group_vars={"all": {"fleetqual_profile": "quick",
-                                                  "fleetqual_thresholds": [fleetlib.SHARED_DISK_STALL_RULE]}})
+                                                  "fleetqual_thresholds": [fleetlib.SHARED_DISK_STALL_RULE]},
+                                          "db": {"fleetqual_workload_overrides": fleetlib.PACE}})
 
         # during-run actions, each bound to its own host
         def kill_fq16():
