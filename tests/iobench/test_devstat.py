@@ -7,7 +7,8 @@ import subprocess
 import sys
 import time
 
-from iobench_helpers import SMALL, assert_usage_error, frozen_thread, held_mid_run, loop_device, signal_mid_run
+from iobench_helpers import (SMALL, assert_usage_error, frozen_thread, held_mid_run, loop_device, measured_for,
+                             signal_mid_run)
 
 SECTOR = 512
 
@@ -152,8 +153,23 @@ def test_a_main_thread_late_after_the_workers_does_not_stretch_the_window(iobenc
     fresh-clone run's 1 s window of 196 requests read 2.27 s and 86 IOPS."""
     start = time.time() + 1.5
     began = []
+    live = os.path.join(os.path.dirname(prepared), "late-main-live.jsonl")
+    measuring = measured_for(live, 0.2)
+
+    @contextlib.contextmanager
+    def once_measuring(tid):
+        # held once the main thread has opened the window and 0.2 s of it is measured (its live
+        # log says so), not at a planned instant: a loaded machine woke it 0.5 s late from the
+        # warmup, and a hold at the planned mid-window came before the window
+        limit = time.monotonic() + 30
+        while not measuring() and time.monotonic() < limit:
+            time.sleep(0.02)
+        with frozen_thread(tid):
+            yield
+
     rc, out, err, thawed = held_mid_run([iobench, "run", "--dir", prepared, "--warmup", "1", "--start-at",
-                                         "%.3f" % start, *LATE], start + 1.5, noted(frozen_thread, began), 2.5)
+                                         "%.3f" % start, "--live-log", live, *LATE], start + 1.0,
+                                        noted(once_measuring, began), 2.5)
     assert rc == 0, err
     j = json.loads(out)
     w = j["window"]
