@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what the collection's demo and tests need, and nothing that is already there.
 #   scripts/setup.sh          runtime: compiler, sysstat, Python venv with ansible-core
-#   scripts/setup.sh --test   also sshd, chromium, xmllint, filesystem tools, shellcheck, git;
+#   scripts/setup.sh --test   also sshd, chromium, xmllint, filesystem tools, shellcheck, git,
+#                             strace (system calls made slow on purpose in iobench's tests);
 #                             fio and sysbench for bench/; python3-apt (the package module of
 #                             the fleetqual_manage_packages test); fuse3, libfuse3-dev and
 #                             pkg-config (the fault-injecting drive of tests/faultdrive);
@@ -35,7 +36,7 @@ test_mode=false
 runtime_pkgs=(gcc make libc6-dev sysstat python3-venv)
 test_pkgs=(fio sysbench openssh-server chromium libxml2-utils
            e2fsprogs util-linux dmsetup procps shellcheck git prometheus
-           smartmontools nvme-cli python3-apt
+           smartmontools nvme-cli python3-apt strace
            fuse3 libfuse3-dev pkg-config debootstrap sudo
            qemu-system-x86 qemu-utils nbdkit tgt iptables
            libvirt-daemon libvirt-daemon-driver-qemu python3-libvirt)
