@@ -114,18 +114,29 @@ def seed_parent(parent):
         f.write("not iobench's\n")
 
 
+def poll_until(when, timeout, proc=None):
+    """Poll ``when()`` every 20 ms until it is true, ``timeout`` s have passed or ``proc`` (a
+    Popen) has exited; the last ``when()``. A hold or a signal that waits for its premise (a
+    thread started, a window measured) rather than for a planned instant a loaded machine may
+    not keep."""
+    limit = time.monotonic() + timeout
+    ok = when()
+    while not ok and (proc is None or proc.poll() is None) and time.monotonic() < limit:
+        time.sleep(0.02)
+        ok = when()
+    return ok
+
+
 def signal_mid_run(args, sig, delay=1.2, timeout=20, when=None):
-    """Start iobench, send sig after delay seconds (or once ``when()`` is true, polled every
-    20 ms for at most ``timeout`` s), return (returncode, stdout, stderr). The process never
+    """Start iobench, send sig after delay seconds (or once ``when()`` is true: :func:`poll_until`
+    for at most ``timeout`` s), return (returncode, stdout, stderr). The process never
     outlives the call."""
     p = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         if when is None:
             time.sleep(delay)
         else:
-            limit = time.monotonic() + timeout
-            while not when() and p.poll() is None and time.monotonic() < limit:
-                time.sleep(0.02)
+            poll_until(when, timeout, p)
         p.send_signal(sig)
         out, err = p.communicate(timeout=timeout)
     finally:

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from iobench_helpers import (assert_usage_error, fill_filesystem, frozen_thread, held_mid_run, measured_for,
+from iobench_helpers import (assert_usage_error, fill_filesystem, frozen_thread, held_mid_run, measured_for, poll_until,
                              signal_mid_run, stopped, BIN, SMALL, make, mounted, run, snapshot)
 
 DB_KEYS = {"config", "transactions", "commits", "log_writes", "page_reads", "page_writes"}
@@ -168,9 +168,7 @@ def test_a_flusher_run_late_after_the_release_drops_the_slots_it_missed(iobench,
 
     @contextlib.contextmanager
     def one_flusher_frozen(pid):
-        limit = time.monotonic() + 30
-        while not threads_named(pid, "iobench-flusher") and time.monotonic() < limit:
-            time.sleep(0.02)
+        poll_until(lambda: threads_named(pid, "iobench-flusher"), 30)
         with frozen_thread(threads_named(pid, "iobench-flusher")[-1]):
             began.append(time.time())
             yield

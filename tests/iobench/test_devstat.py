@@ -8,7 +8,7 @@ import sys
 import time
 
 from iobench_helpers import (SMALL, assert_usage_error, frozen_thread, held_mid_run, loop_device, measured_for,
-                             signal_mid_run)
+                             poll_until, signal_mid_run)
 
 SECTOR = 512
 
@@ -161,9 +161,7 @@ def test_a_main_thread_late_after_the_workers_does_not_stretch_the_window(iobenc
         # held once the main thread has opened the window and 0.2 s of it is measured (its live
         # log says so), not at a planned instant: a loaded machine woke it 0.5 s late from the
         # warmup, and a hold at the planned mid-window came before the window
-        limit = time.monotonic() + 30
-        while not measuring() and time.monotonic() < limit:
-            time.sleep(0.02)
+        poll_until(measuring, 30)
         with frozen_thread(tid):
             yield
 
