@@ -50,6 +50,9 @@ import suitecost  # noqa: E402  (tests/suitecost.py)
 if os.path.join(_TESTS, "unit") not in sys.path:
     sys.path.append(os.path.join(_TESTS, "unit"))
 import loopdev  # noqa: E402  (tests/unit/loopdev.py: loop devices of this process's own)
+if os.path.join(_TESTS, "integration") not in sys.path:
+    sys.path.append(os.path.join(_TESTS, "integration"))
+import playbook_run  # noqa: E402  (tests/integration/playbook_run.py)
 
 SSHD = "/usr/sbin/sshd"
 PR_SET_PDEATHSIG = 1
@@ -454,15 +457,8 @@ def sshd_pids_below(pid_list):
     return alive
 
 
-# The fleet tests' hosts share this machine's disk with the VM tier's guests, whose emulators
-# run at a higher priority (tests/vm/guests.py GUEST_NICE). In full runs the disk (or a loop
-# device's worker) held a host's requests for 1.0-1.9 s: a real stall of the machine's disk,
-# which is not what a fault or detached-job fleet is about; even a loop device over a tmpfs
-# completed nothing for 2 s when its fsync waited on a loaded machine's CPUs (jbd2, the loop
-# worker). Such fleets carry this rule
-# (docs/thresholds.md, "Stall limit"); a stall within it is still said in a warning, and
-# the stall-judging fleet (test_fleet_integrity) keeps the built-in limit.
-SHARED_DISK_STALL_RULE = {"name": "suite-shared-disk", "max_stall_s": 5}
+# the stall limit of the runs whose subject is not the disk (tests/integration/playbook_run.py)
+SHARED_DISK_STALL_RULE = playbook_run.SHARED_DISK_STALL_RULE
 
 # The pace of the workloads of fleets whose subject is the run (its output, its batches, its
 # round trips, privileges, secrets, detached jobs), not the disk's speed or the data: iobench's

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from playbook_run import BIN, ROOT, Run, ansible_env
+from playbook_run import BIN, ROOT, SHARED_DISK_STALL_RULE, Run, ansible_env
 
 
 @pytest.fixture(scope="session")
@@ -18,7 +18,9 @@ def build_cache(tmp_path_factory):
 def playbook(tmp_path, build_cache):
     """Call playbook(extra_vars=..., args=[...], inventory=path) -> Run. An extra var given
     as None is left out (e.g. ``fleetqual_test_dir: None`` for an inventory whose hosts
-    have their own directories: extra vars would override every host's)."""
+    have their own directories: extra vars would override every host's). A run on this
+    machine's own inventory without rules of its own gets ``SHARED_DISK_STALL_RULE`` (its
+    disk is the suite's); a test that gives rules adds it where its subject is not a stall."""
     counter = {"n": 0}
 
     def run(extra_vars=None, args=(), inventory=None, timeout=600, env_extra=None):
@@ -33,6 +35,8 @@ def playbook(tmp_path, build_cache):
             "fleetqual_build_cache_dir": build_cache,
             "fleetqual_run_id": run_id,
         }
+        if inventory is None and "fleetqual_thresholds" not in (extra_vars or {}):
+            ev["fleetqual_thresholds"] = [SHARED_DISK_STALL_RULE]
         ev.update(extra_vars or {})
         ev = {k: v for k, v in ev.items() if v is not None}
         env = ansible_env(env_extra)

@@ -23,7 +23,7 @@ import sys
 import pytest
 import yaml
 
-from playbook_run import ROOT
+from playbook_run import ROOT, SHARED_DISK_STALL_RULE
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "unit"))
 import unitpaths  # noqa: E402
@@ -50,7 +50,9 @@ def _inventory(path, base, quiet_mnt, shared_mnt):
                           fleetqual_bin_dir=os.path.join(base, "bin-localhost"), fleetqual_inconclusive="warn"),
     }
     with open(path, "w") as fh:
-        yaml.safe_dump({"all": {"hosts": hosts}}, fh, default_flow_style=False)
+        # the suite's shared disk: the subject is the neighbour's I/O, not a stall
+        yaml.safe_dump({"all": {"hosts": hosts, "vars": {"fleetqual_thresholds": [SHARED_DISK_STALL_RULE]}}}, fh,
+                       default_flow_style=False)
     return path
 
 

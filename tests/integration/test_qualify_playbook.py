@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from playbook_run import BIN, ROOT, tree_snapshot
+from playbook_run import BIN, ROOT, SHARED_DISK_STALL_RULE, tree_snapshot
 
 pytestmark = pytest.mark.slow
 
@@ -84,7 +84,8 @@ def test_build_on_target_compiles_on_the_host_and_a_threshold_failure_exits_non_
     src = tmp_path / "hostsrc"
     run = playbook({"fleetqual_build_on": "target", "fleetqual_src_dir": str(src),
                     "fleetqual_build_cache_dir": str(cache),
-                    "fleetqual_thresholds": [{"workload": "cache", "min_iops": 1e12}], **SHORT})
+                    "fleetqual_thresholds": [{"workload": "cache", "min_iops": 1e12}, SHARED_DISK_STALL_RULE],
+                    **SHORT})
     # the build: made on the host, the controller's cache unused, the binary installed
     assert "Run make on the host" in run.out, run.out[-4000:]
     assert not cache.exists(), "the controller cache must not be used"
