@@ -181,7 +181,13 @@ def test_no_device_runs_vmstat_only():
 def test_dead_collector_is_reported():
     c = Collector(["vda"], 1, "sysstat", {"iostat": shutil.which("false") or "/bin/false", "vmstat": None})
     c.start()
-    time.sleep(0.3)
+    # the premise: it died before the stop (a fixed 0.3 s was not enough on a loaded machine: the
+    # stop's SIGTERM found `false` not yet run, and a collector we stopped is no error)
+    (child,) = c.children
+    limit = time.monotonic() + 30
+    while child.proc.poll() is None and time.monotonic() < limit:
+        time.sleep(0.02)
+    assert child.proc.returncode == 1, child.proc.returncode
     out = c.stop()
     assert any("exited 1" in e for e in out["errors"]), out["errors"]
 
