@@ -248,7 +248,12 @@ def test_procfs_agrees_with_iostat_under_direct_writes():
             if dd.returncode != 0:
                 pytest.skip("dd oflag=direct refused on the loop device's ext4: %s" % dd.stderr)
             dd_end = time.time()
-            time.sleep(2.6)
+            # until each has reported after dd ended (bounded), not a fixed 2.6 s
+            limit = time.monotonic() + 60
+            while time.monotonic() < limit and not (
+                    any(x["epoch"] >= dd_end for x in a.iostat_parser.samples)
+                    and any(x["epoch"] >= dd_end for x in b.sampler.iostat)):
+                time.sleep(0.05)
         finally:
             ra = a.stop()
             rb = b.stop()

@@ -429,9 +429,14 @@ def test_real_module_killed_stops_benchmark_and_collectors(iobench_binary, testd
     p = subprocess.Popen([sys.executable, "-m", MODULE, str(args)], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, universal_newlines=True, env=env)
     try:
-        time.sleep(2.5)
-        children = subprocess.run(["pgrep", "-P", str(p.pid)], stdout=subprocess.PIPE,
-                                  universal_newlines=True, check=False).stdout.split()
+        # until the module has started all three (bounded): a fixed 2.5 s is a premise a loaded
+        # machine need not keep
+        limit = time.monotonic() + 60
+        children = []
+        while len(children) < 3 and p.poll() is None and time.monotonic() < limit:
+            time.sleep(0.1)
+            children = subprocess.run(["pgrep", "-P", str(p.pid)], stdout=subprocess.PIPE,
+                                      universal_newlines=True, check=False).stdout.split()
         assert len(children) == 3, children      # iobench, iostat, vmstat
         p.terminate()
         out, err = p.communicate(timeout=40)
