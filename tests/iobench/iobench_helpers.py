@@ -209,11 +209,28 @@ def frozen_thread(tid):
         os.rmdir(grp)
 
 
+def all_threads_stopped(pid):
+    """Every thread of ``pid`` in the stopped state (``T`` in /proc/<pid>/task/<tid>/stat)."""
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+        states = []
+        for tid in tids:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as fh:
+                states.append(fh.read().rsplit(")", 1)[1].split()[0])
+    except OSError:
+        return False
+    return bool(states) and all(st in "Tt" for st in states)
+
+
 @contextlib.contextmanager
 def stopped(pid):
-    """The whole process stopped (SIGSTOP) until the block ends (SIGCONT)."""
+    """The whole process stopped (SIGSTOP) until the block ends (SIGCONT); the block begins once
+    every thread is stopped (bounded), not at the kill: the group stop begins when the thread the
+    signal went to runs, and a loaded machine ran one 140 ms late, the other threads working on
+    meanwhile (a 0.5 s hold that held 0.36 s)."""
     os.kill(pid, signal.SIGSTOP)
     try:
+        poll_until(lambda: all_threads_stopped(pid), 30)
         yield
     finally:
         os.kill(pid, signal.SIGCONT)
