@@ -1,5 +1,5 @@
 """Processes of the tests, read from /proc: a process's children and descendants, whether it
-still runs, a bounded wait for it to end. One copy for the unit tests, the fleet tests
+still runs, a bounded wait for it to end, a bounded wait for it to be stopped. One copy for the unit tests, the fleet tests
 (tests/fleet/fleetlib.py) and bench/ (through fleetlib)."""
 import os
 import time
@@ -56,3 +56,26 @@ def wait_gone(pid, timeout=10):
     while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     return not alive(pid)
+
+
+def all_threads_stopped(pid):
+    """Every thread of ``pid`` in the stopped state (``T``/``t`` in /proc/<pid>/task/<tid>/stat)."""
+    try:
+        states = []
+        for tid in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as fh:
+                states.append(fh.read().rsplit(")", 1)[1].split()[0])
+    except OSError:
+        return False
+    return bool(states) and all(st in "Tt" for st in states)
+
+
+def wait_stopped(pid, timeout=30):
+    """After a SIGSTOP to ``pid``: wait, at most ``timeout`` seconds, until every thread of it is
+    stopped; True once they are. A process-directed SIGSTOP wakes one thread, and the group stop
+    begins when that thread runs: a loaded machine ran one 140 ms late, the other threads working
+    on meanwhile, so a hold timed from the kill held less than it said."""
+    deadline = time.monotonic() + timeout
+    while not all_threads_stopped(pid) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return all_threads_stopped(pid)

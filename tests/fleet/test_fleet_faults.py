@@ -39,6 +39,7 @@ import pytest
 
 import fleetlib
 from fleetrun import run_playbook, tree_snapshot
+from proctree import wait_stopped
 
 pytestmark = [pytest.mark.fleet, pytest.mark.slow]
 
@@ -277,6 +278,7 @@ def chaos(fleet, tmp_path_factory):
             written = fill(os.path.join(fillmnt, "filler"))
             os.kill(pid, signal.SIGSTOP)
             try:
+                wait_stopped(pid)      # frozen once every thread is, not at the kill
                 for f in data_files(tdir["fq18"]):
                     subprocess.run(["fallocate", "--punch-hole", "--offset", "0", "--length", str(4 << 20), f],
                                    check=True)

@@ -17,6 +17,7 @@ SRC = os.path.join(ROOT, "roles", "iobench", "files", "src")
 if os.path.join(ROOT, "tests", "unit") not in sys.path:
     sys.path.append(os.path.join(ROOT, "tests", "unit"))
 import loopdev  # noqa: E402  (tests/unit/loopdev.py: loop devices of this process's own)
+from proctree import wait_stopped  # noqa: E402  (tests/proctree.py)
 BIN = os.path.join(SRC, "iobench")
 
 SMALL = ["--file-num", "4", "--total-size", "16M"]
@@ -209,28 +210,14 @@ def frozen_thread(tid):
         os.rmdir(grp)
 
 
-def all_threads_stopped(pid):
-    """Every thread of ``pid`` in the stopped state (``T`` in /proc/<pid>/task/<tid>/stat)."""
-    try:
-        tids = os.listdir("/proc/%d/task" % pid)
-        states = []
-        for tid in tids:
-            with open("/proc/%d/task/%s/stat" % (pid, tid)) as fh:
-                states.append(fh.read().rsplit(")", 1)[1].split()[0])
-    except OSError:
-        return False
-    return bool(states) and all(st in "Tt" for st in states)
-
-
 @contextlib.contextmanager
 def stopped(pid):
     """The whole process stopped (SIGSTOP) until the block ends (SIGCONT); the block begins once
-    every thread is stopped (bounded), not at the kill: the group stop begins when the thread the
-    signal went to runs, and a loaded machine ran one 140 ms late, the other threads working on
-    meanwhile (a 0.5 s hold that held 0.36 s)."""
+    every thread is stopped (proctree.wait_stopped), not at the kill (a 0.5 s hold timed from
+    the kill held 0.36 s on a loaded machine)."""
     os.kill(pid, signal.SIGSTOP)
     try:
-        poll_until(lambda: all_threads_stopped(pid), 30)
+        wait_stopped(pid)
         yield
     finally:
         os.kill(pid, signal.SIGCONT)

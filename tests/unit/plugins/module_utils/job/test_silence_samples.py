@@ -31,6 +31,7 @@ import pytest
 
 import loopdev
 import unitpaths
+from proctree import wait_stopped
 
 unitpaths.on_path()
 
@@ -87,6 +88,7 @@ def _pause_iobench(module_pid, neighbour=None, result=None):
     while time.monotonic() < deadline and not _window_started(bench):
         time.sleep(0.05)
     os.kill(bench, signal.SIGSTOP)
+    wait_stopped(bench)          # the pause counts from the group stop, not the kill
     t0 = time.monotonic()
     try:
         if neighbour is not None:
