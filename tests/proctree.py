@@ -1,6 +1,7 @@
 """Processes of the tests, read from /proc: a process's children and descendants, whether it
-still runs, a bounded wait for it to end, a bounded wait for it to be stopped. One copy for the unit tests, the fleet tests
-(tests/fleet/fleetlib.py) and bench/ (through fleetlib)."""
+still runs, a bounded wait for it to end or to be stopped, and the bounded poll a test uses to
+wait for its premise. One copy for the unit tests, the fleet tests (tests/fleet/fleetlib.py)
+and bench/ (through fleetlib)."""
 import os
 import time
 
@@ -70,12 +71,22 @@ def all_threads_stopped(pid):
     return bool(states) and all(st in "Tt" for st in states)
 
 
+def poll_until(when, timeout, proc=None, every=0.02):
+    """Poll ``when()`` every ``every`` s until it is true, ``timeout`` s have passed or ``proc`` (a
+    Popen) has exited; the last ``when()``. A hold, a signal or a stop that waits for its premise
+    (a child exited, a report read, a thread started, a window measured) rather than for a fixed
+    delay or a planned instant, which a loaded machine need not keep."""
+    limit = time.monotonic() + timeout
+    ok = when()
+    while not ok and (proc is None or proc.poll() is None) and time.monotonic() < limit:
+        time.sleep(every)
+        ok = when()
+    return ok
+
+
 def wait_stopped(pid, timeout=30):
     """After a SIGSTOP to ``pid``: wait, at most ``timeout`` seconds, until every thread of it is
     stopped; True once they are. A process-directed SIGSTOP wakes one thread, and the group stop
     begins when that thread runs: a loaded machine ran one 140 ms late, the other threads working
     on meanwhile, so a hold timed from the kill held less than it said."""
-    deadline = time.monotonic() + timeout
-    while not all_threads_stopped(pid) and time.monotonic() < deadline:
-        time.sleep(0.005)
-    return all_threads_stopped(pid)
+    return poll_until(lambda: all_threads_stopped(pid), timeout, every=0.005)

@@ -17,7 +17,7 @@ SRC = os.path.join(ROOT, "roles", "iobench", "files", "src")
 if os.path.join(ROOT, "tests", "unit") not in sys.path:
     sys.path.append(os.path.join(ROOT, "tests", "unit"))
 import loopdev  # noqa: E402  (tests/unit/loopdev.py: loop devices of this process's own)
-from proctree import wait_stopped  # noqa: E402  (tests/proctree.py)
+from proctree import poll_until, wait_stopped  # noqa: E402  (tests/proctree.py)
 BIN = os.path.join(SRC, "iobench")
 
 SMALL = ["--file-num", "4", "--total-size", "16M"]
@@ -115,21 +115,8 @@ def seed_parent(parent):
         f.write("not iobench's\n")
 
 
-def poll_until(when, timeout, proc=None):
-    """Poll ``when()`` every 20 ms until it is true, ``timeout`` s have passed or ``proc`` (a
-    Popen) has exited; the last ``when()``. A hold or a signal that waits for its premise (a
-    thread started, a window measured) rather than for a planned instant a loaded machine may
-    not keep."""
-    limit = time.monotonic() + timeout
-    ok = when()
-    while not ok and (proc is None or proc.poll() is None) and time.monotonic() < limit:
-        time.sleep(0.02)
-        ok = when()
-    return ok
-
-
 def signal_mid_run(args, sig, delay=1.2, timeout=20, when=None):
-    """Start iobench, send sig after delay seconds (or once ``when()`` is true: :func:`poll_until`
+    """Start iobench, send sig after delay seconds (or once ``when()`` is true: ``proctree.poll_until``
     for at most ``timeout`` s), return (returncode, stdout, stderr). The process never
     outlives the call."""
     p = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

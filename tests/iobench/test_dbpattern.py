@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from iobench_helpers import (assert_usage_error, fill_filesystem, frozen_thread, held_mid_run, measured_for, poll_until,
+from proctree import poll_until
+from iobench_helpers import (assert_usage_error, fill_filesystem, frozen_thread, held_mid_run, measured_for,
                              signal_mid_run, stopped, BIN, SMALL, make, mounted, run, snapshot)
 
 DB_KEYS = {"config", "transactions", "commits", "log_writes", "page_reads", "page_writes"}

@@ -7,8 +7,9 @@ import subprocess
 import sys
 import time
 
+from proctree import poll_until
 from iobench_helpers import (SMALL, assert_usage_error, frozen_thread, held_mid_run, loop_device, measured_for,
-                             poll_until, signal_mid_run)
+                             signal_mid_run)
 
 SECTOR = 512
 

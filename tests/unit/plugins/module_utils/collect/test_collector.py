@@ -6,6 +6,7 @@ import time
 
 import loopdev
 import pytest
+from proctree import poll_until
 from hypothesis import given, settings, strategies as st
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.collect.collector import (
@@ -98,10 +99,7 @@ def test_sysstat_collector_real():
     # until each tool has reported twice (bounded): how soon is the machine's, not the
     # collector's. A fixed 3.4 s with a cadence asserted failed a loaded run: iostat, itself
     # unscheduled, reported twice 2.245 s apart
-    limit = t0 + 60
-    while (len(c.iostat_parser.samples) < 2 * len(devs) or len(c.vmstat_parser.samples) < 2) \
-            and time.monotonic() < limit:
-        time.sleep(0.05)
+    poll_until(lambda: len(c.iostat_parser.samples) >= 2 * len(devs) and len(c.vmstat_parser.samples) >= 2, 60)
     out = c.stop()
     elapsed = time.monotonic() - t0
     _assert_reaped(pids)
@@ -131,9 +129,7 @@ def test_procfs_collector_real():
     t0 = time.monotonic()
     c.start()
     # until two samples (bounded), not a fixed 2.5 s: a loaded machine may wake the sampler late
-    limit = t0 + 60
-    while len(c.sampler.vmstat) < 2 and time.monotonic() < limit:
-        time.sleep(0.05)
+    poll_until(lambda: len(c.sampler.vmstat) >= 2, 60)
     out = c.stop()
     elapsed = time.monotonic() - t0
     assert not c.sampler.thread.is_alive()
@@ -182,9 +178,7 @@ def test_no_device_runs_vmstat_only():
     assert [os.path.basename(ch.argv[0]) for ch in c.children] == ["vmstat"]
     # until vmstat's first report after its start (bounded): a fixed 1.3 s is a premise a
     # loaded machine that starts vmstat late does not keep
-    limit = time.monotonic() + 30
-    while not c.vmstat_parser.samples and time.monotonic() < limit:
-        time.sleep(0.05)
+    poll_until(lambda: c.vmstat_parser.samples, 30)
     out = c.stop()
     assert out["iostat"] == [] and len(out["vmstat"]) >= 1
 
@@ -195,9 +189,7 @@ def test_dead_collector_is_reported():
     # the premise: it died before the stop (a fixed 0.3 s was not enough on a loaded machine: the
     # stop's SIGTERM found `false` not yet run, and a collector we stopped is no error)
     (child,) = c.children
-    limit = time.monotonic() + 30
-    while child.proc.poll() is None and time.monotonic() < limit:
-        time.sleep(0.02)
+    poll_until(lambda: child.proc.poll() is not None, 30)
     assert child.proc.returncode == 1, child.proc.returncode
     out = c.stop()
     assert any("exited 1" in e for e in out["errors"]), out["errors"]
@@ -238,9 +230,7 @@ def test_procfs_agrees_with_iostat_under_direct_writes():
             a.start()
             # dd once both samplers have reported: their counts then start before it, however
             # late a loaded machine ran their threads (a fixed 1.3 s was no premise)
-            limit = time.monotonic() + 60
-            while not (a.iostat_parser.samples and b.sampler.iostat) and time.monotonic() < limit:
-                time.sleep(0.05)
+            poll_until(lambda: a.iostat_parser.samples and b.sampler.iostat, 60)
             assert a.iostat_parser.samples and b.sampler.iostat, "the samplers did not report within 60 s"
             dd_start = time.time()
             dd = subprocess.run(["dd", "if=/dev/zero", "of=%s/f" % loop["mnt"], "bs=16k", "count=4000",
@@ -249,11 +239,8 @@ def test_procfs_agrees_with_iostat_under_direct_writes():
                 pytest.skip("dd oflag=direct refused on the loop device's ext4: %s" % dd.stderr)
             dd_end = time.time()
             # until each has reported after dd ended (bounded), not a fixed 2.6 s
-            limit = time.monotonic() + 60
-            while time.monotonic() < limit and not (
-                    any(x["epoch"] >= dd_end for x in a.iostat_parser.samples)
-                    and any(x["epoch"] >= dd_end for x in b.sampler.iostat)):
-                time.sleep(0.05)
+            poll_until(lambda: any(x["epoch"] >= dd_end for x in a.iostat_parser.samples)
+                       and any(x["epoch"] >= dd_end for x in b.sampler.iostat), 60)
         finally:
             ra = a.stop()
             rb = b.stop()

@@ -15,6 +15,7 @@ import time
 
 import loopdev
 import pytest
+from proctree import children_of, poll_until
 import unitpaths
 
 ROOT = unitpaths.ROOT
@@ -431,12 +432,8 @@ def test_real_module_killed_stops_benchmark_and_collectors(iobench_binary, testd
     try:
         # until the module has started all three (bounded): a fixed 2.5 s is a premise a loaded
         # machine need not keep
-        limit = time.monotonic() + 60
-        children = []
-        while len(children) < 3 and p.poll() is None and time.monotonic() < limit:
-            time.sleep(0.1)
-            children = subprocess.run(["pgrep", "-P", str(p.pid)], stdout=subprocess.PIPE,
-                                      universal_newlines=True, check=False).stdout.split()
+        poll_until(lambda: len(children_of(p.pid)) >= 3, 60, p, every=0.1)
+        children = sorted(children_of(p.pid))
         assert len(children) == 3, children      # iobench, iostat, vmstat
         p.terminate()
         out, err = p.communicate(timeout=40)
