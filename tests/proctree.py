@@ -40,35 +40,37 @@ def descendants(pid):
     return seen
 
 
+def state(stat_path):
+    """The state letter (R, S, D, T, Z, ...) in a /proc stat file (proc(5): after the command's
+    closing parenthesis), or None when it cannot be read (the process or thread is gone)."""
+    try:
+        with open(stat_path) as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
 def alive(pid):
     """pid runs (a zombie counts as gone: it has exited, only its parent has not reaped it)."""
-    try:
-        with open("/proc/%d/stat" % pid) as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    st = state("/proc/%d/stat" % pid)
+    return st is not None and st != "Z"
 
 
 def wait_gone(pid, timeout=10):
     """Wait, at most timeout seconds, for pid to end; True once it has. A SIGKILLed process
     in uninterruptible I/O (O_DIRECT on a loop device) ends only when that I/O completes,
     which on a loaded machine is not at once."""
-    deadline = time.monotonic() + timeout
-    while alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return not alive(pid)
+    return poll_until(lambda: not alive(pid), timeout, every=0.05)
 
 
 def all_threads_stopped(pid):
     """Every thread of ``pid`` in the stopped state (``T``/``t`` in /proc/<pid>/task/<tid>/stat)."""
     try:
-        states = []
-        for tid in os.listdir("/proc/%d/task" % pid):
-            with open("/proc/%d/task/%s/stat" % (pid, tid)) as fh:
-                states.append(fh.read().rsplit(")", 1)[1].split()[0])
+        tids = os.listdir("/proc/%d/task" % pid)
     except OSError:
         return False
-    return bool(states) and all(st in "Tt" for st in states)
+    states = [state("/proc/%d/task/%s/stat" % (pid, tid)) for tid in tids]
+    return bool(states) and all(st is not None and st in "Tt" for st in states)
 
 
 def poll_until(when, timeout, proc=None, every=0.02):

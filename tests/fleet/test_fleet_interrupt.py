@@ -16,20 +16,12 @@ import pytest
 
 from test_fleet_detached import _ended_run, _start_playbook, _status, inventory, wait_for_workload
 from test_fleet_faults import find_iobench
+from proctree import alive
 
 pytestmark = [pytest.mark.fleet, pytest.mark.slow]
 
 HOSTS = {"SIGINT": ["fq57", "fq58", "fq59"], "SIGTERM": ["fq60"]}
 FORKS = {"SIGINT": 2, "SIGTERM": None}
-
-
-def _zombie(pid):
-    """A process that has exited and waits for its reaper (a job is an orphan: init reaps it)."""
-    try:
-        with open("/proc/%d/stat" % pid) as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
 
 
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
@@ -61,7 +53,7 @@ def test_a_signalled_controller_stops_every_hosts_job_and_reports_what_they_meas
     assert "fleetqual: %s: stopping the measurement jobs of %d host(s)" % (sig, len(names)) in out, out[-3000:]
     reason = "stopped by the operator (ansible-playbook interrupted by %s)" % sig
     for h, d in tdirs.items():
-        assert not os.path.exists("/proc/%d" % pids[h]) or _zombie(pids[h]), (h, "its job still runs", out[-3000:])
+        assert not alive(pids[h]), (h, "its job still runs", out[-3000:])
         assert find_iobench(d) == [], (h, find_iobench(d))
         assert glob.glob(os.path.join(d, "**", "test_file.*"), recursive=True) == [], h
     # the report of the interrupted run: every host, each an ERROR naming the signal, with the

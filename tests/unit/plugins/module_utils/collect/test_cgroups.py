@@ -23,6 +23,7 @@ from ansible_collections.fleetqual.storage.plugins.module_utils.collect import i
 from ansible_collections.fleetqual.storage.plugins.module_utils.collect import units
 
 import unitpaths
+from proctree import wait_gone
 
 FAKE_PY = os.path.join(unitpaths.FIXTURES, "fake_systemd_run.py")
 
@@ -347,19 +348,6 @@ def fake_env():
     os.environ.update(saved)
 
 
-def _gone(pid, limit_s=10):
-    end = time.monotonic() + limit_s
-    while time.monotonic() < end:
-        try:
-            with open("/proc/%d/stat" % pid) as fh:
-                if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    return True
-        except OSError:
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def test_under_systemd_the_group_is_a_unit_in_the_jobs_slice(tmp_path, fake_env):
     host = _systemd_host(tmp_path)
     with open(os.path.join(host["cg"], "system.slice", "ssh.service", "io.max"), "w") as fh:
@@ -388,7 +376,7 @@ def test_under_systemd_the_group_is_a_unit_in_the_jobs_slice(tmp_path, fake_env)
     with open(cg.procs, "w") as fh:                  # the fake's group: the holder left it when it ended
         fh.write("")
     cg.remove()
-    assert _gone(holder) and cg.path is None
+    assert wait_gone(holder) and cg.path is None
     assert not os.path.exists(host["log"])           # nothing left in it: no systemctl stop
 
 
@@ -456,4 +444,4 @@ def test_the_holder_ends_with_the_process_that_made_it(tmp_path, fake_env):
             "os.kill(os.getpid(), 9)\n" % (os.path.join(unitpaths.ROOT, "build", "collections"), FAKE_RUN))
     p = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, timeout=60, check=False)
     holder = int(p.stdout.split()[0])
-    assert p.returncode == -9 and _gone(holder)
+    assert p.returncode == -9 and wait_gone(holder)
