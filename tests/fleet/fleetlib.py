@@ -366,6 +366,13 @@ class Fleet:
             "ansible_user": "root",
             "ansible_ssh_private_key_file": self.client_key,
             "ansible_ssh_common_args": SSH_ARGS,
+            # ssh's ConnectTimeout, which covers the banner: a loopback host's sshd forks and
+            # re-executes itself for each login, and on the suite's saturated 2 cores one took
+            # over ansible's default 10 s, making its host UNREACHABLE at the start of a run
+            # whose subject was something else. A host that is really away refuses at once
+            # (nothing listens on its port), so only a slow host waits longer; the VM tier's
+            # guests have the same 60 s.
+            "ansible_ssh_timeout": 60,
             "ansible_python_interpreter": self.python,
             # one SSH round trip per module instead of put + chmod + exec + rm (bench/RESULTS-fleet.md)
             "ansible_ssh_pipelining": self.pipelining,
