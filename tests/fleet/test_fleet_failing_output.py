@@ -72,8 +72,10 @@ def runs(fleet, tmp_path_factory):
     def run(cb):
         b = os.path.join(base, cb.rsplit(".", 1)[1])
         inv = fleet.inventory(os.path.join(b, "inventory"), hosts, group_vars={"all": {"fleetqual_matrix": MATRIX}})
+        # two 16-host runs side by side at 4 forks: 5-10 minutes each on the suite's loaded
+        # 2 cores (one reached the default 600 s with its report written), a minute when quiet
         res = run_playbook(fleet, inv, b, "out", extra_vars={"fleetqual_progress_interval": 5},
-                           args=("--forks", "4"), env_extra={"ANSIBLE_STDOUT_CALLBACK": cb})
+                           args=("--forks", "4"), env_extra={"ANSIBLE_STDOUT_CALLBACK": cb}, timeout=1200)
         with open(os.path.join(b, "output.txt"), "w") as fh:
             fh.write(res.out)
         return res
