@@ -52,6 +52,9 @@ class ActionModule(ActionBase):
             pinged = self._execute_module(module_name="ansible.legacy.ping", module_args={}, task_vars=task_vars)
             result["pinged"] = not pinged.get("failed")
         msg = gate_message(host, verdict)
+        if result.get("pinged") and verdict["verdict"] == "UNREACHABLE":
+            # away when its batch started, back now: still not measured
+            msg += " (it answers now: qualify it again)"
         result.update(verdict=verdict["verdict"], fails=verdict["fails"])
         if verdict["fails"]:
             result.update(failed=True, msg=msg)

@@ -393,11 +393,15 @@ class CallbackModule(CallbackBase):
             summary = dict(stats.summarize(name))
             if self._gate_failures.get(name):
                 summary["failures"] = max(0, int(summary.get("failures") or 0) - self._gate_failures[name])
+            dark = self._unreachable.get(name, [])
             play[name] = {
                 "counts": summary,
                 # stats.failures excludes rescued failures; events carry the task and message
                 "failed": self._failed.get(name, []) if summary.get("failures") else [],
-                "unreachable": self._unreachable.get(name, []) if summary.get("unreachable") else [],
+                "unreachable": dark if summary.get("unreachable") else [],
+                # unreachable under ignore_unreachable (ansible counts it ok and ignored): the
+                # role's start, which then ends the host so that the rest of its batch goes on
+                "unreachable_ignored": [] if summary.get("unreachable") else dark,
             }
         return play
 

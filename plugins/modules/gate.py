@@ -18,7 +18,8 @@ description:
   - A verdict that is not C(PASS) and does not fail (C(INCONCLUSIVE) with C(fleetqual_inconclusive=warn)) is
     printed with its reasons, as a C(debug) task would, and given as a warning - never silent.
   - A host the start of its batch found unreachable (O(unreachable)) is tried again with C(ansible.builtin.ping)
-    first; still unreachable, the task is unreachable, so the recap counts the host unreachable.
+    first; still unreachable, the task is unreachable, so the recap counts the host unreachable. Answering,
+    its verdict C(UNREACHABLE) (it was not measured) fails it all the same, the message saying it answers now.
   - One task and one worker per host for what used to be three tasks (a ping, a print and a fail), each of
     which cost a worker per host even when skipped.
 options:

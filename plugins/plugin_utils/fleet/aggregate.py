@@ -148,7 +148,7 @@ def _aggregate(records, play, inventory, options, baseline, now, run_id, loader,
     others = set(inventory) | {h for h, p in play.items()
                                if (p.get("counts") or {}).get("failures")
                                or (p.get("counts") or {}).get("unreachable")
-                               or p.get("failed") or p.get("unreachable")}
+                               or p.get("failed") or p.get("unreachable") or p.get("unreachable_ignored")}
     for name in others - set(hosts):
         take(build_host(name, None, play.get(name), inventory.get(name), keep_detail=False), True)
     hosts = [hosts[n] for n in sorted(hosts, key=natural_key)]

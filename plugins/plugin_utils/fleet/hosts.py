@@ -31,9 +31,13 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.common.plain imp
 from ansible_collections.fleetqual.storage.plugins.module_utils.devices.drives import drive_media
 
 
-def _last_events(play):
+def _last_events(play, has_record=True):
     """(last failed task, last unreachable event) of a host's play outcome, as counted by
-    ansible's stats (rescued failures do not count)."""
+    ansible's stats (rescued failures do not count). A host without a record that nothing
+    counted against but an unreachable event ansible ignored (``ignore_unreachable``: the
+    role's start, which then ends the host so that the rest of its batch goes on) was away
+    when it was to be measured: that event is its last unreachable one, though the host may
+    have answered a later task (the gate's ping)."""
     play = play or {}
     failed = play.get("failed") or []          # [{task, msg}], not-ignored, not-rescued
     unreachable = play.get("unreachable") or []
@@ -46,6 +50,9 @@ def _last_events(play):
         last_fail = {"task": "?", "msg": "failed"}
     if n_dark and not last_dark:
         last_dark = {"task": "?", "msg": "host unreachable"}
+    ignored = play.get("unreachable_ignored") or []
+    if not has_record and not last_fail and not last_dark and ignored:
+        last_dark = ignored[-1]
     return last_fail, last_dark
 
 
@@ -60,7 +67,7 @@ def build_host(name, record, play=None, inventory_groups=None, keep_detail=True,
     ``HistogramAccumulator`` that receives the workloads' latency histograms."""
     play = play or {}
     record = record if isinstance(record, dict) else None
-    last_fail, last_dark = _last_events(play)
+    last_fail, last_dark = _last_events(play, has_record=record is not None)
     counts = play.get("counts") or {}
     if record is None:
         groups = list(inventory_groups or [])

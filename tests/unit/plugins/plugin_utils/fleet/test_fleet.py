@@ -10,6 +10,7 @@ import sys
 
 import pytest
 import unitpaths
+from hypothesis import given, settings, strategies as st
 
 sys.path.insert(0, os.path.join(unitpaths.UNIT, "fixtures", "report"))
 
@@ -172,6 +173,37 @@ def test_record_pass_then_failure_or_unreachable_is_error():
         assert h["verdict"] == "ERROR" and h["record_verdict"] == "PASS"
         assert h["workloads"], "measurements are kept"
         assert any("cleanup" in r for r in h["reasons"])
+
+
+_MSGS = ["Connection timed out during banner exchange", "No route to host", "exit 3"]
+_EVENT = st.fixed_dictionaries({"task": st.sampled_from(["qualify : start", "qualify : wait", "gate"]),
+                                "msg": st.sampled_from(_MSGS)})
+
+
+@settings(max_examples=150, deadline=None)
+@given(has_record=st.booleans(), record_verdict=st.sampled_from(["PASS", "FAIL", "ERROR", "INCONCLUSIVE"]),
+       failed=st.lists(_EVENT, max_size=2), dark=st.lists(_EVENT, max_size=2), ignored=st.lists(_EVENT, max_size=2))
+def test_an_ignored_unreachable_explains_only_a_missing_record(has_record, record_verdict, failed, dark, ignored):
+    """ansible counts an unreachable under ignore_unreachable ok and ignored (the role's start
+    does so to keep its batch going, then ends the host). Without a record, nothing counted
+    against the host but such an event: UNREACHABLE, with its message. With a record, the
+    ignored events never change the verdict."""
+    recs = records(1)
+    recs["db1"]["verdict"] = record_verdict
+    if not has_record:
+        recs = {}
+    counted = {"counts": {"failures": len(failed), "unreachable": len(dark)}, "failed": failed, "unreachable": dark}
+    without = host(fleet.aggregate(recs, play={"db1": counted}, inventory={"db1": ["db"]}, now=NOW), "db1")
+    got = host(fleet.aggregate(recs, play={"db1": dict(counted, unreachable_ignored=ignored)},
+                               inventory={"db1": ["db"]}, now=NOW), "db1")
+    if has_record or failed or dark or not ignored:
+        assert (got["verdict"], got["reasons"]) == (without["verdict"], without["reasons"])
+    else:
+        assert without["verdict"] == "ERROR" and "no fleetqual_report record" in without["reasons"][0]
+        assert got["verdict"] == "UNREACHABLE"
+        assert got["reasons"] == ["unreachable at task '%s': %s" % (ignored[-1]["task"], ignored[-1]["msg"])]
+    if not has_record:
+        assert got["verdict"] != "PASS"
 
 
 def test_rescued_failure_does_not_count():

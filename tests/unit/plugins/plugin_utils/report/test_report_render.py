@@ -457,6 +457,44 @@ def test_callback_with_real_aggregate_stats(tmp_path):
     assert "<svg" in (again / "report.html").read_text() and "db4" in (again / "report.html").read_text()
 
 
+def test_a_host_the_start_could_not_reach_is_unreachable_though_it_answered_the_gate(tmp_path):
+    """The role's start ignores an unreachable host (so the rest of its batch goes on) and
+    ends it; ansible counts that ok and ignored, and the gate's ping may find it back. It was
+    not measured: UNREACHABLE with the start's message, in fleet.json and the table alike. A
+    host with a record whose unreachable moment ansible ignored keeps its verdict."""
+    from ansible.executor.stats import AggregateStats
+
+    results = tmp_path / "results"
+    play, inventory = _play(tmp_path)
+    display = FakeDisplay()
+    cb = _callback(display)
+    cb.v2_playbook_on_play_start(play)
+    stats = AggregateStats()
+    run_id = "20261130T120000Z"
+    for name in ("db1", "db2"):
+        rec = synth.make_record(name, group="db", matrix=SMALL, scale=1.0, samples=4, results_dir=str(results),
+                                run_id=run_id)
+        stats.increment("ok", name)
+        stats.set_custom_stats("fleetqual_report", rec, name)
+    away = "Data could not be sent to remote host: Connection timed out during banner exchange"
+    for name in ("db2", "web1"):            # what the strategy does for ignore_unreachable
+        stats.increment("ok", name)
+        stats.increment("ignored", name)
+        cb.v2_runner_on_unreachable(_result(inventory, name, "qualify : Check, deploy and start",
+                                            {"unreachable": True, "msg": away}))
+    stats.increment("ok", "web1")           # the gate's ping answered
+    cb.v2_playbook_on_stats(stats)
+
+    data = json.loads((results / run_id / "fleet.json").read_text())
+    hosts = {h["host"]: h for h in data["hosts"]}
+    assert {n: h["verdict"] for n, h in hosts.items() if n in ("db1", "db2", "web1")} == \
+        {"db1": "PASS", "db2": "PASS", "web1": "UNREACHABLE"}
+    assert hosts["web1"]["reasons"] == ["unreachable at task 'qualify : Check, deploy and start': %s" % away]
+    assert hosts["web1"]["play"]["unreachable_task"]["msg"] == away
+    assert hosts["db2"]["play"]["unreachable_task"] is None
+    assert any(line.startswith("web1 ") and "UNREACH" in line for line in display.lines)
+
+
 def test_callback_options_formats_and_bad_baseline(tmp_path):
     from ansible.executor.stats import AggregateStats
 
