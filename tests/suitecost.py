@@ -18,7 +18,8 @@ method.
                                                  that weight (share_group)
     suitecost.py report DIR                      print and write DIR/cost.json from DIR's
                                                  *.cost.json (streams) and *.tests.*.json
-                                                 (per test, written by tests/costplugin.py)
+                                                 (per test, written by tests/costplugin.py),
+                                                 with the machine's speed then (reference)
 
 Standard library only: it runs before the venv exists (scripts/test.sh wraps the setup too).
 """
@@ -27,6 +28,7 @@ import glob
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -40,6 +42,7 @@ V1_ROOT = "/sys/fs/cgroup/cpuacct"
 V2_ROOT = "/sys/fs/cgroup"
 TOP = "fleetqual-tests"
 TOP_N = 15
+REFERENCE_REPEATS = 5
 
 
 def _read(path):
@@ -241,12 +244,38 @@ def render(rec):
                  % (len(rec["costliest"]), rec["tests"]))
     for c in rec["costliest"]:
         lines.append("  %7.1f %7.1f  %-6s %s" % (c["cpu_s"], c["wall_s"], c.get("stream", ""), c["nodeid"]))
+    ref = rec.get("reference")
+    if ref:
+        lines.append("machine speed at the end: %s in %.3f CPU-s; the %s = %s of them"
+                     % (ref["work"], ref["cpu_s"], "whole command" if t["name"] != "streams" else "streams",
+                        t.get("reference_units", "-")))
     return "\n".join(lines)
+
+
+def reference(repeats=REFERENCE_REPEATS):
+    """The machine's speed as the report is written (the streams have ended): the CPU seconds
+    of a fixed piece of single-threaded Python work, the kind the playbooks' controllers and
+    modules do (a JSON round trip of a 4,000-entry document, 20 times), the median of
+    ``repeats``. On a shared host the same commit's suite cost 2,598 to 3,720 CPU-s from day
+    to day: the suite's CPU over this figure (``reference_units``) is its work whatever the
+    host's speed was that day."""
+    doc = {"host%d" % i: {"iops": i * 1.5, "reasons": ["r%d" % i] * 3, "ok": i % 2 == 0} for i in range(4000)}
+    times = []
+    for _repeat in range(repeats):
+        c0 = time.process_time()
+        for _trip in range(20):
+            json.loads(json.dumps(doc))
+        times.append(time.process_time() - c0)
+    return {"work": "20 JSON round trips of a 4,000-entry document, one thread, median of %d" % repeats,
+            "cpu_s": round(statistics.median(times), 4)}
 
 
 def report(directory):
     streams, tests = load(directory)
     rec = summarise(streams, tests, outer_total())
+    rec["reference"] = reference()
+    if rec["reference"]["cpu_s"] > 0:
+        rec["total"]["reference_units"] = round(rec["total"]["cpu_s"] / rec["reference"]["cpu_s"])
     with open(os.path.join(directory, "cost.json"), "w") as fh:
         json.dump(rec, fh, indent=1)
     print(render(rec))

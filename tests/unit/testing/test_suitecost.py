@@ -103,6 +103,10 @@ def test_the_tests_of_a_stream_reach_the_report(tmp_path):
     assert by_id["test_busy"]["cpu_s"] + 0.1 >= float((tmp_path / "busy-own").read_text()), rec
     assert [s["name"] for s in rec["streams"]] == ["demo"] and rec["streams"][0]["cpu_s"] >= by_id["test_busy"]["cpu_s"]
     assert rec["costliest"][0]["nodeid"].endswith("test_busy") and "test_busy" in r.stdout, r.stdout
+    # the machine's speed then, and the work in its units
+    ref = rec["reference"]
+    assert ref["cpu_s"] > 0 and rec["total"]["reference_units"] == round(rec["total"]["cpu_s"] / ref["cpu_s"]), rec
+    assert "machine speed at the end: %s in %.3f CPU-s" % (ref["work"], ref["cpu_s"]) in r.stdout, r.stdout
 
 
 @settings(max_examples=60, deadline=None)
