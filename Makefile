@@ -38,11 +38,15 @@ STREAMS := $(CURDIR)/build/test-streams
 test: export FLEETQUAL_REQUIRE_LABS := 1
 test:
 	rm -rf $(STREAMS) && mkdir -p $(STREAMS)
-	$(MAKE) -j8 --output-sync=target stream-vm stream-checks stream-chroots stream-c stream-fleet stream-fleet2 stream-unit stream-rest; rc=$$?; \
+	$(MAKE) -j8 --output-sync=target stream-vm stream-checks $(LONG_ONLY_STREAMS) stream-c stream-fleet stream-fleet2 stream-unit stream-rest; rc=$$?; \
 	python3 tests/suitecost.py report $(STREAMS) || rc=1; \
 	$(VENV)/python tests/junit_summary.py $(STREAMS)/fleet.xml $(STREAMS)/fleet2.xml $(STREAMS)/kernel.xml $(STREAMS)/unit.xml $(STREAMS)/rest.xml \
 	    $(STREAMS)/vm.xml || rc=1; \
 	[ $$rc -eq 0 ] && echo "make test: all suites passed"; exit $$rc
+
+# The streams of the long suite only: the distro tests' chroots (minutes of debootstrap; every
+# test that runs a host in one is long).
+LONG_ONLY_STREAMS = $(if $(findstring long or,$(SUITE)),stream-chroots)
 
 # The long suite: the same streams with every test, the long ones too (docs/testing.md,
 # "The long suite"; tens of minutes more on 2 cores).

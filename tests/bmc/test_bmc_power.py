@@ -15,7 +15,7 @@ import yaml
 import bmclab
 from playbook_run import BIN, ROOT, ansible_env
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 ROLE_TASKS = os.path.join(ROOT, "roles", "qualify", "tasks")
 

@@ -10,8 +10,10 @@ process and no file behind.
   read errors is blkdebug over its raw file with a rule for exactly each 4 KiB of its regions.
   (Hanging, power loss and restart on the same disk files are proven by
   ``test_vm_faults.py``.)
-* QMP on ``vm-crit``: ``qom-get`` reads the critical warning it booted with, ``qom-set``
-  changes it at run time and the guest's own ``nvme smart-log`` reads the new byte.
+* QMP on ``vm-nvme``'s second drive (FQNVME02, not the first run's target): ``qom-get`` reads
+  the healthy byte it booted with, ``qom-set`` raises a critical warning at run time, the
+  guest's own ``nvme smart-log`` reads it, and clearing it is read back too. (A drive booted
+  with the warning FAILs its host through the playbook: ``test_vm_drives.py``, long suite.)
 * Exit paths, each in a child process holding a started guest: SIGTERM (the handler stops
   the guest: QEMU gone, its directory removed) and SIGKILL (QEMU dies with its starter,
   ``PR_SET_PDEATHSIG``; the next import's sweep removes the directory).
@@ -204,24 +206,28 @@ def test_invalid_drive_refused_naming_the_field(spec, field):
         guests.check_drive(Drive(**spec))
 
 
-@pytest.mark.vm("vm-crit")
+@pytest.mark.vm("vm-nvme")
 @pytest.mark.slow
-def test_qmp_sets_the_critical_warning_the_guest_reads(vm_guest):
-    g = vm_guest("vm-crit")
-    drive = g.drives[0]
+def test_qmp_raises_and_clears_a_critical_warning_the_guest_reads(vm_guest):
+    g = vm_guest("vm-nvme")
+    drive = next(d for d in g.drives if d.serial == "FQNVME02")
     path = g.qom_path(drive)
+    # the guest's controller of that drive, found by its serial (not by its probe order)
+    ctrl = g.ssh("for c in /sys/class/nvme/nvme*; do [ \"$(tr -d ' ' < $c/serial)\" = %s ] && basename $c; done; true"
+                 % drive.serial).stdout.split()
+    assert len(ctrl) == 1, ctrl
 
     def guest_reads():
-        return json.loads(g.ssh("nvme smart-log /dev/nvme0 -o json").stdout)["critical_warning"]
-    assert g.qmp("qom-get", path=path, property="smart_critical_warning") == CRITICAL_WARNING
-    assert guest_reads() == CRITICAL_WARNING
+        return json.loads(g.ssh("nvme smart-log /dev/%s -o json" % ctrl[0]).stdout)["critical_warning"]
+    assert g.qmp("qom-get", path=path, property="smart_critical_warning") == 0
+    assert guest_reads() == 0
     try:
-        g.qmp("qom-set", path=path, property="smart_critical_warning", value=0x05)
-        assert g.qmp("qom-get", path=path, property="smart_critical_warning") == 0x05
-        assert guest_reads() == 0x05
-    finally:
         g.qmp("qom-set", path=path, property="smart_critical_warning", value=CRITICAL_WARNING)
-    assert guest_reads() == CRITICAL_WARNING
+        assert g.qmp("qom-get", path=path, property="smart_critical_warning") == CRITICAL_WARNING
+        assert guest_reads() == CRITICAL_WARNING
+    finally:
+        g.qmp("qom-set", path=path, property="smart_critical_warning", value=0)
+    assert guest_reads() == 0
     with pytest.raises(guests.QMPError, match="DeviceNotFound|not found"):
         g.qmp("qom-get", path="/machine/peripheral/nvme99", property="smart_critical_warning")
 

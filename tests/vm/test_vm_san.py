@@ -42,7 +42,7 @@ import labs
 import san
 from conftest import host_entry
 
-pytestmark = [pytest.mark.vm("vm-nvme", "vm-crit"), pytest.mark.slow]
+pytestmark = [pytest.mark.vm("vm-nvme", "vm-crit"), pytest.mark.slow, pytest.mark.long]
 
 FIRST, SECOND = "vm-nvme", "vm-crit"
 REFUSED = "vm-crit-one-path"

@@ -18,7 +18,7 @@ from conftest import BURST, THROTTLE_IOPS
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.common.fmt import fmt_k
 
-pytestmark = [pytest.mark.vm("vm-throttle"), pytest.mark.slow]
+pytestmark = [pytest.mark.vm("vm-throttle"), pytest.mark.slow, pytest.mark.long]
 
 HOST = "vm-throttle"
 TOLERANCE = 0.05
