@@ -15,6 +15,9 @@ A release the archive no longer serves, or a machine without debootstrap or netw
 that release's tests with the reason (pytest's -ra summary lists it); the others still run.
 The chroots' safety (nothing mounted is ever removed, every exit path unmounts) is tested
 apart, without the playbook: a SIGTERMed and a SIGKILLed owner of a live chroot.
+
+Every test that needs a chroot is in the long suite (``make test-long``, which builds them:
+minutes of debootstrap); the parsers and the mount-safety test without a chroot stay in make test.
 """
 import os
 import re
@@ -133,6 +136,7 @@ RELEASE_PARAMS = [pytest.param(r, id="debian%s-%s" % (v, r)) for r, v in OTHER.i
 
 @pytest.mark.fleet
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("release", RELEASE_PARAMS)
 def test_the_host_runs_that_releases_python_and_sysstat(distros, mixed_run, release):
     _need(distros, release)
@@ -154,6 +158,7 @@ def test_the_host_runs_that_releases_python_and_sysstat(distros, mixed_run, rele
 
 @pytest.mark.fleet
 @pytest.mark.slow
+@pytest.mark.long
 def test_the_mixed_fleet_passes(mixed_run):
     assert sorted(mixed_run.records) == sorted(mixed_run.hosts), mixed_run.out[-5000:]
     verdicts = {h: r["verdict"] for h, r in mixed_run.records.items()}
@@ -165,6 +170,7 @@ def test_the_mixed_fleet_passes(mixed_run):
 
 @pytest.mark.fleet
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("release", RELEASE_PARAMS)
 def test_quick_profile_on_that_release(distros, mixed_run, release):
     _need(distros, release)
@@ -180,6 +186,7 @@ def test_quick_profile_on_that_release(distros, mixed_run, release):
 
 @pytest.mark.fleet
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("release", RELEASE_PARAMS)
 def test_compliance_without_sysstat_on_that_release(distros, mixed_run, release):
     _need(distros, release)
@@ -205,6 +212,7 @@ def test_compliance_without_sysstat_on_that_release(distros, mixed_run, release)
 
 @pytest.mark.fleet
 @pytest.mark.slow
+@pytest.mark.long
 def test_array_across_three_releases(mixed_run):
     members = sorted(h for h in mixed_run.hosts if h.startswith("arr-"))
     runs = {h: mixed_run.records[h]["array_run"] for h in members}
@@ -221,6 +229,7 @@ def test_array_across_three_releases(mixed_run):
 
 @pytest.mark.fleet
 @pytest.mark.slow
+@pytest.mark.long
 def test_nothing_left_on_the_chroot_hosts(distros, mixed_run):
     for name, h in mixed_run.hosts.items():
         chroot = getattr(h["inst"], "chroot", None)
@@ -289,6 +298,7 @@ def cached_release():
 
 @needs_root
 @pytest.mark.slow
+@pytest.mark.long
 def test_sigterm_of_the_owner_unmounts_and_removes_its_chroot(cached_release, tmp_path):
     p, cdir = _owner(cached_release, str(tmp_path))
     try:
@@ -304,6 +314,7 @@ def test_sigterm_of_the_owner_unmounts_and_removes_its_chroot(cached_release, tm
 
 @needs_root
 @pytest.mark.slow
+@pytest.mark.long
 def test_a_sigkilled_owners_mounts_are_swept_before_anything_is_removed(cached_release, tmp_path):
     p, cdir = _owner(cached_release, str(tmp_path))
     p.kill()

@@ -16,7 +16,9 @@ import unitpaths
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.fleet import aggregate as fleet
 
-pytestmark = pytest.mark.slow
+# in the long suite (docs/testing.md, "The long suite"): three playbook runs side by side, minutes
+# of the loaded machine; make test covers the merge itself (plugin_utils/fleet/test_merge.py)
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 ROOT = unitpaths.ROOT
 BIN = os.path.dirname(sys.executable)
