@@ -210,7 +210,9 @@ def test_a_host_where_every_reading_of_the_counters_is_slow_opens_the_window_aft
     the counters of eight devices are read, so no reading of them takes under the 200 us a
     retry waits for. The retries stop 5 ms after the first. (They ran to the cap of 50, here
     67-152 ms after the window's planned instant; a loaded emulated guest, whose every sysfs
-    reading is slow, opened a 16 s array step's window 2 s late that way, out of lock-step.)"""
+    reading is slow, opened a 16 s array step's window 2 s late that way, out of lock-step.)
+    How many readings fit in those 5 ms is the machine's speed: on a quiet one several, under
+    a fresh-clone suite's load the first reading alone took them (one reading, no retry)."""
     with loop_device(16) as (_dev, name, _backing, _mnt):
         trace = tmp_path / "openat.trace"
         p = subprocess.run(["strace", "-f", "-e", "trace=openat", "-o", str(trace), iobench, "run", "--dir", prepared,
@@ -225,5 +227,6 @@ def test_a_host_where_every_reading_of_the_counters_is_slow_opens_the_window_aft
         assert opened % 8 == 0, opened
         # the readings that opened the window; one more closed it
         opening = opened // 8 - 1
-        # slow, so retried (the premise); then stopped by the time limit, not by the cap
-        assert 2 <= opening < EDGE_TRIES, opening
+        # every reading slow, so retried until the time limit, never to the cap (how many is
+        # a timing: one when the first reading alone outlasted the limit)
+        assert 1 <= opening < EDGE_TRIES, opening
