@@ -212,13 +212,11 @@ def test_qmp_raises_and_clears_a_critical_warning_the_guest_reads(vm_guest):
     g = vm_guest("vm-nvme")
     drive = next(d for d in g.drives if d.serial == "FQNVME02")
     path = g.qom_path(drive)
-    # the guest's controller of that drive, found by its serial (not by its probe order)
-    ctrl = g.ssh("for c in /sys/class/nvme/nvme*; do [ \"$(tr -d ' ' < $c/serial)\" = %s ] && basename $c; done; true"
-                 % drive.serial).stdout.split()
-    assert len(ctrl) == 1, ctrl
+    # that drive by its serial's by-id link (not by its probe order)
+    dev = g.by_id(drive.serial)
 
     def guest_reads():
-        return json.loads(g.ssh("nvme smart-log /dev/%s -o json" % ctrl[0]).stdout)["critical_warning"]
+        return json.loads(g.ssh("nvme smart-log %s -o json" % dev).stdout)["critical_warning"]
     assert g.qmp("qom-get", path=path, property="smart_critical_warning") == 0
     assert guest_reads() == 0
     try:
