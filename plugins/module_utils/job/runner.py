@@ -267,7 +267,8 @@ class Job:
                     result, failed, msg, warnings = {}, True, pre["error"], []
                 else:
                     result, failed, msg, warnings = _workload.run_workload(params, stop=self.stop,
-                                                                           stopped_by=self.stopped_by)
+                                                                           stopped_by=self.stopped_by,
+                                                                           scratch_dir=self.dir)
                 _kmsg.job_read(self.kernel, st)
                 st["results"].append({"index": i + 1, "id": wl.get("id"), "key": wl.get("key") or wl.get("id"),
                                       "target": wl.get("target"), "failed": failed, "msg": msg,

@@ -277,7 +277,8 @@ def not_prepared(errors, collector_info):
     return ({"collector": collector_info} if collector_info else {}), True, errors[0], []
 
 
-def run_workload(p, stop=None, sizes=None, collector_info=None, source=None, tools=None, stopped_by=None):
+def run_workload(p, stop=None, sizes=None, collector_info=None, source=None, tools=None, stopped_by=None,
+                 scratch_dir=None):
     """Run one workload (``p``: every parameter, validated or not).
 
     Returns ``(result, failed, msg, warnings)``. ``stop``: a ``threading.Event`` that stops
@@ -289,7 +290,14 @@ def run_workload(p, stop=None, sizes=None, collector_info=None, source=None, too
     it first waits for a quiet device (a workload that never got quiet is not run: a result
     with ``foreign.skipped`` and no ``bench``, not failed), applies the impact caps, runs
     iobench in a cgroup of its own at the asked priority, samples the devices beside it,
-    lets the guard stop it, and adds the ``foreign`` section to the result."""
+    lets the guard stop it, and adds the ``foreign`` section to the result.
+
+    iobench's JSON result (and a compliance run's live log) go to a directory made for this
+    workload and removed when it ends: in ``scratch_dir`` when given (a measurement job passes
+    its own directory, ``<test_dir>/.fleetqual-job``, which the next run's preflight clears,
+    so a job ended by SIGKILL leaves nothing outside the marked test directory), else in the
+    system's temporary directory (the module's own run, which a signal ends through this
+    function's cleanup)."""
     if collector_info is None:
         errors, sizes, collector_info, source, tools = prepare(p)
         if errors:
@@ -311,7 +319,10 @@ def run_workload(p, stop=None, sizes=None, collector_info=None, source=None, too
         params["devstat"] = list(collector_info["devices"])
     else:
         params["devstat"] = None
-    tmpdir = tempfile.mkdtemp(prefix="fleetqual-iobench-")
+    if scratch_dir:
+        tmpdir = tempfile.mkdtemp(prefix="iobench-", dir=scratch_dir)
+    else:
+        tmpdir = tempfile.mkdtemp(prefix="fleetqual-iobench-")
     collector = None
     try:
         output = os.path.join(tmpdir, "result.json")

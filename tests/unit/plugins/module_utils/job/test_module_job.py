@@ -238,6 +238,46 @@ def test_the_operators_stop_ends_only_its_runs_job_within_the_grace_and_keeps_it
             os.kill(st["pid"], signal.SIGKILL)
 
 
+def test_a_job_ended_by_sigkill_leaves_its_benchmark_output_only_in_the_job_directory(iobench_binary, tdir):  # noqa: F811
+    """iobench writes its JSON result in a directory of the job's own directory, not in /tmp:
+    a SIGKILL reaches no cleanup, and the next preflight, which clears the job's directory,
+    removes that output with it."""
+    from proctree import descendants, wait_gone
+    r = start(iobench_binary, tdir, [wl(1, 60)], deadline_s=300)
+    pid = r["status"]["pid"]
+    job_dir = os.path.join(tdir, ".fleetqual-job")
+    scratch, below, argv = [], [], []
+
+    def cmdline(child):
+        try:
+            with open("/proc/%d/cmdline" % child, "rb") as fh:
+                return fh.read().decode("utf-8", "replace").split("\0")
+        except OSError:
+            return []
+    try:
+        end = time.monotonic() + 60
+        while not (scratch and argv):
+            assert time.monotonic() < end, "the workload never started: %s" % os.listdir(job_dir)
+            time.sleep(0.2)
+            scratch = glob.glob(os.path.join(job_dir, "iobench-*"))
+            below = descendants(pid)
+            argv = next((a for a in map(cmdline, below) if a and a[0] == iobench_binary), [])
+        assert os.path.join(scratch[0], "result.json") in argv, argv
+        os.kill(pid, signal.SIGKILL)
+        assert wait_gone(pid)
+    finally:
+        # the job's children (iobench, the collectors) outlive its SIGKILL: this test ends them
+        for child in [pid] + below:
+            if alive(child):
+                os.kill(child, signal.SIGKILL)
+                wait_gone(child)
+    assert os.path.isdir(scratch[0])            # no cleanup ran
+    p = call(TEST_DIR, {"path": tdir, "datasets": ["set"]})
+    assert not p.get("failed"), p
+    assert p["previous_job"]["run_id"] == "r1" and p["previous_job"]["state"] == "died", p["previous_job"]
+    assert not os.path.exists(scratch[0]) and not os.path.exists(job_dir)
+
+
 def test_a_failing_workload_stops_the_job_with_its_message(iobench_binary, tdir):  # noqa: F811
     bad = wl(2, 1, block_size=1000)        # not a multiple of 512 with O_DIRECT
     start(iobench_binary, tdir, [wl(1, 1), bad, wl(3, 1)], deadline_s=300)
