@@ -47,7 +47,7 @@ from fleetrun import run_playbook
 
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.array import mode as arrays_mod
 
-pytestmark = [pytest.mark.fleet, pytest.mark.slow]
+pytestmark = [pytest.mark.fleet, pytest.mark.slow, pytest.mark.long]
 
 HOSTS = ["fq71", "fq72", "fq73"]
 SKEWED, KILLED, AWAY = "fq71", "fq73", "fq72"

@@ -28,7 +28,7 @@ import fleetrun
 from fleetrun import run_playbook
 from test_fleet_faults import find_iobench
 
-pytestmark = [pytest.mark.fleet, pytest.mark.slow]
+pytestmark = [pytest.mark.fleet, pytest.mark.slow, pytest.mark.long]
 
 HOSTS = ["fq%d" % n for n in range(31, 39)]
 LINE_RE = re.compile(r"^fleetqual: workload (\d+)/(\d+) \| (\d+) hosts: (\d+) running, (\d+) done, (\d+) failed \| ",

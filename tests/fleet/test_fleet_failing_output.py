@@ -27,7 +27,7 @@ import fleetlib
 from fleetlib import load_json
 from fleetrun import build_cache_dir, run_playbook
 
-pytestmark = [pytest.mark.fleet, pytest.mark.slow]
+pytestmark = [pytest.mark.fleet, pytest.mark.slow, pytest.mark.long]
 
 MATRIX = [{"workload": "out", "mode": "rndrd", "threads": 1, "file_num": 1, "total_size": "4M",
            "block_size": "16K", "direct": True, "time": 1, "warmup": 0, **fleetlib.PACE}]

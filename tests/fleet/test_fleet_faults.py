@@ -42,7 +42,7 @@ import fleetlib
 from fleetrun import run_playbook, tree_snapshot
 from proctree import wait_stopped
 
-pytestmark = [pytest.mark.fleet, pytest.mark.slow]
+pytestmark = [pytest.mark.fleet, pytest.mark.slow, pytest.mark.long]
 
 HEALTHY = ["fq11", "fq12"]
 EXPECTED = {"fq11": "PASS", "fq12": "PASS", "fq21": "PASS",

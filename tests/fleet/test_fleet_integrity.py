@@ -34,7 +34,7 @@ import fleetlib
 import loopdev
 from fleetrun import run_playbook
 
-pytestmark = [pytest.mark.fleet, pytest.mark.slow, pytest.mark.kernel_errors]
+pytestmark = [pytest.mark.fleet, pytest.mark.slow, pytest.mark.long, pytest.mark.kernel_errors]
 
 MiB = 1 << 20
 REGION = {"start": 20 * MiB, "length": MiB}

@@ -18,7 +18,7 @@ from test_fleet_detached import _ended_run, _start_playbook, _status, inventory,
 from test_fleet_faults import find_iobench
 from proctree import alive
 
-pytestmark = [pytest.mark.fleet, pytest.mark.slow]
+pytestmark = [pytest.mark.fleet, pytest.mark.slow, pytest.mark.long]
 
 HOSTS = {"SIGINT": ["fq57", "fq58", "fq59"], "SIGTERM": ["fq60"]}
 FORKS = {"SIGINT": 2, "SIGTERM": None}

@@ -26,7 +26,7 @@ import loopdev
 from proctree import alive, descendants, wait_gone
 from fleetrun import run_playbook
 
-pytestmark = [pytest.mark.fleet, pytest.mark.slow]
+pytestmark = [pytest.mark.fleet, pytest.mark.slow, pytest.mark.long]
 
 HOST = "fq81"
 REGION = 32 << 20

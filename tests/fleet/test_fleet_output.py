@@ -19,7 +19,7 @@ import fleetlib
 
 from fleetrun import ROOT, run_playbook
 
-pytestmark = [pytest.mark.fleet, pytest.mark.slow]
+pytestmark = [pytest.mark.fleet, pytest.mark.slow, pytest.mark.long]
 
 EXAMPLE_CFG = os.path.join(ROOT, "examples", "ansible.cfg")
 MATRIX = [{"workload": "out", "mode": "rndrd", "threads": 1, "file_num": 1, "total_size": "4M",

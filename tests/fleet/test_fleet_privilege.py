@@ -40,7 +40,7 @@ import pytest
 import fleetlib
 from fleetrun import run_playbook
 
-pytestmark = [pytest.mark.fleet, pytest.mark.slow]
+pytestmark = [pytest.mark.fleet, pytest.mark.slow, pytest.mark.long]
 
 PYTHON = "/usr/bin/python3"      # the users' interpreter (the venv's lives under /root, 0700)
 FORKS = 3

@@ -16,7 +16,7 @@ import testinfra
 from fleetrun import run_playbook
 import fleetlib
 
-pytestmark = [pytest.mark.fleet, pytest.mark.slow]
+pytestmark = [pytest.mark.fleet, pytest.mark.slow, pytest.mark.long]
 
 HOSTS = ["fq11", "fq12", "fq13", "fq14"]
 

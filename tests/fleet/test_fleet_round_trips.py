@@ -23,7 +23,7 @@ import fleetlib
 from fleetrun import run_playbook
 from module_counter import ModuleCounter
 
-pytestmark = [pytest.mark.fleet, pytest.mark.slow]
+pytestmark = [pytest.mark.fleet, pytest.mark.slow, pytest.mark.long]
 
 HOSTS = {"fq91": 91, "fq92": 92, "fq93": 93}
 FORKS = 2

@@ -14,7 +14,7 @@ import pytest
 
 import fleetrun
 
-pytestmark = [pytest.mark.fleet, pytest.mark.slow]
+pytestmark = [pytest.mark.fleet, pytest.mark.slow, pytest.mark.long]
 
 MARKER = "fq-secret-MARKER-41c7"
 HOSTS = ["fq54", "fq55", "fq56"]

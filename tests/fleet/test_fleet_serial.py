@@ -25,7 +25,7 @@ import fleetlib
 
 from fleetrun import run_playbook
 
-pytestmark = [pytest.mark.fleet, pytest.mark.slow]
+pytestmark = [pytest.mark.fleet, pytest.mark.slow, pytest.mark.long]
 
 MATRIX = [{"workload": "batch", "mode": "rndrd", "threads": 1, "file_num": 1, "total_size": "4M",
            "block_size": "16K", "direct": True, "time": 2, "warmup": 1, **fleetlib.PACE}]

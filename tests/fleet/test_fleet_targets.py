@@ -32,7 +32,7 @@ import fleetlib
 import loopdev
 from fleetrun import run_playbook
 
-pytestmark = [pytest.mark.fleet, pytest.mark.slow]
+pytestmark = [pytest.mark.fleet, pytest.mark.slow, pytest.mark.long]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HOSTS = ["fq41", "fq42", "fq43"]
