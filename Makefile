@@ -18,16 +18,14 @@ STREAMS := $(CURDIR)/build/test-streams
 .PHONY: test stream-vm stream-chroots fleet-chroots stream-fleet stream-fleet2 stream-unit stream-rest stream-checks stream-c test-c test-py test-fleet test-fleet2 test-unit test-rest checks lint docs-check changelog-lint docs-lint galaxy \
 	galaxy-import galaxy-import-release sanity molecule qualify clean
 
-# Every suite, as seven streams under one make -j8: the benchmark's build, then the fleet
-# tests over SSH (two streams), the unit tests and every other pytest directory (they use
-# that build); beside them from the start the C tests, the VM tier (its image builds and its
-# guests boot while the other streams run) and the static checks; in the long suite also
-# the build of the distro tests' chroots (fleet-chroots, below). Most of
-# their time is spent waiting on workloads, sshd round trips, guests and subprocesses rather
-# than on the CPU: with the long tests apart (make test-long) the VM
-# tier ends within 7 minutes and the checks within 14, and the pytest streams then share the two cores
-# (one stream for all the other tests ran alone for its last 10 minutes, at 0.4 of a core,
-# and made the run 30 minutes long). Each stream's output is printed
+# Every suite, as six streams under one make -j8: the benchmark's build, then the fleet
+# tests that run no fleet and the kernel-error tests, the unit tests and every other pytest
+# directory (they use that build); beside them from the start the C tests, the VM tier (its
+# image builds and its guest boots while the other streams run) and the static checks; in
+# the long suite also the fleet tests that wait on detached jobs (stream-fleet) and the
+# build of the distro tests' chroots (fleet-chroots, below). Most of their time is spent
+# waiting on workloads, sshd round trips, guests and subprocesses rather than on the CPU.
+# Each stream's output is printed
 # whole when it ends (--output-sync), and one closing line counts every pytest stream
 # (tests/junit_summary.py). A lab that setup.sh provides but cannot run here fails its tests
 # instead of skipping them (tests/labs.py).
@@ -54,6 +52,7 @@ LONG_ONLY_XML = $(if $(findstring long or,$(SUITE)),$(STREAMS)/fleet.xml)
 # "The long suite"; tens of minutes more on 2 cores).
 .PHONY: test-long
 test-long:
+	scripts/setup.sh --long
 	$(MAKE) test SUITE="long or not long"
 
 COST := python3 tests/suitecost.py run

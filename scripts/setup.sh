@@ -8,15 +8,17 @@
 #                             pkg-config (the fault-injecting drive of tests/faultdrive);
 #                             debootstrap (hosts of other Debian releases); sudo (non-root
 #                             logins); qemu-system-x86, qemu-utils and nbdkit (the VM tier's
-#                             guests and their drives); tgt and iptables (the SAN lab's iSCSI
-#                             target and its path cuts); libvirt-daemon,
-#                             libvirt-daemon-driver-qemu and python3-libvirt (the BMC lab of
-#                             tests/bmc: a private libvirtd whose domains sushy-tools and
-#                             virtualbmc power off and on), its emulators in .venv-bmc, and
-#                             community.general in build/collections (the redfish and ipmi
-#                             power methods' modules); the development requirements in
-#                             .venv; the packaging tools in .venv-packaging; ansible-test's
-#                             pip bootstrap (scripts/ansible-test-sanity.sh --setup)
+#                             guests and their drives); community.general in
+#                             build/collections (the redfish and ipmi power methods'
+#                             modules); the development requirements in .venv; the
+#                             packaging tools in .venv-packaging; ansible-test's pip
+#                             bootstrap (scripts/ansible-test-sanity.sh --setup)
+#   scripts/setup.sh --long   also what only the long suite's labs need (make test-long runs
+#                             it): tgt and iptables (the SAN lab's iSCSI target and its path
+#                             cuts); libvirt-daemon, libvirt-daemon-driver-qemu and
+#                             python3-libvirt (the BMC lab of tests/bmc: a private libvirtd
+#                             whose domains sushy-tools and virtualbmc power off and on) and
+#                             its emulators in .venv-bmc
 #
 # Python requirements, all pinned, all from PyPI:
 #   requirements.txt                  the controller's runtime (what the collection needs;
@@ -31,17 +33,22 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 test_mode=false
-[ "${1:-}" = "--test" ] && test_mode=true
+long_mode=false
+case "${1:-}" in
+  --test) test_mode=true ;;
+  --long) test_mode=true; long_mode=true ;;
+esac
 
 runtime_pkgs=(gcc make libc6-dev sysstat python3-venv)
 test_pkgs=(fio sysbench openssh-server chromium libxml2-utils
            e2fsprogs util-linux dmsetup procps shellcheck git prometheus
            smartmontools nvme-cli python3-apt strace
            fuse3 libfuse3-dev pkg-config debootstrap sudo
-           qemu-system-x86 qemu-utils nbdkit tgt iptables
-           libvirt-daemon libvirt-daemon-driver-qemu python3-libvirt)
+           qemu-system-x86 qemu-utils nbdkit)
+long_pkgs=(tgt iptables libvirt-daemon libvirt-daemon-driver-qemu python3-libvirt)
 pkgs=("${runtime_pkgs[@]}")
 $test_mode && pkgs+=("${test_pkgs[@]}")
+$long_mode && pkgs+=("${long_pkgs[@]}")
 
 missing=()
 for p in "${pkgs[@]}"; do
@@ -108,7 +115,8 @@ if $test_mode; then
   # The rest needs only .venv and nothing of each other: at once, each into a log of its own,
   # printed when it ends (a fresh machine's setup was 3.5 minutes one after the other).
   mkdir -p build/setup
-  jobs_=(packaging bmc community-general sanity)
+  jobs_=(packaging community-general sanity)
+  $long_mode && jobs_+=(bmc)
   job() {
     case $1 in
       packaging) venv .venv-packaging packaging tests/packaging/requirements.txt ;;

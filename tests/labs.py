@@ -18,6 +18,6 @@ def required(environ=None):
 def unavailable(why):
     """Skip (pytest alone) or fail (``make test``) with ``why``, the lab's reason."""
     if required():
-        pytest.fail("%s (make test requires every lab; scripts/setup.sh --test installs what they need)" % why,
+        pytest.fail("%s (make test requires every lab; scripts/setup.sh --test, and --long for the long suite's labs, install what they need)" % why,
                     pytrace=False)
     pytest.skip(why)

@@ -10,7 +10,7 @@ two BMC emulators that data centres' tooling is tested against, all on 127.0.0.1
 
 Every process is a child of the test process (PR_SET_PDEATHSIG), libvirtd's QEMUs children of
 a subreaper (reaper.py), ended by :meth:`Lab.stop` by their PIDs. Nothing is downloaded: the
-emulators are in .venv-bmc (tests/bmc/requirements.txt, scripts/setup.sh --test).
+emulators are in .venv-bmc (tests/bmc/requirements.txt, scripts/setup.sh --long).
 """
 import ctypes
 import os
@@ -40,8 +40,8 @@ def missing():
     if os.geteuid() != 0:
         out.append("root (libvirtd runs as %s)" % USER)
     for path, what in ((LIBVIRTD, "Debian libvirt-daemon"), (QEMU, "Debian qemu-system-x86"),
-                       (os.path.join(BMC_VENV, "sushy-emulator"), ".venv-bmc (scripts/setup.sh --test)"),
-                       (os.path.join(BMC_VENV, "vbmc"), ".venv-bmc (scripts/setup.sh --test)"),
+                       (os.path.join(BMC_VENV, "sushy-emulator"), ".venv-bmc (scripts/setup.sh --long)"),
+                       (os.path.join(BMC_VENV, "vbmc"), ".venv-bmc (scripts/setup.sh --long)"),
                        (shutil.which("setpriv") or "/nonexistent", "util-linux setpriv"),
                        (shutil.which("openssl") or "/nonexistent", "openssl")):
         if not os.path.exists(path):

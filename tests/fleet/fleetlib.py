@@ -467,14 +467,10 @@ def sshd_pids_below(pid_list):
 # the stall limit of the runs whose subject is not the disk (tests/integration/playbook_run.py)
 SHARED_DISK_STALL_RULE = playbook_run.SHARED_DISK_STALL_RULE
 
-# The pace of the workloads of fleets whose subject is the run (its output, its batches, its
-# round trips, privileges, secrets, detached jobs), not the disk's speed or the data: iobench's
-# own rate limit (``rate_iops``, fio's ``rate_iops``), so each workload still measures and is
-# judged (the stall rule knows a paced cadence: plugin_utils/metrics/stalls.py), at a small
-# part of the CPU. At full speed a 2 s read workload on a loop device took 0.5-1.2 CPU-s of
-# iobench, and as much again of the loop device's kernel worker, on a 2-core machine that
-# runs five other test streams.
-PACE = {"rate_iops": 200}
+# the pace of the workloads of fleets whose subject is the run (its output, its batches, its
+# round trips, privileges, secrets, detached jobs), not the disk's speed or the data
+# (tests/integration/playbook_run.py)
+PACE = playbook_run.PACE
 
 PAYLOAD_GLOB = "/tmp/ansible_fleetqual.storage.*_payload_*"
 

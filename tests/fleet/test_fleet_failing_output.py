@@ -2,8 +2,9 @@
 hosts failing in five ways, under the default stdout callback and under the collection's
 ``bounded`` one, each host printing its verdict and first reasons -- never its record -- in
 under 2 KB, and under ``bounded`` on at most 3 lines before the fleet report (its failure and
-the recap line). One playbook run per callback (both at once), a tiny matrix, 4 forks for 16 hosts;
-the default callback's run is in the long suite.
+the recap line). One playbook run per callback (both at once), a tiny matrix, 4 forks for 16 hosts.
+The whole module is in the long suite (docs/testing.md, "The long suite"), and within it the
+run under the default callback is made only when its test is selected.
 
 | hosts | verdict | how |
 |---|---|---|

@@ -22,7 +22,7 @@ the first sectors the raw-device guard reads. fq90's drive vanishes once its job
 fq85's job has ended: the kernel rate-limits its "I/O error, dev ..." lines machine-wide
 (10 per 5 s), so the vanishing drive's flood must not hide fq85's lines. For the same
 reason every test that provokes kernel I/O errors is marked ``kernel_errors`` and runs in
-the fleet stream of ``make test``, one at a time.
+one stream, one at a time (Makefile ``test-fleet2``; this module in the long suite only).
 """
 import contextlib
 import os

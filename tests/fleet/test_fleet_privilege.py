@@ -40,7 +40,7 @@ import pytest
 import fleetlib
 from fleetrun import run_playbook
 
-pytestmark = [pytest.mark.fleet, pytest.mark.slow, pytest.mark.long]
+pytestmark = [pytest.mark.fleet, pytest.mark.slow]
 
 PYTHON = "/usr/bin/python3"      # the users' interpreter (the venv's lives under /root, 0700)
 FORKS = 3
@@ -263,12 +263,14 @@ def _rec(mixed, host):
     return mixed["run"].record(host)
 
 
+@pytest.mark.long
 def test_the_mixed_fleet_ends_with_the_expected_verdicts(mixed):
     run = mixed["run"]
     assert run.summary() == (6, 9, 6, 0, 0, 3), run.out[-5000:]
     assert run.rc == 2, run.out[-3000:]       # the verdict gate fails the three refused hosts
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("host", ["fq161", "fq162"])
 def test_a_login_with_passwordless_sudo_runs_as_root(mixed, host):
     """The default (fleetqual_become true for a login other than root) and ansible_become:
@@ -283,6 +285,7 @@ def test_a_login_with_passwordless_sudo_runs_as_root(mixed, host):
     assert len(rec["workloads"]) == len(MATRIX) and not os.path.exists(mixed["test_dirs"][host])
 
 
+@pytest.mark.long
 def test_an_array_of_sudo_logins_starts_together_as_root(mixed):
     t0s = set()
     for host in ARRAY_HOSTS:
@@ -296,6 +299,7 @@ def test_an_array_of_sudo_logins_starts_together_as_root(mixed):
     assert len(t0s) == 1, t0s
 
 
+@pytest.mark.long
 def test_a_login_without_sudo_runs_as_itself_without_cgroup(mixed):
     rec = _rec(mixed, "fq163")
     plain = mixed["users"].plain
@@ -310,6 +314,7 @@ def test_a_login_without_sudo_runs_as_itself_without_cgroup(mixed):
     assert not os.path.exists(mixed["test_dirs"]["fq163"])
 
 
+@pytest.mark.long
 def test_root_login_is_unchanged(mixed):
     rec = _rec(mixed, "fq165")
     assert rec["verdict"] == "PASS", rec["reasons"]
@@ -317,6 +322,7 @@ def test_root_login_is_unchanged(mixed):
     assert mixed["owners"]["fq165"] == {0}
 
 
+@pytest.mark.long
 def test_sudo_that_asks_for_a_password_is_refused_with_the_fix(mixed):
     rec = _rec(mixed, "fq164")
     text = " ".join(rec["reasons"]) + " " + str((rec.get("error") or {}).get("msg"))
@@ -327,6 +333,7 @@ def test_sudo_that_asks_for_a_password_is_refused_with_the_fix(mixed):
     assert not os.path.exists(mixed["test_dirs"]["fq164"])
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("host,variable", [("fq166", "fleetqual_bin_dir"), ("fq167", "fleetqual_test_dir")])
 def test_a_directory_the_login_cannot_write_is_refused_before_measuring(mixed, host, variable):
     rec = _rec(mixed, host)
@@ -339,6 +346,7 @@ def test_a_directory_the_login_cannot_write_is_refused_before_measuring(mixed, h
     assert not os.path.exists(mixed["test_dirs"][host])
 
 
+@pytest.mark.long
 def test_payloads_stale_removed_fresh_kept_none_left(mixed):
     """The no-sudo user's start removed the planted stale payload of this collection's job
     module, kept the fresh one (maybe a live run's), and the run left no payload behind."""

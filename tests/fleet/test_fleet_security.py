@@ -9,7 +9,8 @@
 
 The runtime side (results 0600 in a 0700 directory, test and data set directories 0700
 while iobench runs, binary root:root 0755 with the controller's checksum) is checked over
-SSH on the fleet in test_fleet_qualify.py.
+SSH on the fleet in test_fleet_qualify.py (long suite) and, on localhost, in
+tests/integration/test_qualify_playbook.py.
 """
 import glob
 import os

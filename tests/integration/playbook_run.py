@@ -17,6 +17,16 @@ BIN = os.path.dirname(sys.executable)
 # built-in limit.
 SHARED_DISK_STALL_RULE = {"name": "suite-shared-disk", "max_stall_s": 5}
 
+# The pace of the workloads of runs whose subject is not the disk's speed or the data (the
+# run's output, its batches, round trips, privileges, a build on the host, the package step,
+# the kernel's probes): iobench's own rate limit (``rate_iops``, fio's ``rate_iops``), so each
+# workload still measures and is judged (the stall rule knows a paced cadence:
+# plugin_utils/metrics/stalls.py), at a small part of the CPU. At full speed a 2 s read
+# workload on a loop device took 0.5-1.2 CPU-s of iobench, and as much again of the loop
+# device's kernel worker; the two capability-probe runs took 37 CPU-s at full speed and 21
+# paced.
+PACE = {"rate_iops": 200}
+
 
 def ansible_env(extra=None):
     """Environment for running this checkout's playbook: its ansible.cfg, the collection

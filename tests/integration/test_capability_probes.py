@@ -24,14 +24,14 @@ import tempfile
 
 import pytest
 
-from playbook_run import ROOT
+from playbook_run import PACE, ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "unit"))
 import loopdev  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.kernel_errors]
 
-QUICK = {"fleetqual_workload_overrides": {"time": 2, "warmup": 1}}
+QUICK = {"fleetqual_workload_overrides": dict({"time": 2, "warmup": 1}, **PACE)}
 PROBE_LINE = r"error, dev %s, sector \d+ op 0x[0-9a-f]+:\((?:WRITE_ZEROES|DISCARD|WRITE_SAME|SECURE_ERASE)\)"
 
 

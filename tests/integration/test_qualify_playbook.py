@@ -5,13 +5,13 @@ import subprocess
 
 import pytest
 
-from playbook_run import BIN, ROOT, SHARED_DISK_STALL_RULE, tree_snapshot
+from playbook_run import BIN, PACE, ROOT, SHARED_DISK_STALL_RULE, tree_snapshot
 
 pytestmark = pytest.mark.slow
 
-# the quick profile's workloads shortened, for tests about something other than the
+# the quick profile's workloads shortened and paced, for tests about something other than the
 # measurement itself (the gate, the build on the host, the package step)
-SHORT = {"fleetqual_workload_overrides": {"time": 2, "warmup": 1}}
+SHORT = {"fleetqual_workload_overrides": dict({"time": 2, "warmup": 1}, **PACE)}
 
 
 def test_quick_profile_passes_and_stores_results(playbook, tmp_path):

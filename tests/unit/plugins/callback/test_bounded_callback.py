@@ -5,7 +5,7 @@ for 6 hosts, the fleet report's table included (the qualify_report callback with
 examples/ansible.cfg's [fleetqual_report], table_max_hosts = 0); a failure is one line under its banner, its
 message bounded (the rest with -v), without ansible-core's [ERROR] block and without the warnings a failed
 transfer leaves; warnings of results not printed are one line per task; -v prints what the default callback prints. The SSH fleet test with
-the whole qualify playbook is tests/fleet/test_fleet_output.py."""
+the whole qualify playbook is tests/fleet/test_fleet_output.py (long suite)."""
 import configparser
 import json
 import os
