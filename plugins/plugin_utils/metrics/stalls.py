@@ -24,9 +24,10 @@ which not one request completed. docs/integrity.md, "Stalls", explains the rule:
   own, where a cgroup tells them apart; else every completion, the job's own writeback
   included), the device did not stall: the job's requests waited behind that work. Such a
   silence is counted in ``starved``, never in ``stalls``. When it completed fewer and held no
-  request at any sample inside it (``idle``: the in-flight gauge was 0), the job issued
-  nothing: the host did not run it (CPU starvation, a pause), which is not the device
-  either; counted in ``idle``. When the sampler itself (a thread reading sysfs at a steady
+  request it did not answer (``idle``: at every sample inside it the in-flight gauge was 0,
+  or the requests it held, a journal commit's or a metadata read's, were completed by the
+  next sample), the job issued nothing: the host did not run it (CPU starvation, a pause),
+  which is not the device either; counted in ``idle``. When the sampler itself (a thread reading sysfs at a steady
   cadence) did not run through nearly the whole silence, missing its cadence by ``STALL_S``
   or more, the host ran none of the job's processes (:func:`sampler_gap`): ``paused``; so
   too when the samples say nothing of the device inside the silence (``others`` None) and
@@ -34,8 +35,8 @@ which not one request completed. docs/integrity.md, "Stalls", explains the rule:
   nearly all of it (:func:`missed_cadence`: a host that ran it once in a second where it was
   due five times) or ran across it at half its cadence or less (:func:`mean_gap`: due five
   times a second, read 0.55 s apart). Otherwise, without two samples spanning half of a silence (``others``
-  None), a silence long enough is a stall, as it is when the device held requests and
-  completed none.
+  None), a silence long enough is a stall, as it is when the device held a request from one
+  sample to the next and completed none.
 
 The interval series is iobench's own (``bench.intervals``: ``t`` is the interval's end in
 seconds from the window's start, ``duration_s``, ``read_ops``/``write_ops``/``fsync_ops`` and
@@ -68,8 +69,8 @@ def device_inside(samples, t0, t1):
     ``device_samples`` section (its samples: the device counters ``d``, and in a compliance
     run the job's own, ``c`` from its cgroup or ``l`` from iobench's live log, read at the
     same instants ``e``): ``(others, idle)``. ``others``: the requests it completed that are
-    not the job's; ``idle``: True when it held no request at any sample inside (the in-flight
-    gauge), None when the samples do not say. ``(None, None)`` when fewer than two samples
+    not the job's; ``idle``: True when it answered every request it held at a sample inside
+    (the in-flight gauge: :func:`_answered_all`), None when the samples do not say. ``(None, None)`` when fewer than two samples
     fall inside or their span is under half of it."""
     if not isinstance(samples, dict):
         return None, None
@@ -91,11 +92,45 @@ def device_inside(samples, t0, t1):
     if not (b.get("c") or a.get("c")) and isinstance(la, list) and isinstance(lb, list) and len(la) > 3 \
             and len(lb) > 3 and a.get("r") == b.get("r"):
         done -= (lb[0] - la[0]) + (lb[3] - la[3])
-    gauges = [d[7] for x in inside for d in (x.get("d") or {}).values()
-              if isinstance(d, list) and len(d) > 7 and is_number(d[7])]
-    per_sample = len(b.get("d") or {})
-    idle = (not any(gauges)) if per_sample and len(gauges) == per_sample * len(inside) else None
-    return max(0, int(done)), idle
+    return max(0, int(done)), _answered_all(samples, inside)
+
+
+def _completions(sample):
+    """The reads and writes a sample's devices had completed (``d``: each device's counters),
+    or None when one of them does not say."""
+    total = 0
+    for d in (sample.get("d") or {}).values():
+        if not (isinstance(d, list) and len(d) > 3 and is_number(d[0]) and is_number(d[3])):
+            return None
+        total += d[0] + d[3]
+    return total
+
+
+def _answered_all(samples, inside):
+    """Whether the device answered every request it held at the samples ``inside`` a silence:
+    at each of them, the requests in flight (the kernel's in-flight gauge, field 9 of
+    ``/sys/block/<dev>/stat``, Documentation/admin-guide/iostats.rst) were matched by as many
+    completions by the next sample (inside the silence or after it). A journal commit's or a
+    metadata read's one or two requests held at one sample and completed by the next leave it
+    answering; a request held from one sample to the next with nothing completed is a device
+    that holds what it does not answer. None when a sample lacks a device's gauge or counters."""
+    every = sorted((x for x in samples.get("samples") or [] if isinstance(x, dict) and is_number(x.get("e"))),
+                   key=lambda x: x["e"])
+    names = set((inside[-1].get("d") or {}).keys())
+    if not names:
+        return None
+    for x in inside:
+        d = x.get("d") or {}
+        if set(d) != names or not all(isinstance(v, list) and len(v) > 7 and is_number(v[7]) for v in d.values()):
+            return None
+        held = sum(v[7] for v in d.values())
+        if not held:
+            continue
+        later = [y for y in every if y["e"] > x["e"] and set((y.get("d") or {}).keys()) == names]
+        done_now, done_next = _completions(x), _completions(later[0]) if later else None
+        if done_now is None or done_next is None or done_next - done_now < held:
+            return False
+    return True
 
 
 def _epochs(samples):
@@ -163,9 +198,9 @@ def stall_figures(intervals, rate_iops=None, samples=None, start_epoch=None):
     ``{"intervals", "silences": [{"from_s", "to_s", "seconds", "others", "idle"}], "longest_s",
     "stalls", "starved", "idle", "max_request_ms", "max_request_at_s", "judged", "reason"}``:
     ``stalls`` counts the silences of ``STALL_S`` or more in which the device completed no
-    other request either and held requests (or the samples do not say), ``starved`` those in
-    which it completed others, ``idle`` those in which it held none (:func:`device_inside`
-    over ``samples``, the result's ``foreign`` or ``device_samples`` section, with
+    other request either and held one it did not answer (or the samples do not say),
+    ``starved`` those in which it completed others, ``idle`` those in which it held no
+    request it did not answer (:func:`device_inside` over ``samples``, the result's ``foreign`` or ``device_samples`` section, with
     ``start_epoch`` the window's start; ``others`` None: not known); ``judged`` is False
     (with ``reason``) for a run paced below ``MIN_EXPECTED`` completions per ``STALL_S``."""
     ivs = [iv for iv in intervals or [] if isinstance(iv, dict) and is_number(iv.get("t"))
@@ -296,7 +331,8 @@ def silence_notes(wid, figures, shared_judged=False, limit=None, rule=None):
          "(its device sampler, due every few tenths of a second, did not run either): the host paused, the "
          "device did not stall"),
         (lambda s: s.get("idle"),
-         "the job issued no request for {secs} s ({place}; the device held none and completed none): the host did "
+         "the job issued no request for {secs} s ({place}; the device answered every request it held and "
+         "completed {others}): the host did "
          "not run the benchmark (CPU starvation, a pause), the device did not stall; the workload's rates count "
          "that time"),
     )
