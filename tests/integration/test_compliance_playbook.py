@@ -33,7 +33,7 @@ unitpaths.on_path()
 import loopdev  # noqa: E402
 from test_foreign_io import Neighbour, count_at, neighbour_file  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 # 3 s measured: the assertions are shares (a quiet device < 5 %, four O_DIRECT readers beside
 # our two idle-class threads > 10 %), not counts, so the window's length does not matter

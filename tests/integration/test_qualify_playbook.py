@@ -77,6 +77,7 @@ def test_check_mode_reports_without_building(playbook, tmp_path):
     assert not os.path.exists(os.path.join(run.base, "bin", "iobench"))
 
 
+@pytest.mark.long
 def test_build_on_target_compiles_on_the_host_and_a_threshold_failure_exits_non_zero(playbook, tmp_path):
     """One run for two things apart (a run costs a minute): the build on the host, and the
     gate of a failing threshold."""

@@ -5,7 +5,7 @@ ansible-playbook: by default an INCONCLUSIVE host fails the gate (exit 2) with
 ``<host>: INCONCLUSIVE <reasons>``; with ``warn`` it is not failed (exit 0) but its verdict
 and reasons are printed; a host's own policy applies to it alone; the AWX summary counts
 INCONCLUSIVE apart. The end-to-end run on a shared loop device is
-tests/integration/test_compliance_playbook.py."""
+tests/integration/test_compliance_playbook.py (long suite)."""
 from __future__ import annotations
 
 import json
