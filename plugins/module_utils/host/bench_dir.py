@@ -126,6 +126,8 @@ def previous_job(call, path, result):
                       % (summary.get("run_id"), summary.get("pid"), summary.get("state"),
                          "would zero" if call.check_mode else "zeroed", ", ".join(summary["regions_zeroed"])))
     if not call.check_mode:
+        # the dead job's iobench results outside the test directory (status.SCRATCH_PREFIX)
+        _job.remove_scratch(status)
         shutil.rmtree(directory, ignore_errors=True)
     if summary is not None:
         call.warn("a measurement job of run %s was left in %s (state %s, %d of %s workloads measured); "
@@ -318,6 +320,8 @@ def remove(path, datasets=(), binary=None, devices=(), check_mode=False):
             # its controller has its results: the next run reports it, never collects it again
             status["collected"] = True
             _job.write_status(directory, status)
+    if status and not _job.is_alive(status):
+        _job.remove_scratch(status)
     if os.path.isdir(directory) and not os.path.islink(directory) and not keep and not _job.is_alive(status):
         shutil.rmtree(directory, ignore_errors=True)
     # a dead job's status kept for its device regions (warned above) keeps the directory too

@@ -524,7 +524,7 @@ class ArrayRun:
         else:
             result, failed, msg, warnings = _workload.run_workload(params, self.job.stop, sizes, info, source, tools,
                                                                    stopped_by=self.job.stopped_by,
-                                                                   scratch_dir=self.job.dir)
+                                                                   scratch_dir=self.job.scratch)
         shift_epochs(result, self.skew)
         e["result"] = dict(result or {}, warnings=warnings) if warnings else result
         bench = (result or {}).get("bench") or {}

@@ -40,7 +40,9 @@ the job got SIGTERM/SIGHUP/SIGINT (``bench_dir state=absent`` stops a live job t
 
 import errno
 import os
+import shutil
 import signal
+import tempfile
 import threading
 import time
 import traceback
@@ -55,6 +57,7 @@ from ansible_collections.fleetqual.storage.plugins.module_utils.common.size impo
 from ansible_collections.fleetqual.storage.plugins.module_utils.job.cleanup import clean_all, cleanup_plan
 from ansible_collections.fleetqual.storage.plugins.module_utils.job.status import (
     JobError,
+    SCRATCH_PREFIX,
     STATUS,
     is_alive,
     job_dir,
@@ -132,6 +135,7 @@ class Job:
         self.kernel = None
         self.waited = 0.0           # seconds the ended quiet waits took (foreign.wait_quiet)
         self.hung = set()           # targets whose requests never completed (hung.py): not cleaned up
+        self.scratch = None         # where the workloads' iobench results go (status.SCRATCH_PREFIX)
 
     def _on_signal(self, signum, frame):
         if self.reason is None:
@@ -203,6 +207,8 @@ class Job:
         # killed before its cleanup leaves them to the next preflight (blockdev.match_regions).
         regions = [dict(_blockdev.device_identity(device), size=size, offset=offset)
                    for device, size, offset in cleanup_plan(spec["path"], spec["workloads"], spec["datasets"])[1]]
+        # in the status too: a job killed before its cleanup leaves it to the next preflight
+        self.scratch = tempfile.mkdtemp(prefix=SCRATCH_PREFIX)
         self.status = {
             "schema_version": 1, "run_id": spec["run_id"], "pid": pid, "pid_start": pid_start(pid),
             "state": "running", "started_epoch": round(started, 3),
@@ -213,6 +219,7 @@ class Job:
             "quiet": None, "waited_s": 0.0, "burnin": None,
             # the plan's fingerprint: a later run of the same plan attaches to this job (host/start.py)
             "fingerprint": spec.get("fingerprint"),
+            "scratch_dir": self.scratch,
         }
         write_status(self.dir, self.status)
         self._reserve()
@@ -268,7 +275,7 @@ class Job:
                 else:
                     result, failed, msg, warnings = _workload.run_workload(params, stop=self.stop,
                                                                            stopped_by=self.stopped_by,
-                                                                           scratch_dir=self.dir)
+                                                                           scratch_dir=self.scratch)
                 _kmsg.job_read(self.kernel, st)
                 st["results"].append({"index": i + 1, "id": wl.get("id"), "key": wl.get("key") or wl.get("id"),
                                       "target": wl.get("target"), "failed": failed, "msg": msg,
@@ -293,6 +300,8 @@ class Job:
                 st["cleanup"] = {"removed": removed, "left": left, "warnings": warnings}
             except Exception as e:  # noqa: BLE001
                 st["cleanup"] = {"removed": [], "left": [], "warnings": ["cleanup failed: %s" % e]}
+            if self.scratch:
+                shutil.rmtree(self.scratch, ignore_errors=True)
             _kmsg.job_read(self.kernel, st, close=True)
             if st["error"]:
                 st["state"] = "failed"

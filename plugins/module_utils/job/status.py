@@ -10,7 +10,9 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
+import stat
 import time
 
 from ansible_collections.fleetqual.storage.plugins.module_utils.common.atomic import read_json_or_none, write_json_atomic
@@ -32,6 +34,29 @@ FINAL_STATES = ("done", "failed", "expired", "stopped")
 
 def job_dir(test_dir):
     return os.path.join(test_dir, JOB_DIR)
+
+
+# The prefix of a job's scratch directory in the system's temporary directory, where its
+# workloads' iobench results go (status ``scratch_dir``): not on the filesystem under test,
+# which a run may fill (a full filesystem must not cost the ENOSPC result its evidence).
+SCRATCH_PREFIX = "fleetqual-job-"
+
+
+def remove_scratch(status):
+    """Remove the scratch directory a dead job's status names (``scratch_dir``), only when it
+    is one: a directory, not a symlink, named with :data:`SCRATCH_PREFIX`, owned by this
+    user. Returns the path removed, or None."""
+    path = (status or {}).get("scratch_dir")
+    if not isinstance(path, str) or not os.path.basename(path).startswith(SCRATCH_PREFIX):
+        return None
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        return None
+    shutil.rmtree(path, ignore_errors=True)
+    return path
 
 
 def write_status(directory, doc):

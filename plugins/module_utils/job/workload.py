@@ -293,11 +293,11 @@ def run_workload(p, stop=None, sizes=None, collector_info=None, source=None, too
     lets the guard stop it, and adds the ``foreign`` section to the result.
 
     iobench's JSON result (and a compliance run's live log) go to a directory made for this
-    workload and removed when it ends: in ``scratch_dir`` when given (a measurement job passes
-    its own directory, ``<test_dir>/.fleetqual-job``, which the next run's preflight clears,
-    so a job ended by SIGKILL leaves nothing outside the marked test directory), else in the
-    system's temporary directory (the module's own run, which a signal ends through this
-    function's cleanup)."""
+    workload and removed when it ends, in ``scratch_dir`` when given, else in the system's
+    temporary directory. A measurement job passes its scratch directory (``status.SCRATCH_PREFIX``
+    in the temporary directory, not on the filesystem under test, which a run may fill),
+    named in its status so that the next run's preflight removes it after a SIGKILL; the
+    module's own run is ended by a signal through this function's cleanup."""
     if collector_info is None:
         errors, sizes, collector_info, source, tools = prepare(p)
         if errors:

@@ -238,15 +238,18 @@ def test_the_operators_stop_ends_only_its_runs_job_within_the_grace_and_keeps_it
             os.kill(st["pid"], signal.SIGKILL)
 
 
-def test_a_job_ended_by_sigkill_leaves_its_benchmark_output_only_in_the_job_directory(iobench_binary, tdir):  # noqa: F811
-    """iobench writes its JSON result in a directory of the job's own directory, not in /tmp:
-    a SIGKILL reaches no cleanup, and the next preflight, which clears the job's directory,
-    removes that output with it."""
+def test_a_job_ended_by_sigkill_leaves_its_benchmark_output_for_the_next_preflight(iobench_binary, tdir):  # noqa: F811
+    """iobench writes its JSON result in the job's scratch directory, which the job's status
+    names, in the system's temporary directory (not on the filesystem under test, which a run
+    may fill): a SIGKILL reaches no cleanup, and the next preflight removes it."""
     from proctree import descendants, wait_gone
     r = start(iobench_binary, tdir, [wl(1, 60)], deadline_s=300)
     pid = r["status"]["pid"]
     job_dir = os.path.join(tdir, ".fleetqual-job")
-    scratch, below, argv = [], [], []
+    with open(os.path.join(job_dir, "status.json")) as fh:
+        scratch = json.load(fh)["scratch_dir"]
+    assert os.path.dirname(scratch) == tempfile.gettempdir() and os.path.basename(scratch).startswith("fleetqual-job-")
+    below, argv, out = [], [], []
 
     def cmdline(child):
         try:
@@ -256,13 +259,13 @@ def test_a_job_ended_by_sigkill_leaves_its_benchmark_output_only_in_the_job_dire
             return []
     try:
         end = time.monotonic() + 60
-        while not (scratch and argv):
-            assert time.monotonic() < end, "the workload never started: %s" % os.listdir(job_dir)
+        while not (out and argv):
+            assert time.monotonic() < end, "the workload never started: %s" % os.listdir(scratch)
             time.sleep(0.2)
-            scratch = glob.glob(os.path.join(job_dir, "iobench-*"))
+            out = glob.glob(os.path.join(scratch, "iobench-*"))
             below = descendants(pid)
             argv = next((a for a in map(cmdline, below) if a and a[0] == iobench_binary), [])
-        assert os.path.join(scratch[0], "result.json") in argv, argv
+        assert os.path.join(out[0], "result.json") in argv, argv
         os.kill(pid, signal.SIGKILL)
         assert wait_gone(pid)
     finally:
@@ -271,11 +274,20 @@ def test_a_job_ended_by_sigkill_leaves_its_benchmark_output_only_in_the_job_dire
             if alive(child):
                 os.kill(child, signal.SIGKILL)
                 wait_gone(child)
-    assert os.path.isdir(scratch[0])            # no cleanup ran
+    assert os.path.isdir(out[0])            # no cleanup ran
     p = call(TEST_DIR, {"path": tdir, "datasets": ["set"]})
     assert not p.get("failed"), p
     assert p["previous_job"]["run_id"] == "r1" and p["previous_job"]["state"] == "died", p["previous_job"]
-    assert not os.path.exists(scratch[0]) and not os.path.exists(job_dir)
+    assert not os.path.exists(scratch) and not os.path.exists(job_dir)
+
+
+def test_a_finished_job_removes_its_scratch_directory(iobench_binary, tdir):  # noqa: F811
+    start(iobench_binary, tdir, [wl(1, 1)], deadline_s=300)
+    final = wait_final(tdir)
+    assert final["state"] == "done" and final["results"][0]["result"]["bench"], final
+    with open(os.path.join(tdir, ".fleetqual-job", "status.json")) as fh:
+        scratch = json.load(fh)["scratch_dir"]
+    assert not os.path.exists(scratch)
 
 
 def test_a_failing_workload_stops_the_job_with_its_message(iobench_binary, tdir):  # noqa: F811
