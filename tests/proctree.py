@@ -40,6 +40,15 @@ def descendants(pid):
     return seen
 
 
+def cmdline(pid):
+    """A process's argv (``/proc/<pid>/cmdline``), decoded, or None when it is gone."""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as fh:
+            return [a.decode("utf-8", "replace") for a in fh.read().split(b"\0") if a]
+    except OSError:
+        return None
+
+
 def state(stat_path):
     """The state letter (R, S, D, T, Z, ...) in a /proc stat file (proc(5): after the command's
     closing parenthesis), or None when it cannot be read (the process or thread is gone)."""

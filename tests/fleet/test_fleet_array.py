@@ -42,6 +42,7 @@ import time
 import pytest
 
 import fleetlib
+from proctree import cmdline
 import loopdev
 from fleetrun import run_playbook
 
@@ -80,20 +81,12 @@ def shared_loop(tmp_path_factory):
         yield mnt, dev
 
 
-def _cmdline(pid):
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as fh:
-            return [a.decode("utf-8", "replace") for a in fh.read().split(b"\0") if a]
-    except OSError:
-        return None
-
-
 def _iobench_of(binary, dataset_dir):
     """PIDs of the lock-step iobench runs of one host (its own binary, on its array data set)."""
     out = []
     for name in os.listdir("/proc"):
         if name.isdigit():
-            argv = _cmdline(int(name))
+            argv = cmdline(int(name))
             if argv and argv[0] == binary and "--start-at" in argv and dataset_dir in argv:
                 out.append((int(name), argv))
     return out
@@ -141,7 +134,7 @@ class Killer(Watcher):
             start_at = float(argv[argv.index("--start-at") + 1])
             when = start_at + ARRAY["warmup"] + ARRAY["time"] / 2.0
             self.done.wait(max(0.0, when - time.time()))
-            if _cmdline(pid) == argv:
+            if cmdline(pid) == argv:
                 os.kill(pid, signal.SIGKILL)
                 self.killed = {"pid": pid, "at": time.time(), "start_at": start_at}
             return True

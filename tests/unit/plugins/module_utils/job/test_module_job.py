@@ -242,7 +242,7 @@ def test_a_job_ended_by_sigkill_leaves_its_benchmark_output_for_the_next_preflig
     """iobench writes its JSON result in the job's scratch directory, which the job's status
     names, in the system's temporary directory (not on the filesystem under test, which a run
     may fill): a SIGKILL reaches no cleanup, and the next preflight removes it."""
-    from proctree import descendants, wait_gone
+    from proctree import cmdline, descendants, wait_gone
     r = start(iobench_binary, tdir, [wl(1, 60)], deadline_s=300)
     pid = r["status"]["pid"]
     job_dir = os.path.join(tdir, ".fleetqual-job")
@@ -250,13 +250,6 @@ def test_a_job_ended_by_sigkill_leaves_its_benchmark_output_for_the_next_preflig
         scratch = json.load(fh)["scratch_dir"]
     assert os.path.dirname(scratch) == tempfile.gettempdir() and os.path.basename(scratch).startswith("fleetqual-job-")
     below, argv, out = [], [], []
-
-    def cmdline(child):
-        try:
-            with open("/proc/%d/cmdline" % child, "rb") as fh:
-                return fh.read().decode("utf-8", "replace").split("\0")
-        except OSError:
-            return []
     try:
         end = time.monotonic() + 60
         while not (out and argv):

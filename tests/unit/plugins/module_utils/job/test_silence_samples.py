@@ -31,7 +31,7 @@ import pytest
 
 import loopdev
 import unitpaths
-from proctree import wait_stopped
+from proctree import cmdline, wait_stopped
 
 unitpaths.on_path()
 
@@ -49,14 +49,6 @@ PAUSE_S = 2.4
 def _children(pid):
     out = subprocess.run(["pgrep", "-P", str(pid)], stdout=subprocess.PIPE, text=True, check=False).stdout
     return [int(x) for x in out.split()]
-
-
-def _cmdline(pid):
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as fh:
-            return fh.read().split(b"\0")
-    except OSError:
-        return []
 
 
 def _window_started(pid):
@@ -78,8 +70,8 @@ def _pause_iobench(module_pid, neighbour=None, result=None):
     bench = None
     while time.monotonic() < deadline and bench is None:
         for c in _children(module_pid):
-            argv = _cmdline(c)
-            if argv and argv[0].endswith(b"iobench"):
+            argv = cmdline(c)
+            if argv and argv[0].endswith("iobench"):
                 bench = c
         time.sleep(0.05)
     if bench is None:
