@@ -1,7 +1,9 @@
 """Helpers for the iobench tests (imported by conftest.py and the test modules): build the real binary once, run it, snapshot trees,
 mount small filesystems (root only; skipped otherwise)."""
 import contextlib
+import errno
 import hashlib
+import itertools
 import json
 import os
 import signal
@@ -172,6 +174,30 @@ def held_mid_run(args, at, hold, seconds, timeout=120):
 
 
 FREEZER = "/sys/fs/cgroup/freezer"
+_FREEZER_GROUPS = itertools.count()
+
+
+def _leave_freezer_group(grp, timeout=30.0):
+    """Every task of ``grp`` moved back to the root group and ``grp`` removed. A thread that has
+    begun to exit (PF_EXITING: a thawed main thread that only had to print and return) is not
+    moved by a write to ``tasks`` and keeps the group busy (EBUSY) until its exit is through, so
+    the move and the removal are retried until then; a task gone meanwhile has nothing to move."""
+    def removed():
+        for t in open(os.path.join(grp, "tasks")).read().split():
+            try:
+                with open(os.path.join(FREEZER, "tasks"), "w") as f:
+                    f.write(t)
+            except ProcessLookupError:
+                pass
+        try:
+            os.rmdir(grp)
+        except OSError as e:
+            if e.errno != errno.EBUSY:
+                raise
+            return False
+        return True
+    if not poll_until(removed, timeout):
+        raise OSError(errno.EBUSY, "freezer group still busy %.0f s after its thaw" % timeout, grp)
 
 
 @contextlib.contextmanager
@@ -180,7 +206,7 @@ def frozen_thread(tid):
     ``tasks`` file moves a thread, not its process), thawed and put back on leaving."""
     if not os.path.isfile(os.path.join(FREEZER, "freezer.state")) and not os.path.isdir(FREEZER):
         pytest.skip("no cgroup v1 freezer hierarchy to freeze one thread with")
-    grp = os.path.join(FREEZER, "fleetqual-iobench-test-%d" % os.getpid())
+    grp = os.path.join(FREEZER, "fleetqual-iobench-test-%d-%d" % (os.getpid(), next(_FREEZER_GROUPS)))
     os.mkdir(grp)
     try:
         with open(os.path.join(grp, "tasks"), "w") as f:
@@ -191,10 +217,7 @@ def frozen_thread(tid):
     finally:
         with open(os.path.join(grp, "freezer.state"), "w") as f:
             f.write("THAWED")
-        for t in open(os.path.join(grp, "tasks")).read().split():
-            with open(os.path.join(FREEZER, "tasks"), "w") as f:
-                f.write(t)
-        os.rmdir(grp)
+        _leave_freezer_group(grp)
 
 
 @contextlib.contextmanager
