@@ -897,7 +897,18 @@ static int disk_write(const char *buf, size_t size, off_t off)
 /* ---------- FUSE operations ---------- */
 
 enum { H_DISK = 1, H_CONTROL = 2 };
-struct handle { int what; char *out; size_t outlen; };
+/* Every open handle is on one list: the kernel sends no release for a file still open when the
+ * daemon ends (the loop device's file closed just before the SIGTERM, the request still queued),
+ * so what no release freed is freed when the session has ended (serve). */
+struct handle { int what; char *out; size_t outlen; struct handle *prev, *next; };
+static struct handle *open_handles;
+static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void handle_free(struct handle *h)
+{
+	free(h->out);
+	free(h);
+}
 
 static int which(const char *path)
 {
@@ -973,6 +984,12 @@ static int fd_open(const char *path, struct fuse_file_info *fi)
 	if (!h)
 		return -ENOMEM;
 	h->what = w;
+	pthread_mutex_lock(&handles_lock);
+	h->next = open_handles;
+	if (open_handles)
+		open_handles->prev = h;
+	open_handles = h;
+	pthread_mutex_unlock(&handles_lock);
 	fi->fh = (uint64_t)(uintptr_t)h;
 	fi->direct_io = 1;
 	fi->keep_cache = 0;
@@ -986,8 +1003,15 @@ static int fd_release(const char *path, struct fuse_file_info *fi)
 	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
 	(void)path;
 	if (h) {
-		free(h->out);
-		free(h);
+		pthread_mutex_lock(&handles_lock);
+		if (h->prev)
+			h->prev->next = h->next;
+		else
+			open_handles = h->next;
+		if (h->next)
+			h->next->prev = h->prev;
+		pthread_mutex_unlock(&handles_lock);
+		handle_free(h);
 	}
 	return 0;
 }
@@ -1131,6 +1155,11 @@ out_unmount:
 	fuse_unmount(f);
 out_destroy:
 	fuse_destroy(f);
+	while (open_handles) { /* no request runs any more: the handles no release came for */
+		struct handle *h = open_handles;
+		open_handles = h->next;
+		handle_free(h);
+	}
 out:
 	free(opts.mountpoint);
 	return rc ? 1 : 0;
