@@ -17,12 +17,19 @@ run then judges, stores and reports as any run: each interrupted host is an ERRO
 by the operator" with the workloads it measured. A second signal, or one before that task or
 in another play, goes to Ansible's own handler at once. A controller killed without a signal
 (SIGKILL, a power loss) runs nothing: its jobs end by their deadline and the next run
-attaches to them."""
+attaches to them.
+
+The interrupt file's private directory (``fleetqual-run-<pid>-*`` in the system's temporary
+directory) is removed when ``ansible-playbook`` exits; one that ended without its exit handlers
+(SIGKILL, or Ansible ending itself by its own SIGTERM) leaves it behind, and the next run on the
+controller removes it (:func:`sweep_stale`)."""
 
 import atexit
 import os
+import re
 import shutil
 import signal
+import stat
 import tempfile
 import threading
 
@@ -33,6 +40,10 @@ STOPPED_BY = "ansible-playbook interrupted"
 STOP_GRACE_S = 10
 # a wait of an interrupted run polls at least this often (seconds)
 INTERRUPTED_POLL_S = 1.0
+# the private directory of one run's interrupt file: the PID of its ansible-playbook, then mkdtemp's
+RUN_DIR_PREFIX = "fleetqual-run-"
+_RUN_DIR = re.compile(r"^%s(\d+)-[A-Za-z0-9_]+$" % re.escape(RUN_DIR_PREFIX))
+_INTERRUPT_NAMES = frozenset(("interrupted", "interrupted.tmp"))
 
 
 def interrupted(environ=None):
@@ -46,6 +57,49 @@ def interrupted(environ=None):
             return fh.read().strip() or STOPPED_BY
     except OSError:
         return None
+
+
+def _pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:         # another user's process: alive
+        return True
+    return True
+
+
+def sweep_stale(tmpdir=None):
+    """Remove the interrupt directories that runs on this controller left behind (a process
+    ended without its exit handlers). A directory is removed only when it is this user's, is
+    a directory (not a link), is named by a PID that no process has now, and holds nothing
+    but an interrupt file; anything else is left as it is. Returns the paths removed."""
+    tmpdir = tmpdir or tempfile.gettempdir()
+    removed = []
+    try:
+        names = os.listdir(tmpdir)
+    except OSError:
+        return removed
+    for name in names:
+        m = _RUN_DIR.match(name)
+        if not m or _pid_alive(int(m.group(1))):
+            continue
+        path = os.path.join(tmpdir, name)
+        try:
+            st = os.lstat(path)
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+                continue
+            inside = os.listdir(path)
+            if not set(inside) <= _INTERRUPT_NAMES or not all(
+                    stat.S_ISREG(os.lstat(os.path.join(path, entry)).st_mode) for entry in inside):
+                continue
+            for entry in inside:
+                os.unlink(os.path.join(path, entry))
+            os.rmdir(path)
+        except OSError:     # gone meanwhile, or not ours to remove: left as it is
+            continue
+        removed.append(path)
+    return removed
 
 
 def _say(line):
@@ -75,9 +129,11 @@ class SignalStop:
 
     def install(self):
         """Wrap SIGINT's and SIGTERM's handlers; name this run's interrupt file in the
-        environment (removed with its private directory when the process exits)."""
+        environment (removed with its private directory when the process exits; those of
+        earlier runs that could not remove theirs are removed first, :func:`sweep_stale`)."""
         if self.directory is None:
-            self.directory = tempfile.mkdtemp(prefix="fleetqual-run-")
+            sweep_stale()
+            self.directory = tempfile.mkdtemp(prefix="%s%d-" % (RUN_DIR_PREFIX, os.getpid()))
             atexit.register(shutil.rmtree, self.directory, True)
             self.environ[INTERRUPT_ENV] = self.path
         for sig in (signal.SIGINT, signal.SIGTERM):

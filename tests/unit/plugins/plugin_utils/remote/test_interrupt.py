@@ -4,6 +4,8 @@ on to collect and report; a second signal, or one outside the measuring play, go
 handler it wrapped; the file lives in a private directory named by the environment."""
 import os
 import signal
+import subprocess
+import tempfile
 
 import pytest
 
@@ -180,3 +182,60 @@ def test_the_jobs_a_run_started_are_followed_from_its_own_start_task_only(action
     if followed:
         cb._job_event(_Result(action, {"state": "finished"}, {}), True)
         assert cb._signal_stop.running == {}
+
+
+def _dead_pid():
+    """A PID no process has: that of a child started and reaped here."""
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+@pytest.mark.parametrize("case", ["dead", "dead-with-file", "alive", "other-owner", "extra-file", "link",
+                                  "subdirectory", "not-a-run"])
+def test_a_dead_runs_interrupt_directory_is_swept_and_nothing_else(tmp_path, case):
+    """The directory of a run whose process has gone (its exit handler never ran: SIGKILL) is
+    removed; one whose PID lives, another user's, one holding anything but the interrupt
+    file, a link and a name of another pattern are left as they are."""
+    pid = os.getpid() if case == "alive" else _dead_pid()
+    name = ("fleetqual-run-x%d-abc" if case == "not-a-run" else "fleetqual-run-%d-ab_c9") % pid
+    path = tmp_path / name
+    if case == "link":
+        (tmp_path / "target").mkdir()
+        path.symlink_to(tmp_path / "target")
+    else:
+        path.mkdir(mode=0o700)
+    if case in ("dead-with-file", "extra-file"):
+        (path / "interrupted").write_text("ansible-playbook interrupted by SIGINT\n")
+    if case == "extra-file":
+        (path / "notes.txt").write_text("a user's\n")
+    if case == "subdirectory":
+        (path / "interrupted").mkdir()
+    if case == "other-owner":
+        os.chown(path, 65534, 65534)
+    removed = interrupt.sweep_stale(str(tmp_path))
+    swept = case in ("dead", "dead-with-file")
+    assert removed == ([str(path)] if swept else []), (case, removed)
+    assert os.path.lexists(path) is not swept
+    if case == "extra-file":
+        assert (path / "notes.txt").read_text() == "a user's\n" and (path / "interrupted").exists()
+
+
+def test_install_names_its_directory_by_pid_and_sweeps_a_killed_runs(tmp_path, monkeypatch):
+    """install() makes its directory named by this process's PID in the temporary directory,
+    after removing the directory a killed run left there."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    left = tmp_path / ("fleetqual-run-%d-zz9" % _dead_pid())
+    left.mkdir()
+    env = {}
+    stop = interrupt.SignalStop(env)
+    stop.install()
+    try:
+        assert not left.exists()
+        assert os.path.dirname(stop.directory) == str(tmp_path)
+        assert os.path.basename(stop.directory).startswith("fleetqual-run-%d-" % os.getpid())
+        assert interrupt.sweep_stale(str(tmp_path)) == [] and os.path.isdir(stop.directory)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, stop.wrapped[sig])
+        os.rmdir(stop.directory)
