@@ -209,6 +209,15 @@ class Job:
                    for device, size, offset in cleanup_plan(spec["path"], spec["workloads"], spec["datasets"])[1]]
         # in the status too: a job killed before its cleanup leaves it to the next preflight
         self.scratch = tempfile.mkdtemp(prefix=SCRATCH_PREFIX)
+        try:
+            self._first_status(spec, pid, started, regions)
+        except BaseException:
+            # the job does not start (the module says why): nothing names the directory
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None
+            raise
+
+    def _first_status(self, spec, pid, started, regions):
         self.status = {
             "schema_version": 1, "run_id": spec["run_id"], "pid": pid, "pid_start": pid_start(pid),
             "state": "running", "started_epoch": round(started, 3),

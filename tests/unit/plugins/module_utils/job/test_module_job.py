@@ -283,6 +283,27 @@ def test_a_finished_job_removes_its_scratch_directory(iobench_binary, tdir):  # 
     assert not os.path.exists(scratch)
 
 
+def test_a_job_whose_first_status_cannot_be_written_leaves_no_scratch_directory(tmp_path, monkeypatch):
+    """Job.begin makes the scratch directory, then writes the status that names it: when that
+    write fails (here the test directory's filesystem is full) the job does not start and the
+    directory is gone, since no status names it for a later preflight to remove."""
+    import errno
+    from ansible_collections.fleetqual.storage.plugins.module_utils.job import runner as job_runner
+    from ansible_collections.fleetqual.storage.plugins.module_utils.job import status as job_status
+
+    def full(_directory, _doc):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(job_runner, "write_status", full)
+    spec = {"path": str(tmp_path / "t"), "run_id": "r1", "workloads": [], "datasets": [], "planned_s": 1,
+            "deadline_s": 60}
+    job = job_runner.Job(spec)
+    with pytest.raises(OSError):
+        job.begin(time.time())
+    assert job.scratch is None
+    assert [n for n in os.listdir(tmp_path) if n.startswith(job_status.SCRATCH_PREFIX)] == []
+
+
 def test_a_failing_workload_stops_the_job_with_its_message(iobench_binary, tdir):  # noqa: F811
     bad = wl(2, 1, block_size=1000)        # not a multiple of 512 with O_DIRECT
     start(iobench_binary, tdir, [wl(1, 1), bad, wl(3, 1)], deadline_s=300)
