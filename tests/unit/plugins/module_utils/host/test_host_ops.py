@@ -290,6 +290,7 @@ def test_poll_says_died_as_the_module_for_a_sigkilled_job(iobench_binary, job_di
     finally:
         os.kill(mine.pid, signal.SIGKILL)
         mine.wait()
+        jr_status.remove_scratch(doc)     # what the next preflight would remove (the killed job's)
 
 
 def test_start_refuses_as_the_module(iobench_binary, work):  # noqa: F811

@@ -8,6 +8,7 @@ lock-step step on a host clock 5 s off whose window opens at the scheduled contr
 """
 import json
 import os
+import shutil
 import sys
 import threading
 import time
@@ -273,17 +274,20 @@ def test_one_lock_step_window_on_a_skewed_host_clock(iobench_binary, adir, monke
 
 def test_a_rehearsal_that_cannot_run_leaves_the_floor_lead_and_one_that_can_measures(iobench_binary, adir, monkeypatch):
     job, steps = _job_for(iobench_binary, adir, rank=0)
-    run = ls.ArrayRun(job)
-    measured = run.rehearse(steps, 0)
-    assert isinstance(measured, float) and measured > 0
-    # a host no step is active on has nothing to rehearse
-    assert run.rehearse([dict(s, initiators=1) for s in steps], 1) is None
+    try:
+        run = ls.ArrayRun(job)
+        measured = run.rehearse(steps, 0)
+        assert isinstance(measured, float) and measured > 0
+        # a host no step is active on has nothing to rehearse
+        assert run.rehearse([dict(s, initiators=1) for s in steps], 1) is None
 
-    def broken(_params):
-        raise OSError("no such device")
-    monkeypatch.setattr(ls._workload, "prepare", broken)
-    assert run.rehearse(steps, 0) is None
-    assert ls.launch_lead(None) == ls.LAUNCH_LEAD_S
+        def broken(_params):
+            raise OSError("no such device")
+        monkeypatch.setattr(ls._workload, "prepare", broken)
+        assert run.rehearse(steps, 0) is None
+        assert ls.launch_lead(None) == ls.LAUNCH_LEAD_S
+    finally:
+        shutil.rmtree(job.scratch, ignore_errors=True)      # begun, never run: Job.run would remove it
 
 
 def test_timedatectl_state_when_chrony_is_absent():
