@@ -43,7 +43,8 @@ INTERRUPTED_POLL_S = 1.0
 # the private directory of one run's interrupt file: the PID of its ansible-playbook, then mkdtemp's
 RUN_DIR_PREFIX = "fleetqual-run-"
 _RUN_DIR = re.compile(r"^%s(\d+)-[A-Za-z0-9_]+$" % re.escape(RUN_DIR_PREFIX))
-_INTERRUPT_NAMES = frozenset(("interrupted", "interrupted.tmp"))
+_INTERRUPT_FILE = "interrupted"
+_INTERRUPT_NAMES = frozenset((_INTERRUPT_FILE, _INTERRUPT_FILE + ".tmp"))     # the file, and its write (interrupt)
 
 
 def interrupted(environ=None):
@@ -125,7 +126,7 @@ class SignalStop:
 
     @property
     def path(self):
-        return os.path.join(self.directory, "interrupted") if self.directory else None
+        return os.path.join(self.directory, _INTERRUPT_FILE) if self.directory else None
 
     def install(self):
         """Wrap SIGINT's and SIGTERM's handlers; name this run's interrupt file in the
