@@ -7,8 +7,9 @@
 #                             the fleetqual_manage_packages test); fuse3, libfuse3-dev and
 #                             pkg-config (the fault-injecting drive of tests/faultdrive);
 #                             debootstrap (hosts of other Debian releases); sudo (non-root
-#                             logins); qemu-system-x86, qemu-utils and nbdkit (the VM tier's
-#                             guests and their drives); community.general in
+#                             logins); mmdebstrap (the VM tier's guest image),
+#                             qemu-system-x86, qemu-utils and nbdkit (the VM tier's guests
+#                             and their drives); community.general in
 #                             build/collections (the redfish and ipmi power methods'
 #                             modules); the development requirements in .venv; the
 #                             packaging tools in .venv-packaging; ansible-test's pip
@@ -44,7 +45,7 @@ test_pkgs=(fio sysbench openssh-server chromium libxml2-utils
            e2fsprogs util-linux dmsetup procps shellcheck git prometheus
            smartmontools nvme-cli python3-apt strace
            fuse3 libfuse3-dev pkg-config debootstrap sudo
-           qemu-system-x86 qemu-utils nbdkit)
+           mmdebstrap qemu-system-x86 qemu-utils nbdkit)
 long_pkgs=(tgt iptables libvirt-daemon libvirt-daemon-driver-qemu python3-libvirt)
 pkgs=("${runtime_pkgs[@]}")
 $test_mode && pkgs+=("${test_pkgs[@]}")

@@ -1,14 +1,18 @@
 """The VM tier's guest image: a Debian 12 root with its stock kernel, built once per machine
 (docs/testing.md, "The VM tier").
 
-**Build** (:func:`build`): ``debootstrap --variant=minbase --include=<PACKAGES> bookworm`` from
-the Debian archive apt uses on this machine (``chroots.apt_mirror``), then the few files a
-guest needs written into the tree (:data:`GUEST_FILES`: the static address QEMU's user-mode
-network gives, sshd's settings, the unit that installs root's authorized key from the kernel command
-line), services enabled and the periodic ones masked, downloaded .debs, docs, man pages
-and locales stripped, the kernel and initrd copied out of ``/boot``, and the tree turned into
-an ext4 image with ``mke2fs -t ext4 -d``. Each step's seconds go to the metadata and the
-build log (``build_s`` and ``steps``).
+**Build** (:func:`build`): ``mmdebstrap --mode=root --variant=minbase --include=<PACKAGES>
+bookworm`` from the Debian archive apt uses on this machine (``chroots.apt_mirror``), with
+dpkg told not to unpack docs, man pages, info pages and locales (``path-exclude``) and the
+initramfs made of the root drive's modules only (:data:`INITRAMFS_MODULES`, ``MODULES=list``,
+written before the kernel's package builds it); then the few files a guest needs written into
+the tree (:data:`GUEST_FILES`: the static address QEMU's user-mode network gives, sshd's
+settings, the unit that installs root's authorized key from the kernel command line),
+services enabled and the periodic ones masked, the kernel and initrd copied out of ``/boot``,
+and the tree turned into an ext4 image with ``mke2fs -t ext4 -d``. Each step's seconds go to
+the metadata and the build log (``build_s`` and ``steps``). mmdebstrap, not debootstrap: it
+installs in one apt run, and with the short initramfs the build costs a third of
+debootstrap's CPU (docs/testing.md, "The VM tier").
 
 **Cache**: ``<CACHE>/bookworm-<key>.img`` (raw, sparse) with ``.vmlinuz``, ``.initrd`` and
 ``.json`` beside it, ``<key>`` a hash of the release, the variant, the package list, the
@@ -52,7 +56,18 @@ VARIANT = "minbase"
 # SAN initiator's (open-iscsi, multipath-tools: the SAN lab, tests/vm/san.py)
 PACKAGES = ("linux-image-amd64", "systemd-sysv", "udev", "dbus", "kmod", "iproute2", "openssh-server", "python3",
             "sysstat", "procps", "smartmontools", "nvme-cli", "e2fsprogs", "open-iscsi", "multipath-tools")
-FORMAT = 1          # bump when a step after debootstrap changes in a way GUEST_FILES does not show
+FORMAT = 2          # bump when the build changes in a way the key's other inputs do not show
+# The initramfs holds what mounting the root drive needs (virtio-blk on PCI, ext4; the modules
+# they depend on come along): initramfs-tools' MODULES=list (initramfs.conf(5)). Its default,
+# MODULES=most, packs every storage and filesystem driver: a 37 MB initrd whose build was a
+# third of the image's CPU, and which every cold boot unpacked under TCG. The guest's other
+# drivers (NVMe, virtio-scsi, virtio-net) load from the root filesystem, by udev, as on any host.
+INITRAMFS_MODULES = ("virtio_pci", "virtio_blk", "ext4")
+# dpkg leaves these out of every package it unpacks (dpkg(1) --path-exclude)
+PATH_EXCLUDE = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/usr/share/locale/*")
+# mmdebstrap's settings for dpkg and apt inside the tree, removed once the tree is built so
+# that the guest's dpkg and apt are Debian's own
+BUILD_ONLY_FILES = ("etc/dpkg/dpkg.cfg.d/99mmdebstrap", "etc/apt/apt.conf.d/99mmdebstrap")
 IMAGE_SIZE = 3 << 30
 BUILD_TIMEOUT = 1800
 # periodic jobs and daemons a test guest must not run while it is measured
@@ -112,14 +127,15 @@ class Unavailable(Exception):
     """The image cannot be built or used here; the message is the skip reason."""
 
 
-_BUILDS = {}           # debootstrap PID -> its work directory, while it runs
+_BUILDS = {}           # mmdebstrap PID -> its work directory, while it runs
 _LOCK = threading.Lock()
 CLOSING = threading.Event()     # set at exit: no new build starts
 
 
 def cache_key(packages=PACKAGES):
     doc = json.dumps({"release": RELEASE, "variant": VARIANT, "packages": sorted(packages), "format": FORMAT,
-                      "files": GUEST_FILES, "masked": MASKED, "enabled": ENABLED, "size": IMAGE_SIZE},
+                      "files": GUEST_FILES, "masked": MASKED, "enabled": ENABLED, "size": IMAGE_SIZE,
+                      "initramfs": INITRAMFS_MODULES, "exclude": PATH_EXCLUDE},
                      sort_keys=True)
     return hashlib.sha256(doc.encode()).hexdigest()[:12]
 
@@ -139,13 +155,13 @@ def cached(packages=PACKAGES):
 def unavailable():
     """None when guests can be built and booted here, else why not (a skip reason)."""
     if os.geteuid() != 0:
-        return "the VM tier needs root (debootstrap, mke2fs -d of a root-owned tree)"
+        return "the VM tier needs root (mmdebstrap --mode=root, mke2fs -d of a root-owned tree)"
     for tool, pkg in (("qemu-system-x86_64", "qemu-system-x86"), ("qemu-img", "qemu-utils"), ("mke2fs", "e2fsprogs"),
                       ("ssh", "openssh-client"), ("ssh-keygen", "openssh-client")):
         if not shutil.which(tool):
             return "%s is missing (Debian package %s): the VM tier cannot run" % (tool, pkg)
-    if not cached() and not shutil.which("debootstrap"):
-        return "debootstrap is missing (Debian package debootstrap): cannot build the VM image"
+    if not cached() and not shutil.which("mmdebstrap"):
+        return "mmdebstrap is missing (Debian package mmdebstrap): cannot build the VM image"
     return None
 
 
@@ -158,7 +174,7 @@ def _pid_alive(pid):
 
 
 def remove_build(work):
-    """A build directory, debootstrap's mounts in it (``/proc``, ``/sys``) unmounted first and
+    """A build directory, mmdebstrap's mounts in it (``/proc``, ``/sys``, ``/dev``) unmounted first and
     every process living in its tree killed by PID; never an ``rm -rf`` over a mount."""
     if os.path.lexists(work):
         chroots.kill_rooted_in(os.path.join(work, "root"))
@@ -208,8 +224,9 @@ def prune(keep):
 # (guests.py): under TCG a guest's CPU, clock and timers are this machine's CPU time, and at
 # the default priority on a loaded machine (load 10-17 on 2 cores) four guests took 200-230 s
 # to reach SSH, or more than 300, and a guest lagged behind its own drive's throttle. The
-# image's debootstrap: the first step of the tier's critical path, every guest waits for it
-# (a fresh-clone run's took 483 s at load 14 at the default priority, 92-100 s on a quiet machine).
+# image's build: the first step of the tier's critical path, every guest waits for it
+# (a fresh-clone run's debootstrap took 483 s at load 14 at the default priority, 92-100 s on a
+# quiet machine).
 VM_NICE = -5
 
 
@@ -221,14 +238,31 @@ def take_vm_priority():
         pass
 
 
-def _debootstrap(tree, packages, log):
+def _setup_hook():
+    """mmdebstrap's ``--setup-hook`` (sh, the tree as ``$1``): initramfs-tools' settings, in
+    place before the kernel's package is configured and builds the initramfs."""
+    return ('mkdir -p "$1/etc/initramfs-tools/conf.d" "$1/usr/share/initramfs-tools/modules.d" && '
+            'printf "MODULES=list\\n" > "$1/etc/initramfs-tools/conf.d/fleetqual.conf" && '
+            'printf "%s\\n" > "$1/usr/share/initramfs-tools/modules.d/fleetqual.conf"' % "\\n".join(INITRAMFS_MODULES))
+
+
+def bootstrap_argv(tree, packages, mirror=None):
+    """mmdebstrap's command line for the guest's tree (see the module doc)."""
+    argv = ["mmdebstrap", "--mode=root", "--variant=" + VARIANT, "--include=" + ",".join(packages),
+            # the tree is thrown away if the build fails: dpkg need not sync each file it unpacks
+            "--dpkgopt=force-unsafe-io"]
+    argv += ["--dpkgopt=path-exclude=" + p for p in PATH_EXCLUDE]
+    argv += ["--setup-hook=" + _setup_hook(), RELEASE, tree]
+    return argv + ([mirror] if mirror else [])
+
+
+def _bootstrap(tree, packages, log):
     mirror = chroots.apt_mirror()
     if mirror:
         why = chroots.archive_serves(mirror, RELEASE)
         if why:
             raise Unavailable(why)
-    argv = ["debootstrap", "--variant=" + VARIANT, "--include=" + ",".join(packages), RELEASE, tree]
-    argv += [mirror] if mirror else []
+    argv = bootstrap_argv(tree, packages, mirror)
     with open(log, "a") as fh:
         with _LOCK:
             if CLOSING.is_set():
@@ -244,7 +278,7 @@ def _debootstrap(tree, packages, log):
     if rc != 0:
         with open(log, errors="replace") as fh:
             tail = fh.read()[-1500:]
-        raise Unavailable("debootstrap %s failed (exit %d): %s" % (RELEASE, rc, tail))
+        raise Unavailable("mmdebstrap %s failed (exit %d): %s" % (RELEASE, rc, tail))
 
 
 def _customize(tree):
@@ -262,6 +296,9 @@ def _customize(tree):
     for rel in chroots.STRIP:
         shutil.rmtree(os.path.join(tree, rel), ignore_errors=True)
         os.makedirs(os.path.join(tree, rel), exist_ok=True)
+    for rel in BUILD_ONLY_FILES:
+        if os.path.lexists(os.path.join(tree, rel)):
+            os.unlink(os.path.join(tree, rel))
     boot = os.path.join(tree, "boot")
     kernels = sorted(n for n in os.listdir(boot) if n.startswith("vmlinuz-"))
     if not kernels:
@@ -303,8 +340,8 @@ def build(packages=PACKAGES):
             fh.write("fleetqual-vm: building %s (%s)\n" % (paths["image"], " ".join(packages)))
         steps = _Steps(paths["log"])
         try:
-            _debootstrap(tree, packages, paths["log"])
-            steps.done("debootstrap")
+            _bootstrap(tree, packages, paths["log"])
+            steps.done("mmdebstrap")
             kernel, initrd, version = _customize(tree)
             meta = dict(_versions(tree), kernel=version, release=RELEASE, packages=list(packages),
                         variant=VARIANT, key=cache_key(packages))
@@ -350,7 +387,7 @@ def _stop_build(pid_work):
 
 
 def stop_builds():
-    """End a running build of this process (exit paths): debootstrap's tree killed by PID,
+    """End a running build of this process (exit paths): mmdebstrap's tree killed by PID,
     its directory unmounted and removed. Returns the errors."""
     with _LOCK:
         CLOSING.set()
