@@ -49,6 +49,10 @@ def test_get_pip_stand_in_installs_pip_into_an_empty_venv(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = subprocess.run([python, "-m", "pip", "--version"], capture_output=True, text=True, check=True).stdout
     assert out.startswith("pip %s from %s" % (version, venv))
+    # pip ran out of the wheel unpacked once beside it (the next venv's bootstrap reuses it),
+    # and no half-unpacked copy is left
+    assert (cache / os.path.basename(wheel)[:-len(".whl")] / "pip" / "__init__.py").is_file()
+    assert not list(cache.glob(".unpack-*"))
 
 
 def test_get_pip_stand_in_says_where_the_wheel_should_be(tmp_path):
