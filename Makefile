@@ -34,6 +34,9 @@ STREAMS := $(CURDIR)/build/test-streams
 # end the cost of each stream, of the whole command and of the 15 costliest tests is printed
 # and written to build/test-streams/cost.json (docs/testing.md, "What the suite costs").
 test: export FLEETQUAL_REQUIRE_LABS := 1
+# each property test runs at most this many examples; the long suite runs each its own count
+# (tests/propertycap.py, docs/testing.md "Property tests")
+test: export FLEETQUAL_PROPERTY_EXAMPLES ?= 100
 test:
 	rm -rf $(STREAMS) && mkdir -p $(STREAMS)
 	$(MAKE) -j8 --output-sync=target stream-vm stream-checks $(LONG_ONLY_STREAMS) stream-c stream-fleet2 stream-unit stream-rest; rc=$$?; \
@@ -53,7 +56,7 @@ LONG_ONLY_XML = $(if $(findstring long or,$(SUITE)),$(STREAMS)/fleet.xml)
 .PHONY: test-long
 test-long:
 	scripts/setup.sh --long
-	$(MAKE) test SUITE="long or not long"
+	$(MAKE) test SUITE="long or not long" FLEETQUAL_PROPERTY_EXAMPLES=full
 
 COST := python3 tests/suitecost.py run
 STREAM_vm := test-vm

@@ -3,8 +3,9 @@
 The collection lives at the repository root. Ansible (and Python imports in unit tests)
 expect it at <path>/ansible_collections/fleetqual/storage, so we expose the checkout
 through a symlink under build/collections and put that path first on sys.path. The tests'
-own shared helpers beside this file (proctree.py, suitecost.py, costplugin.py) are importable by every test
-directory. Under `make test` it also records what each test costs (costplugin.py).
+own shared helpers beside this file (proctree.py, suitecost.py, costplugin.py, propertycap.py) are
+importable by every test directory. Under `make test` it also records what each test costs
+(costplugin.py) and caps the examples of each property test (propertycap.py).
 """
 import os
 import sys
@@ -34,3 +35,5 @@ os.environ.setdefault("ANSIBLE_COLLECTIONS_PATH", COLLECTIONS)
 
 # What each test costs under `make test` (tests/costplugin.py): its hooks, found here by name.
 from costplugin import pytest_runtest_protocol, pytest_sessionfinish  # noqa: E402,F401  pylint: disable=unused-import
+# How many examples a property test runs under `make test` (tests/propertycap.py).
+from propertycap import pytest_collection_modifyitems  # noqa: E402,F401  pylint: disable=unused-import
