@@ -99,10 +99,7 @@ venv() {
     local args_venv=()
     [ -n "${venv_args:-}" ] && args_venv=("$venv_args")
     [ -x "$dir/bin/python" ] || "$py" -m venv "${args_venv[@]}" "$dir"
-    # --no-compile: pip would compile every module of every package (ansible-core's modules
-    # too, which run on hosts as source and are never imported here); Python compiles what it
-    # imports, once, into the venv's __pycache__
-    "$dir/bin/pip" install -q --disable-pip-version-check --no-compile "${args[@]}"
+    "$dir/bin/pip" install -q --disable-pip-version-check "${args[@]}"
     rm -f "$dir"/.installed*
     touch "$stamp"
   fi
