@@ -3,9 +3,10 @@
 A property test (Hypothesis ``@given``) sets the examples its inputs deserve with
 ``@settings(max_examples=N)``: up to 400 here. `make test` (README command 2, CI) runs each
 with at most ``FLEETQUAL_PROPERTY_EXAMPLES`` of them (100, Hypothesis's own default);
-`make test-long`, and a pytest run without the variable, run each with its own N. Hypothesis's
-engine (generating, mutating and drawing the inputs) was half of the unit stream's own CPU,
-and 60 of the 106 property tests asked for 120-400 examples.
+`make test-long`, and a pytest run without the variable, run each with its own N. Hypothesis
+took half of the unit stream's own CPU (71 of 147 CPU-s, py-spy), its engine (generating,
+mutating and drawing the inputs) 43 of them beyond the tests' bodies, and 60 of the 106
+property tests asked for 120-400 examples.
 
 The cap is applied per test function at collection (:func:`pytest_collection_modifyitems`,
 registered by tests/conftest.py) through the settings object Hypothesis reads when the test

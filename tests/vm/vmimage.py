@@ -174,7 +174,7 @@ def _pid_alive(pid):
 
 
 def remove_build(work):
-    """A build directory, mmdebstrap's mounts in it (``/proc``, ``/sys``, ``/dev``) unmounted first and
+    """A build directory, whatever mmdebstrap left mounted in it (``/proc``, ``/sys``, ...) unmounted first and
     every process living in its tree killed by PID; never an ``rm -rf`` over a mount."""
     if os.path.lexists(work):
         chroots.kill_rooted_in(os.path.join(work, "root"))
