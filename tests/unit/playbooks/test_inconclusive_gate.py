@@ -17,6 +17,7 @@ import yaml
 import unitpaths
 
 sys.path.insert(0, os.path.join(unitpaths.UNIT, "fixtures", "report"))
+import handover  # noqa: E402
 import report_synth as synth  # noqa: E402
 
 ROOT = unitpaths.ROOT
@@ -46,21 +47,14 @@ def _gate(tmp_path, host_vars=None, extra_vars=None):
     with open(os.path.join(ROOT, "playbooks", "qualify.yml"), encoding="utf-8") as fh:
         gate = yaml.safe_load(fh)[-1]
     assert gate["vars"]["_fleetqual_report_play"] == "gate"
-    store = {"name": "Store (as the action qualify_host does: registered record, ansible_stats)", "hosts": "all", "gather_facts": False,
-             "tasks": [
-                 {"name": "Read the record", "ansible.builtin.set_fact": {
-                     "_fleetqual_result": "{{ {'record': lookup('ansible.builtin.file', '%s/%s/' ~ inventory_hostname ~ "
-                                          "'.json') | from_json} }}" % (results, RUN_ID)}},
-                 {"name": "Hand the host's record to the fleet report", "ansible.builtin.set_stats": {
-                     "data": {"fleetqual_report": "{{ _fleetqual_result.record }}"}, "per_host": True,
-                     "aggregate": False}}]}
+    store = handover.store_play("%s/%s/{{ inventory_hostname }}.json" % (results, RUN_ID))
     (tmp_path / "gate.yml").write_text(yaml.safe_dump([store, gate], sort_keys=False))
     hosts = {h: dict({"ansible_connection": "local"}, **(host_vars or {}).get(h, {})) for h in ("db1", "db2", "db3")}
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
                ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"), ANSIBLE_SHOW_CUSTOM_STATS="1",
-               FLEETQUAL_REPORT_HISTORY="false", ANSIBLE_LOCALHOST_WARNING="false",
+               ANSIBLE_ACTION_PLUGINS=handover.PLUGINS, FLEETQUAL_REPORT_HISTORY="false", ANSIBLE_LOCALHOST_WARNING="false",
                PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
     argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "gate.yml", "-i", "hosts.yml"]
     if extra_vars:

@@ -36,6 +36,7 @@ from ansible_collections.fleetqual.storage.plugins.plugin_utils.judge import ver
 from ansible_collections.fleetqual.storage.plugins.module_utils.common import atomic  # noqa: E402
 
 sys.path.insert(0, os.path.join(unitpaths.UNIT, "fixtures", "report"))
+import handover  # noqa: E402
 import report_tools as tools  # noqa: E402
 from ansible_collections.fleetqual.storage.plugins.plugin_utils.metrics.workload import workload_record
 
@@ -285,21 +286,14 @@ def test_ansible_runner_stats_artifact_holds_the_summary(sliced_run, tmp_path):
 
 
 def _gate_playbook(tmp_path, records_dir):
-    """The records handed over as store.yml does, then playbooks/qualify.yml's own gate play
-    (taken verbatim from the playbook)."""
+    """The records handed over as the action qualify_host hands them (handover.py), then
+    playbooks/qualify.yml's own gate play (taken verbatim from the playbook)."""
     import yaml
 
     with open(os.path.join(ROOT, "playbooks", "qualify.yml"), encoding="utf-8") as f:
         gate = yaml.safe_load(f)[-1]
     assert gate["vars"]["_fleetqual_report_play"] == "gate"
-    store = {"name": "Store (as the action qualify_host does: registered record, ansible_stats)", "hosts": "all", "gather_facts": False,
-             "tasks": [
-                 {"name": "Read the record", "ansible.builtin.set_fact": {
-                     "_fleetqual_result": "{{ {'record': lookup('ansible.builtin.file', '%s/' ~ inventory_hostname ~ "
-                                          "'.json') | from_json} }}" % records_dir}},
-                 {"name": "Hand the host's record to the fleet report", "ansible.builtin.set_stats": {
-                     "data": {"fleetqual_report": "{{ _fleetqual_result.record }}"}, "per_host": True,
-                     "aggregate": False}}]}
+    store = handover.store_play("%s/{{ inventory_hostname }}.json" % records_dir)
     path = tmp_path / "gate.yml"
     path.write_text(yaml.safe_dump([store, gate], sort_keys=False))
     inv = tmp_path / "hosts.ini"
@@ -318,7 +312,8 @@ def test_gate_report_and_exit_code_agree_on_outliers(tmp_path, mode):
     playbook, inv = _gate_playbook(tmp_path, os.path.join(results, RUN_ID))
     proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), playbook, "-i", inv],
                           capture_output=True, text=True, timeout=300, cwd=str(tmp_path),
-                          env=_ansible_env(FLEETQUAL_REPORT_OUTLIERS=mode, FLEETQUAL_REPORT_HISTORY="false",
+                          env=_ansible_env(ANSIBLE_ACTION_PLUGINS=handover.PLUGINS,
+                                           FLEETQUAL_REPORT_OUTLIERS=mode, FLEETQUAL_REPORT_HISTORY="false",
                                            ANSIBLE_SHOW_CUSTOM_STATS="1"), check=False)
     out = proc.stdout + proc.stderr
     # the run's summary for AWX: set_stats without per_host, under the slice's key
