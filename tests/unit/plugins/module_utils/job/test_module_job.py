@@ -44,8 +44,10 @@ def call(module, args, timeout=120):
 
 
 def wl(i, time_s, **kw):
+    """A workload of the plan; paced (``rate_iops``): the job is the subject, not the disk."""
     w = {"id": "w%d" % i, "dataset": "set", "mode": "rndrd", "file_num": 2, "total_size": 8 << 20,
-         "block_size": 16384, "threads": 1, "direct": True, "time": time_s, "warmup": 0, "seed": 1}
+         "block_size": 16384, "threads": 1, "direct": True, "time": time_s, "warmup": 0, "seed": 1,
+         "rate_iops": 200}
     w.update(kw)
     return w
 
