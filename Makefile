@@ -7,6 +7,13 @@ SRC    := roles/iobench/files/src
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
+# Python caches the bytecode of this checkout's own code (the collection's plugins and
+# module_utils, the tests) under build/pycache, outside the tree, even where the environment
+# sets PYTHONDONTWRITEBYTECODE (an empty value turns it off): the suite starts several hundred
+# Python processes that import the same modules (module runs, ansible-playbook and its
+# workers), and each compiled them from source again (docs/testing.md, "What the suite costs").
+export PYTHONPYCACHEPREFIX := $(CURDIR)/build/pycache
+export PYTHONDONTWRITEBYTECODE :=
 
 PYTEST := $(VENV)/pytest -q -p no:cacheprovider
 # The tests of the suite: every test but those marked long, which `make test-long` adds
