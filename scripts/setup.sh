@@ -99,7 +99,12 @@ venv() {
     local args_venv=()
     [ -n "${venv_args:-}" ] && args_venv=("$venv_args")
     [ -x "$dir/bin/python" ] || "$py" -m venv "${args_venv[@]}" "$dir"
-    "$dir/bin/pip" install -q --disable-pip-version-check "${args[@]}"
+    # Under a bytecode prefix (scripts/test.sh, make test) Python reads bytecode only from
+    # there, never from the __pycache__ beside the packages: compiling them at install time
+    # would be work that no process reads.
+    local compile=()
+    [ -n "${PYTHONPYCACHEPREFIX:-}" ] && compile=(--no-compile)
+    "$dir/bin/pip" install -q --disable-pip-version-check "${compile[@]}" "${args[@]}"
     rm -f "$dir"/.installed*
     touch "$stamp"
   fi

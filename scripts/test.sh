@@ -9,6 +9,10 @@
 # first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Every Python process of the command, setup's too, caches its bytecode under build/pycache
+# as make test's do (the Makefile, docs/testing.md "What the suite costs"), so setup's pip
+# compiles nothing at install time (scripts/setup.sh).
+export PYTHONPYCACHEPREFIX="$PWD/build/pycache" PYTHONDONTWRITEBYTECODE=
 if command -v python3 >/dev/null 2>&1; then
   exec python3 tests/suitecost.py run whole --out build/test-cost-whole.json -- \
     bash -c 'scripts/setup.sh --test && exec make test'
